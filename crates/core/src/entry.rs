@@ -1,0 +1,430 @@
+//! One key and its value in a single heap allocation.
+//!
+//! The keyspace is dominated by small keys with small values (Redis spends ~120 bytes on a 14-byte key
+//! with a 32-byte value). An [`Entry`] is one thin pointer to one allocation that holds everything:
+//!
+//! ```text
+//! off 0   next: Option<Entry>      chain link, owned by the Dict
+//! off 8   meta: u32                bits 0..24 LRU clock / LFU counter, bits 24..32 flags
+//! off 12  [expire: i64]            only when FLAG_TTL (unix ms, unaligned)
+//!         varint key_len
+//!         [varint val_len]         only for KIND_INLINE
+//!         key bytes
+//!         value: inline bytes | i64 (KIND_INT) | *mut Object (KIND_OBJECT)
+//! ```
+//!
+//! Invariants: the allocation size is always recomputable from the header (so it is never stored);
+//! `KIND_INLINE` values are at most [`EMBSTR_MAX`] bytes (Redis's embstr limit, so `OBJECT ENCODING`
+//! answers the same as Redis); an Entry exclusively owns its `Object` box and its chain successor.
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::ptr::NonNull;
+
+use bytes::Bytes;
+
+/// Strings up to this length live inline in the entry (Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT).
+pub const EMBSTR_MAX: usize = 44;
+
+const KIND_INLINE: u8 = 0;
+const KIND_INT: u8 = 1;
+const KIND_OBJECT: u8 = 2;
+const KIND_MASK: u8 = 0b11;
+const FLAG_TTL: u8 = 0b100;
+const HEADER: usize = 12;
+const LRU_MASK: u32 = 0x00FF_FFFF;
+
+/// A heap-allocated value too large or too rich to live inline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Object {
+    /// A string with Redis's "raw" encoding: longer than [`EMBSTR_MAX`] or modified in place.
+    Str(Vec<u8>),
+}
+
+/// An owned value, as it is stored or moved between shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// A string; stored inline when short, as `Object::Str` otherwise.
+    Str(Bytes),
+    /// A string holding a canonical 64-bit integer (Redis's "int" encoding).
+    Int(i64),
+    /// Anything else.
+    Obj(Box<Object>),
+}
+
+/// A borrowed view of an entry's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    /// An inline ("embstr") string.
+    Inline(&'a [u8]),
+    /// An integer-encoded string.
+    Int(i64),
+    /// A heap object.
+    Obj(&'a Object),
+}
+
+/// A key with its value, expiry and access clock, in one allocation. See the module docs.
+#[repr(transparent)]
+pub struct Entry(NonNull<u8>);
+
+// SAFETY: an Entry exclusively owns its allocation and everything reachable from it.
+unsafe impl Send for Entry {}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Writes a LEB128 varint at `p`, returning the bytes written.
+///
+/// # Safety
+/// `p` must be valid for `varint_len(v)` bytes of writes.
+unsafe fn put_varint(p: *mut u8, mut v: usize) -> usize {
+    let mut i = 0;
+    loop {
+        let byte = (v & 0x7F) as u8;
+        v >>= 7;
+        if v == 0 {
+            *p.add(i) = byte;
+            return i + 1;
+        }
+        *p.add(i) = byte | 0x80;
+        i += 1;
+    }
+}
+
+/// Reads a LEB128 varint written by [`put_varint`].
+///
+/// # Safety
+/// `p` must point at a varint written by `put_varint`.
+unsafe fn get_varint(p: *const u8) -> (usize, usize) {
+    let mut v = 0usize;
+    let mut shift = 0;
+    let mut i = 0;
+    loop {
+        let byte = *p.add(i);
+        v |= ((byte & 0x7F) as usize) << shift;
+        i += 1;
+        if byte & 0x80 == 0 {
+            return (v, i);
+        }
+        shift += 7;
+    }
+}
+
+/// Decoded header: where the key and value live and how big the allocation is.
+struct Parts {
+    kind: u8,
+    key_off: usize,
+    key_len: usize,
+    val_off: usize,
+    val_len: usize,
+}
+
+impl Parts {
+    fn alloc_size(&self) -> usize {
+        self.val_off + self.val_len
+    }
+}
+
+impl Entry {
+    /// Builds an entry. Strings longer than [`EMBSTR_MAX`] become `Object::Str`.
+    pub fn new(key: &[u8], value: Value, expire: Option<i64>, lru: u32) -> Entry {
+        match value {
+            Value::Str(s) if s.len() <= EMBSTR_MAX => Self::build(key, KIND_INLINE, &s, expire, lru),
+            Value::Str(s) => Self::new_object(key, Box::new(Object::Str(s.to_vec())), expire, lru),
+            Value::Int(i) => Self::build(key, KIND_INT, &i.to_ne_bytes(), expire, lru),
+            Value::Obj(o) => Self::new_object(key, o, expire, lru),
+        }
+    }
+
+    fn new_object(key: &[u8], obj: Box<Object>, expire: Option<i64>, lru: u32) -> Entry {
+        let raw = Box::into_raw(obj) as usize;
+        Self::build(key, KIND_OBJECT, &raw.to_ne_bytes(), expire, lru)
+    }
+
+    fn build(key: &[u8], kind: u8, val: &[u8], expire: Option<i64>, lru: u32) -> Entry {
+        let ttl_len = if expire.is_some() { 8 } else { 0 };
+        let vlen_len = if kind == KIND_INLINE { varint_len(val.len()) } else { 0 };
+        let size = HEADER + ttl_len + varint_len(key.len()) + vlen_len + key.len() + val.len();
+        let layout = Layout::from_size_align(size, 8).expect("entry size overflows a Layout");
+        // SAFETY: size > 0; every byte written below lies within `size`, as computed above.
+        unsafe {
+            let p = alloc(layout);
+            if p.is_null() {
+                handle_alloc_error(layout);
+            }
+            (p as *mut Option<Entry>).write(None);
+            let flags = kind | if expire.is_some() { FLAG_TTL } else { 0 };
+            (p.add(8) as *mut u32).write((lru & LRU_MASK) | ((flags as u32) << 24));
+            let mut off = HEADER;
+            if let Some(at) = expire {
+                (p.add(off) as *mut i64).write_unaligned(at);
+                off += 8;
+            }
+            off += put_varint(p.add(off), key.len());
+            if kind == KIND_INLINE {
+                off += put_varint(p.add(off), val.len());
+            }
+            std::ptr::copy_nonoverlapping(key.as_ptr(), p.add(off), key.len());
+            off += key.len();
+            std::ptr::copy_nonoverlapping(val.as_ptr(), p.add(off), val.len());
+            Entry(NonNull::new_unchecked(p))
+        }
+    }
+
+    fn meta(&self) -> u32 {
+        // SAFETY: every entry has a 12-byte header.
+        unsafe { (self.0.as_ptr().add(8) as *const u32).read() }
+    }
+
+    fn flags(&self) -> u8 {
+        (self.meta() >> 24) as u8
+    }
+
+    fn parts(&self) -> Parts {
+        let flags = self.flags();
+        let kind = flags & KIND_MASK;
+        let p = self.0.as_ptr();
+        let mut off = HEADER + if flags & FLAG_TTL != 0 { 8 } else { 0 };
+        // SAFETY: the header layout was written by `build`.
+        unsafe {
+            let (key_len, n) = get_varint(p.add(off));
+            off += n;
+            let val_len = if kind == KIND_INLINE {
+                let (v, n) = get_varint(p.add(off));
+                off += n;
+                v
+            } else {
+                8
+            };
+            Parts { kind, key_off: off, key_len, val_off: off + key_len, val_len }
+        }
+    }
+
+    /// The key bytes.
+    pub fn key(&self) -> &[u8] {
+        let parts = self.parts();
+        // SAFETY: key bytes lie within the allocation, which lives as long as &self.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(parts.key_off), parts.key_len) }
+    }
+
+    /// The value.
+    pub fn value(&self) -> ValueRef<'_> {
+        let parts = self.parts();
+        // SAFETY: value bytes lie within the allocation; KIND_OBJECT stores a live Box pointer.
+        unsafe {
+            let v = self.0.as_ptr().add(parts.val_off);
+            match parts.kind {
+                KIND_INLINE => ValueRef::Inline(std::slice::from_raw_parts(v, parts.val_len)),
+                KIND_INT => ValueRef::Int((v as *const i64).read_unaligned()),
+                _ => ValueRef::Obj(&*((v as *const usize).read_unaligned() as *const Object)),
+            }
+        }
+    }
+
+    /// The heap object, mutably, if the value is one.
+    pub fn object_mut(&mut self) -> Option<&mut Object> {
+        let parts = self.parts();
+        if parts.kind != KIND_OBJECT {
+            return None;
+        }
+        // SAFETY: KIND_OBJECT stores a live, exclusively owned Box pointer.
+        unsafe {
+            let v = self.0.as_ptr().add(parts.val_off);
+            Some(&mut *((v as *const usize).read_unaligned() as *mut Object))
+        }
+    }
+
+    /// Overwrites an int-encoded value in place; returns false (doing nothing) for other kinds.
+    pub fn set_int(&mut self, i: i64) -> bool {
+        let parts = self.parts();
+        if parts.kind != KIND_INT {
+            return false;
+        }
+        // SAFETY: KIND_INT stores 8 value bytes at val_off.
+        unsafe { (self.0.as_ptr().add(parts.val_off) as *mut i64).write_unaligned(i) };
+        true
+    }
+
+    /// Absolute expiry in unix milliseconds, if the key is volatile.
+    pub fn expire(&self) -> Option<i64> {
+        if self.flags() & FLAG_TTL == 0 {
+            return None;
+        }
+        // SAFETY: FLAG_TTL means 8 expiry bytes follow the header.
+        Some(unsafe { (self.0.as_ptr().add(HEADER) as *const i64).read_unaligned() })
+    }
+
+    /// The 24-bit LRU clock or LFU counter.
+    pub fn lru(&self) -> u32 {
+        self.meta() & LRU_MASK
+    }
+
+    /// Sets the 24-bit LRU clock or LFU counter.
+    pub fn set_lru(&mut self, lru: u32) {
+        let meta = (self.meta() & !LRU_MASK) | (lru & LRU_MASK);
+        // SAFETY: every entry has a 12-byte header.
+        unsafe { (self.0.as_ptr().add(8) as *mut u32).write(meta) }
+    }
+
+    /// Returns the same key and value with another expiry (reallocating only if presence changes).
+    pub fn with_expire(self, expire: Option<i64>) -> Entry {
+        match (self.expire().is_some(), expire) {
+            (true, Some(at)) => {
+                // SAFETY: FLAG_TTL means 8 expiry bytes follow the header.
+                unsafe { (self.0.as_ptr().add(HEADER) as *mut i64).write_unaligned(at) };
+                self
+            }
+            (false, None) => self,
+            _ => {
+                let lru = self.lru();
+                let key = self.key().to_vec();
+                Entry::new(&key, self.into_value(), expire, lru)
+            }
+        }
+    }
+
+    /// Returns an entry with the same key, expiry and clock holding `value`.
+    pub fn with_value(self, value: Value) -> Entry {
+        let e = Entry::new(self.key(), value, self.expire(), self.lru());
+        drop(self);
+        e
+    }
+
+    /// Consumes the entry, returning its value without copying heap objects.
+    pub fn into_value(self) -> Value {
+        let parts = self.parts();
+        let v = match self.value() {
+            ValueRef::Inline(s) => Value::Str(Bytes::copy_from_slice(s)),
+            ValueRef::Int(i) => Value::Int(i),
+            ValueRef::Obj(_) => {
+                // SAFETY: KIND_OBJECT stores a live Box pointer; we take ownership and clear the kind
+                // so Drop does not free it again.
+                unsafe {
+                    let p = self.0.as_ptr();
+                    let raw = (p.add(parts.val_off) as *const usize).read_unaligned() as *mut Object;
+                    let meta = self.meta() & !((KIND_MASK as u32) << 24) | ((KIND_INT as u32) << 24);
+                    (p.add(8) as *mut u32).write(meta);
+                    Value::Obj(Box::from_raw(raw))
+                }
+            }
+        };
+        drop(self);
+        v
+    }
+
+    /// An owned copy of the value (for COPY, GET of a shared value across shards, ...).
+    pub fn clone_value(&self) -> Value {
+        match self.value() {
+            ValueRef::Inline(s) => Value::Str(Bytes::copy_from_slice(s)),
+            ValueRef::Int(i) => Value::Int(i),
+            ValueRef::Obj(o) => Value::Obj(Box::new(o.clone())),
+        }
+    }
+
+    /// Bytes this entry occupies on the heap, including its object (approximate for objects).
+    pub fn heap_size(&self) -> usize {
+        let parts = self.parts();
+        let own = parts.alloc_size();
+        match self.value() {
+            ValueRef::Obj(Object::Str(s)) => own + std::mem::size_of::<Object>() + s.capacity(),
+            _ => own,
+        }
+    }
+
+    /// The chain link (owned by the Dict).
+    pub(crate) fn next(&self) -> &Option<Entry> {
+        // SAFETY: offset 0 holds an Option<Entry>, initialised by `build`.
+        unsafe { &*(self.0.as_ptr() as *const Option<Entry>) }
+    }
+
+    pub(crate) fn next_mut(&mut self) -> &mut Option<Entry> {
+        // SAFETY: as in `next`, and we hold &mut self.
+        unsafe { &mut *(self.0.as_ptr() as *mut Option<Entry>) }
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        // Unlink the chain iteratively so a long chain cannot overflow the stack.
+        let mut next = self.next_mut().take();
+        while let Some(mut e) = next {
+            next = e.next_mut().take();
+        }
+        let parts = self.parts();
+        // SAFETY: we own the allocation; KIND_OBJECT holds a live Box pointer.
+        unsafe {
+            let p = self.0.as_ptr();
+            if parts.kind == KIND_OBJECT {
+                let raw = (p.add(parts.val_off) as *const usize).read_unaligned() as *mut Object;
+                drop(Box::from_raw(raw));
+            }
+            dealloc(p, Layout::from_size_align_unchecked(parts.alloc_size(), 8));
+        }
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("key", &String::from_utf8_lossy(self.key()))
+            .field("value", &self.value())
+            .field("expire", &self.expire())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_roundtrip_and_size() {
+        let e = Entry::new(b"key:0000000001", Value::Str(Bytes::from(vec![b'x'; 32])), None, 7);
+        assert_eq!(e.key(), b"key:0000000001");
+        assert_eq!(e.value(), ValueRef::Inline(&[b'x'; 32]));
+        assert_eq!(e.expire(), None);
+        assert_eq!(e.lru(), 7);
+        // 12 header + 2 varints + 14 + 32: fits a 64-byte allocator class.
+        assert_eq!(e.heap_size(), 60);
+    }
+
+    #[test]
+    fn long_strings_become_objects() {
+        let long = Bytes::from(vec![b'y'; 45]);
+        let e = Entry::new(b"k", Value::Str(long.clone()), Some(5), 0);
+        assert_eq!(e.value(), ValueRef::Obj(&Object::Str(long.to_vec())));
+        assert_eq!(e.expire(), Some(5));
+        assert_eq!(e.into_value(), Value::Obj(Box::new(Object::Str(long.to_vec()))));
+    }
+
+    #[test]
+    fn expire_changes_preserve_value() {
+        let e = Entry::new(b"k", Value::Int(-42), None, 3);
+        let e = e.with_expire(Some(1_000));
+        assert_eq!((e.value(), e.expire(), e.lru()), (ValueRef::Int(-42), Some(1_000), 3));
+        let e = e.with_expire(Some(2_000));
+        assert_eq!(e.expire(), Some(2_000));
+        let mut e = e.with_expire(None);
+        assert_eq!((e.value(), e.expire()), (ValueRef::Int(-42), None));
+        assert!(e.set_int(9));
+        assert_eq!(e.value(), ValueRef::Int(9));
+    }
+
+    #[test]
+    fn large_keys_use_multibyte_varints() {
+        let key = vec![b'k'; 70_000];
+        let val = Bytes::from(vec![b'v'; 40]);
+        let mut e = Entry::new(&key, Value::Str(val.clone()), Some(-1), LRU_MASK + 5);
+        assert_eq!(e.key(), &key[..]);
+        assert_eq!(e.value(), ValueRef::Inline(&val));
+        assert_eq!(e.lru(), 4);
+        e.set_lru(11);
+        assert_eq!((e.lru(), e.expire()), (11, Some(-1)));
+        assert!(e.object_mut().is_none());
+    }
+}

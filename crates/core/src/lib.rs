@@ -1,0 +1,16 @@
+//! Pure data structures of Strata. Nothing here knows about threads, sockets or commands.
+//!
+//! * [`entry`]: one key and its value packed into a single heap allocation (the keyspace's unit of memory).
+//! * [`dict`]: the chained hash table holding entries, with Redis's reverse-binary SCAN cursor.
+//! * [`slot`]: key → hash slot (CRC16-XMODEM of the key or its `{hashtag}`, mod 16384).
+//! * [`glob`]: Redis-compatible glob matching for KEYS / SCAN MATCH.
+//! * [`num`]: integer and float parsing/formatting with Redis's exact acceptance rules.
+
+pub mod dict;
+pub mod entry;
+pub mod glob;
+pub mod num;
+pub mod slot;
+
+pub use dict::Dict;
+pub use entry::{Entry, Object, Value, ValueRef};

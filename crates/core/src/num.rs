@@ -1,0 +1,122 @@
+//! Number parsing and formatting with Redis's acceptance rules.
+
+/// Parses a canonical signed 64-bit integer exactly like Redis's `string2ll`: optional '-', no '+',
+/// no leading zeros, no spaces, at most 20 characters.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    match digits.first() {
+        Some(b'1'..=b'9') => {}
+        _ => return None,
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Parses a float like Redis's `string2ld`/`strtold`: no leading space, whole input consumed,
+/// NaN rejected; `inf`/`-inf` accepted.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    if s.is_empty() || s.len() > 5000 || s[0].is_ascii_whitespace() {
+        return None;
+    }
+    let text = std::str::from_utf8(s).ok()?;
+    let lower = text.to_ascii_lowercase();
+    let v = match lower.trim_start_matches(['+', '-']) {
+        "inf" | "infinity" => {
+            if lower.starts_with('-') {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }
+        }
+        "nan" => return None,
+        _ => text.parse::<f64>().ok()?,
+    };
+    (!v.is_nan()).then_some(v)
+}
+
+/// Formats a float for humans like Redis's `ld2string(..., LD_STR_HUMAN)` (used by INCRBYFLOAT):
+/// fixed notation, no exponent, trailing zeros removed. Redis computes in `long double`; Strata
+/// computes in f64 and rounds to 15 significant digits so that binary noise (0.1 + 0.2) prints the
+/// same as Redis's extended-precision result.
+pub fn format_human_f64(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == v.trunc() && v.abs() < 1e17 {
+        return format!("{}", v as i64);
+    }
+    let magnitude = if v == 0.0 { 0 } else { v.abs().log10().floor() as i32 + 1 };
+    let decimals = (15 - magnitude).clamp(0, 17) as usize;
+    let mut s = format!("{:.*}", decimals, v);
+    if s.contains('.') {
+        while s.ends_with('0') {
+            s.pop();
+        }
+        if s.ends_with('.') {
+            s.pop();
+        }
+    }
+    if s == "-0" {
+        s = "0".into();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_like_string2ll() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-1"), Some(-1));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [&b""[..], b"+1", b"01", b"-0", b" 1", b"1 ", b"9223372036854775808", b"1a", b"-"] {
+            assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn floats_like_strtold() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"5.0e3"), Some(5000.0));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b"abc"), None);
+    }
+
+    #[test]
+    fn human_formatting() {
+        assert_eq!(format_human_f64(10.5), "10.5");
+        assert_eq!(format_human_f64(0.1 + 0.2), "0.3");
+        assert_eq!(format_human_f64(1.1 + 2.2), "3.3");
+        assert_eq!(format_human_f64(5000.0), "5000");
+        assert_eq!(format_human_f64(-3.25), "-3.25");
+        assert_eq!(format_human_f64(1e-20), "0");
+    }
+}

@@ -1,0 +1,389 @@
+//! Incremental request parser: Redis 7.0's `processInlineBuffer` and `processMultibulkBuffer`
+//! (src/networking.c), error texts included.
+//!
+//! A request that starts with `*` is a multibulk (`*<n>\r\n` then `n` times `$<len>\r\n<bytes>\r\n`);
+//! anything else is an inline line ending at `\n` (an optional `\r` before it is dropped), split into
+//! arguments like `sdssplitargs`. Empty inline lines and `*<n>` with `n <= 0` are skipped.
+//!
+//! Invariants:
+//! - **Resumable, linear.** Header lines and complete bulk arguments are consumed from the buffer as
+//!   soon as they are read and their result is kept in the parser, so a call that returns `Ok(None)`
+//!   leaves the unfinished tail in the buffer and the next call resumes where this one stopped. A line
+//!   still missing its terminator is not searched again from its start either (`scanned`).
+//! - **Zero-copy.** A bulk argument, or an unquoted inline argument, is a `Bytes` slice of the read
+//!   buffer (`split_to` + `freeze`); only inline arguments with quotes are copied.
+//! - **Claims cost nothing.** A claimed argument count pre-allocates at most 1024 slots and a claimed
+//!   bulk length allocates nothing; `bytes_needed_hint` reports it so the caller may choose to reserve.
+//! - **Chunking never changes the outcome.** The requests, and the protocol error, read from a stream
+//!   are the same however it is split into reads. Redis applies its 64 KiB line limit to the bytes
+//!   buffered so far, which depends on read sizes; here a line fails exactly when no terminator comes
+//!   within the first `max_inline_len + 1` bytes, the one rule that agrees with Redis whatever the
+//!   split. Redis also stops its `strchr` searches at a NUL byte, a C artefact not reproduced: NUL is an
+//!   ordinary byte.
+//! - **Redis's leniency is kept**: the byte after the `\r` of a `*`/`$` line and the two bytes after a
+//!   bulk argument are skipped without being checked, as Redis does.
+//! - After a protocol error the caller replies with it and closes the connection; the parser's state
+//!   is then meaningless (but calling it again is still safe).
+
+use std::fmt;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// `argv` slots allocated up front for a multibulk, whatever count the client claimed.
+const MAX_PREALLOC_ARGS: usize = 1024;
+/// Most arguments a client that has not authenticated may send in one multibulk.
+const UNAUTH_MAX_ARGS: i64 = 10;
+/// Longest bulk argument a client that has not authenticated may send.
+const UNAUTH_MAX_BULK: usize = 16 * 1024;
+
+/// Size limits applied while parsing, from the server's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct ParseLimits {
+    /// `proto-max-bulk-len`: longest bulk argument accepted.
+    pub max_bulk_len: usize,
+    /// Longest inline request, `*`/`$` header line included (Redis's `PROTO_INLINE_MAX_SIZE`).
+    pub max_inline_len: usize,
+}
+
+impl Default for ParseLimits {
+    fn default() -> Self {
+        Self {
+            max_bulk_len: 512 * 1024 * 1024,
+            max_inline_len: 64 * 1024,
+        }
+    }
+}
+
+/// A protocol error: `.0` is the full message WITHOUT the leading '-' and CRLF, e.g.
+/// "ERR Protocol error: invalid bulk length". After it the server replies with it and closes the
+/// connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    fn new(what: &str) -> Self {
+        Self(format!("ERR Protocol error: {what}"))
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Cuts requests off the front of a connection's read buffer; one per connection.
+#[derive(Debug)]
+pub struct RequestParser {
+    limits: ParseLimits,
+    /// Arguments of the current multibulk still to read; 0 between requests.
+    pending_args: usize,
+    /// Length of the bulk argument whose `$` line is consumed but whose bytes are not.
+    bulk_len: Option<usize>,
+    /// Arguments of the current multibulk read so far.
+    args: Vec<Bytes>,
+    /// Bytes at the front of the buffer already searched for a line terminator in vain.
+    scanned: usize,
+    /// Bytes the bulk argument being read still lacked when `next` last returned.
+    missing: usize,
+}
+
+impl RequestParser {
+    pub fn new(limits: ParseLimits) -> Self {
+        Self {
+            limits,
+            pending_args: 0,
+            bulk_len: None,
+            args: Vec::new(),
+            scanned: 0,
+            missing: 0,
+        }
+    }
+
+    /// Takes effect from the next header line read (`CONFIG SET proto-max-bulk-len`).
+    pub fn set_limits(&mut self, limits: ParseLimits) {
+        self.limits = limits;
+    }
+
+    /// Parses the next complete request from the front of `buf`, removing its bytes from `buf`.
+    ///
+    /// `Ok(None)` means more bytes are needed: the bytes of a partly read request may already have
+    /// been taken from `buf` (the parser holds them), so call again with the same buffer once more
+    /// bytes are appended to it. `unauthenticated` applies Redis's limits for a client that has not
+    /// run `AUTH` yet: at most 10 arguments of at most 16 KiB each.
+    pub fn next(
+        &mut self,
+        buf: &mut BytesMut,
+        unauthenticated: bool,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        self.missing = 0;
+        while self.pending_args == 0 {
+            match buf.first() {
+                None => return Ok(None),
+                Some(b'*') => {
+                    let Some(count) = self.multibulk_count(buf, unauthenticated)? else {
+                        return Ok(None);
+                    };
+                    if let Ok(count @ 1..) = usize::try_from(count) {
+                        self.pending_args = count;
+                        self.args = Vec::with_capacity(count.min(MAX_PREALLOC_ARGS));
+                    }
+                }
+                Some(_) => match self.inline(buf)? {
+                    None => return Ok(None),
+                    Some(args) if !args.is_empty() => return Ok(Some(args)),
+                    Some(_) => {}
+                },
+            }
+        }
+        while self.pending_args > 0 {
+            let len = match self.bulk_len {
+                Some(len) => len,
+                None => match self.bulk_header(buf, unauthenticated)? {
+                    Some(len) => *self.bulk_len.insert(len),
+                    None => return Ok(None),
+                },
+            };
+            let framed = len.saturating_add(2);
+            if buf.len() < framed {
+                self.missing = framed - buf.len();
+                return Ok(None);
+            }
+            let mut arg = buf.split_to(framed).freeze();
+            arg.truncate(len);
+            self.args.push(arg);
+            self.bulk_len = None;
+            self.pending_args -= 1;
+        }
+        Ok(Some(std::mem::take(&mut self.args)))
+    }
+
+    /// How many more bytes the bulk argument being read needed when `next` last returned `Ok(None)`,
+    /// so the connection can reserve room for it; 0 if unknown. This is a length the client claimed
+    /// (up to `max_bulk_len`): cap any reservation made from it.
+    pub fn bytes_needed_hint(&self) -> usize {
+        self.missing
+    }
+
+    fn inline(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        let Some(newline) = self.find(buf, b'\n') else {
+            return if buf.len() > self.limits.max_inline_len {
+                Err(ProtocolError::new("too big inline request"))
+            } else {
+                Ok(None)
+            };
+        };
+        self.scanned = 0;
+        let mut line = buf.split_to(newline + 1).freeze();
+        let eol = if line.ends_with(b"\r\n") { 2 } else { 1 };
+        line.truncate(line.len() - eol);
+        split_args(&line)
+            .map(Some)
+            .ok_or_else(|| ProtocolError::new("unbalanced quotes in request"))
+    }
+
+    /// Reads `*<count>\r\n`; `buf` starts with `*`.
+    fn multibulk_count(
+        &mut self,
+        buf: &mut BytesMut,
+        unauthenticated: bool,
+    ) -> Result<Option<i64>, ProtocolError> {
+        let Some(cr) = self.header_end(buf, "too big mbulk count string")? else {
+            return Ok(None);
+        };
+        let count = buf
+            .get(1..cr)
+            .and_then(string2ll)
+            .filter(|&n| n <= i64::from(i32::MAX))
+            .ok_or_else(|| ProtocolError::new("invalid multibulk length"))?;
+        if unauthenticated && count > UNAUTH_MAX_ARGS {
+            return Err(ProtocolError::new("unauthenticated multibulk length"));
+        }
+        self.consume(buf, cr + 2);
+        Ok(Some(count))
+    }
+
+    /// Reads `$<len>\r\n`.
+    fn bulk_header(
+        &mut self,
+        buf: &mut BytesMut,
+        unauthenticated: bool,
+    ) -> Result<Option<usize>, ProtocolError> {
+        let Some(cr) = self.header_end(buf, "too big bulk count string")? else {
+            return Ok(None);
+        };
+        match buf.first() {
+            Some(b'$') => {}
+            other => {
+                let got = char::from(other.copied().unwrap_or_default());
+                return Err(ProtocolError::new(&format!("expected '$', got '{got}'")));
+            }
+        }
+        let len = buf
+            .get(1..cr)
+            .and_then(string2ll)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= self.limits.max_bulk_len)
+            .ok_or_else(|| ProtocolError::new("invalid bulk length"))?;
+        if unauthenticated && len > UNAUTH_MAX_BULK {
+            return Err(ProtocolError::new("unauthenticated bulk length"));
+        }
+        self.consume(buf, cr + 2);
+        Ok(Some(len))
+    }
+
+    /// Finds the `\r` ending the `*`/`$` line at the front of `buf`, once the byte after it (skipped
+    /// unchecked, like Redis) has arrived too.
+    fn header_end(&mut self, buf: &[u8], too_big: &str) -> Result<Option<usize>, ProtocolError> {
+        match self.find(buf, b'\r') {
+            Some(cr) if cr + 2 <= buf.len() => Ok(Some(cr)),
+            Some(cr) => {
+                self.scanned = cr;
+                Ok(None)
+            }
+            None if buf.len() > self.limits.max_inline_len => Err(ProtocolError::new(too_big)),
+            None => Ok(None),
+        }
+    }
+
+    /// Position of the first `byte` within the first `max_inline_len + 1` bytes of `buf`, resuming
+    /// after the bytes earlier calls already searched.
+    fn find(&mut self, buf: &[u8], byte: u8) -> Option<usize> {
+        let window = buf.len().min(self.limits.max_inline_len.saturating_add(1));
+        let unsearched = buf.get(self.scanned..window).unwrap_or_default();
+        match memchr::memchr(byte, unsearched) {
+            Some(i) => Some(self.scanned + i),
+            None => {
+                self.scanned = window;
+                None
+            }
+        }
+    }
+
+    fn consume(&mut self, buf: &mut BytesMut, n: usize) {
+        self.scanned = 0;
+        buf.advance(n);
+    }
+}
+
+/// Redis's `string2ll`: an optional `-`, then digits with no leading zero (or just `0`), at most
+/// 20 bytes in all, fitting an `i64`. No sign `+`, no spaces.
+fn string2ll(s: &[u8]) -> Option<i64> {
+    if s == b"0" {
+        return Some(0);
+    }
+    if s.len() > 20 {
+        return None;
+    }
+    let (negative, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    if !matches!(digits.first(), Some(b'1'..=b'9')) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    if negative {
+        0i64.checked_sub_unsigned(v)
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// C's `isspace` in the "C" locale.
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// Splits an inline request like Redis's `sdssplitargs`; `None` for unbalanced quotes.
+///
+/// Blanks (`isspace`) separate arguments. An argument may end in one quoted part: `"..."` takes the
+/// escapes `\n \r \t \b \a \xHH` and `\<any>` for that character, `'...'` only `\'`; the closing
+/// quote must be followed by a blank or the end of the line. Unquoted arguments are slices of `line`.
+fn split_args(line: &Bytes) -> Option<Vec<Bytes>> {
+    let s: &[u8] = line;
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while s.get(i).copied().is_some_and(is_space) {
+            i += 1;
+        }
+        if i >= s.len() {
+            return Some(args);
+        }
+        let start = i;
+        while s
+            .get(i)
+            .is_some_and(|c| !matches!(c, b' ' | b'\n' | b'\r' | b'\t' | b'"' | b'\''))
+        {
+            i += 1;
+        }
+        let arg = match s.get(i) {
+            Some(&quote @ (b'"' | b'\'')) => {
+                let mut arg = s.get(start..i).unwrap_or_default().to_vec();
+                i = unquote(s, i + 1, quote, &mut arg)?;
+                Bytes::from(arg)
+            }
+            _ => line.slice(start..i),
+        };
+        args.push(arg);
+    }
+}
+
+/// Appends the quoted part starting at `s[i]` (just after the opening `quote`) to `out`; returns the
+/// position after the closing quote.
+fn unquote(s: &[u8], mut i: usize, quote: u8, out: &mut Vec<u8>) -> Option<usize> {
+    loop {
+        let c = *s.get(i)?;
+        let next = s.get(i + 1).copied();
+        if c == quote {
+            return match next {
+                Some(n) if !is_space(n) => None,
+                _ => Some(i + 1),
+            };
+        }
+        match (quote, c, next) {
+            (b'"', b'\\', Some(b'x')) => {
+                if let (Some(hi), Some(lo)) = (hex_digit(s.get(i + 2)), hex_digit(s.get(i + 3))) {
+                    out.push((hi << 4) | lo);
+                    i += 4;
+                    continue;
+                }
+                out.push(b'x');
+                i += 2;
+            }
+            (b'"', b'\\', Some(escaped)) => {
+                out.push(match escaped {
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    b'b' => b'\x08',
+                    b'a' => b'\x07',
+                    other => other,
+                });
+                i += 2;
+            }
+            (b'\'', b'\\', Some(b'\'')) => {
+                out.push(b'\'');
+                i += 2;
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+}
+
+fn hex_digit(c: Option<&u8>) -> Option<u8> {
+    let digit = char::from(*c?).to_digit(16)?;
+    u8::try_from(digit).ok()
+}
