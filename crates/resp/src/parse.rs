@@ -387,3 +387,336 @@ fn hex_digit(c: Option<&u8>) -> Option<u8> {
     let digit = char::from(*c?).to_digit(16)?;
     u8::try_from(digit).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The requests read from a stream, then the protocol error that ended it, if any.
+    type Outcome = (Vec<Vec<Vec<u8>>>, Option<String>);
+
+    /// Feeds `input` cut at `cuts`, reading every complete request after each piece.
+    fn parse_cut(input: &[u8], cuts: &[usize], limits: ParseLimits, unauth: bool) -> Outcome {
+        let mut parser = RequestParser::new(limits);
+        let mut buf = BytesMut::new();
+        let mut requests = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain([&input.len()]) {
+            buf.extend_from_slice(&input[from..to]);
+            from = to;
+            loop {
+                match parser.next(&mut buf, unauth) {
+                    Ok(Some(args)) => requests.push(args.iter().map(|a| a.to_vec()).collect()),
+                    Ok(None) => break,
+                    Err(e) => return (requests, Some(e.0)),
+                }
+            }
+        }
+        (requests, None)
+    }
+
+    fn parse(input: &[u8]) -> Outcome {
+        parse_cut(input, &[], ParseLimits::default(), false)
+    }
+
+    fn requests(input: &[u8]) -> Vec<Vec<Vec<u8>>> {
+        let (requests, error) = parse(input);
+        assert_eq!(error, None, "input {:?}", String::from_utf8_lossy(input));
+        requests
+    }
+
+    fn request(args: &[&[u8]]) -> Vec<Vec<u8>> {
+        args.iter().map(|a| a.to_vec()).collect()
+    }
+
+    fn error(input: &[u8], unauth: bool) -> String {
+        let (_, error) = parse_cut(input, &[], ParseLimits::default(), unauth);
+        error.unwrap_or_else(|| panic!("no error for {:?}", String::from_utf8_lossy(input)))
+    }
+
+    #[test]
+    fn multibulk_arguments_are_binary_safe() {
+        assert_eq!(
+            requests(b"*3\r\n$3\r\nSET\r\n$0\r\n\r\n$6\r\na\r\n\0b\n\r\n"),
+            [request(&[b"SET", b"", b"a\r\n\0b\n"])]
+        );
+    }
+
+    #[test]
+    fn inline_lines_end_at_newline_with_optional_cr() {
+        assert_eq!(
+            requests(b"PING\r\nset a b\n  get \t x  \r\necho a\rb\n"),
+            [
+                request(&[b"PING"]),
+                request(&[b"set", b"a", b"b"]),
+                request(&[b"get", b"x"]),
+                request(&[b"echo", b"a", b"b"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_requests_are_skipped() {
+        assert_eq!(
+            requests(b"\r\n\n \t \r\n*0\r\n*-1\r\n*-7\r\nPING\r\n\n"),
+            [request(&[b"PING"])]
+        );
+    }
+
+    #[test]
+    fn inline_quoting_follows_sdssplitargs() {
+        let cases: &[(&[u8], &[&[u8]])] = &[
+            (b"set \"a b\" c", &[b"set", b"a b", b"c"]),
+            (b"\"\"", &[b""]),
+            (b"''  x", &[b"", b"x"]),
+            (b"\"\\x41\\x4a\\x4A\\x00\"", &[b"AJJ\0"]),
+            (b"\"\\xZZ\\x4\"", &[b"xZZx4"]),
+            (b"\"\\n\\r\\t\\b\\a\\\\\\\"\\q\"", &[b"\n\r\t\x08\x07\\\"q"]),
+            (b"'it\\'s' 'a\\nb' 'c\"d'", &[b"it's", b"a\\nb", b"c\"d"]),
+            (b"foo\"bar baz\" x", &[b"foobar baz", b"x"]),
+            (b"ab'c d'", &[b"abc d"]),
+            (b"\"a\"\x0bb", &[b"a", b"b"]),
+            (b"a\x0bb \x0cc", &[b"a\x0bb", b"c"]),
+            (b"a\0b", &[b"a\0b"]),
+        ];
+        for &(line, expected) in cases {
+            let mut input = line.to_vec();
+            input.extend_from_slice(b"\r\n");
+            assert_eq!(requests(&input), [request(expected)], "line {line:?}");
+        }
+    }
+
+    #[test]
+    fn unbalanced_quotes_are_an_error() {
+        for line in [
+            &b"\"abc"[..],
+            b"'abc",
+            b"\"abc\\\"",
+            b"\"abc\\",
+            b"'abc\\'",
+            b"\"a\"b",
+            b"'a'b",
+            b"x \"a\"\"b\"",
+        ] {
+            let mut input = line.to_vec();
+            input.push(b'\n');
+            assert_eq!(
+                error(&input, false),
+                "ERR Protocol error: unbalanced quotes in request",
+                "line {line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_error_message() {
+        let k64 = 64 * 1024;
+        let long_line = [b'a'].repeat(k64 + 1);
+        let long_mbulk = [&b"*"[..], &[b'1'].repeat(k64)].concat();
+        let long_bulk = [&b"*1\r\n$"[..], &[b'1'].repeat(k64)].concat();
+        let cases: &[(&[u8], &str)] = &[
+            (&long_line, "too big inline request"),
+            (&long_mbulk, "too big mbulk count string"),
+            (&long_bulk, "too big bulk count string"),
+            (b"*abc\r\n", "invalid multibulk length"),
+            (b"*\r\n", "invalid multibulk length"),
+            (b"*+1\r\n", "invalid multibulk length"),
+            (b"*01\r\n", "invalid multibulk length"),
+            (b"* 1\r\n", "invalid multibulk length"),
+            (b"*-0\r\n", "invalid multibulk length"),
+            (b"*1 \r\n", "invalid multibulk length"),
+            (b"*2147483648\r\n", "invalid multibulk length"),
+            (b"*99999999999999999999\r\n", "invalid multibulk length"),
+            (b"*1\r\nX3\r\n", "expected '$', got 'X'"),
+            (b"*1\r\n\r\n", "expected '$', got '\r'"),
+            (b"*2\r\n$1\r\na\r\n:1\r\n", "expected '$', got ':'"),
+            (b"*1\r\n$abc\r\n", "invalid bulk length"),
+            (b"*1\r\n$\r\n", "invalid bulk length"),
+            (b"*1\r\n$-1\r\n", "invalid bulk length"),
+            (b"*1\r\n$01\r\n", "invalid bulk length"),
+            (b"*1\r\n$536870913\r\n", "invalid bulk length"),
+            (b"*1\r\n$9223372036854775808\r\n", "invalid bulk length"),
+            (b"\"x\r\n", "unbalanced quotes in request"),
+        ];
+        for &(input, message) in cases {
+            assert_eq!(
+                error(input, false),
+                format!("ERR Protocol error: {message}"),
+                "input {:?}",
+                String::from_utf8_lossy(&input[..input.len().min(40)])
+            );
+        }
+    }
+
+    #[test]
+    fn line_limits_are_exact() {
+        let limits = ParseLimits {
+            max_inline_len: 8,
+            ..ParseLimits::default()
+        };
+        let run = |input: &[u8]| parse_cut(input, &[], limits, false);
+        assert_eq!(run(b"aaaaaaaa"), (vec![], None));
+        assert_eq!(run(b"aaaaaaaa\n"), (vec![request(&[b"aaaaaaaa"])], None));
+        assert_eq!(run(b"aaaaaaa\r\n"), (vec![request(&[b"aaaaaaa"])], None));
+        let too_big = Some("ERR Protocol error: too big inline request".to_string());
+        assert_eq!(run(b"aaaaaaaaa"), (vec![], too_big.clone()));
+        assert_eq!(run(b"aaaaaaaaa\n"), (vec![], too_big));
+        assert_eq!(run(b"*1234567\r"), (vec![], None));
+        assert_eq!(run(b"*1\r\n$1234567\r"), (vec![], None));
+        assert_eq!(
+            run(b"*12345678\r\n").1.as_deref(),
+            Some("ERR Protocol error: too big mbulk count string")
+        );
+        assert_eq!(
+            run(b"*1\r\n$12345678\r\n").1.as_deref(),
+            Some("ERR Protocol error: too big bulk count string")
+        );
+    }
+
+    #[test]
+    fn counts_at_the_limits_are_accepted() {
+        assert_eq!(parse(b"*2147483647\r\n"), (vec![], None));
+        assert_eq!(parse(b"*1\r\n$536870912\r\n"), (vec![], None));
+        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(string2ll(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(string2ll(b"9223372036854775808"), None);
+        assert_eq!(string2ll(b"00"), None);
+        assert_eq!(string2ll(b"-"), None);
+        assert_eq!(string2ll(b""), None);
+    }
+
+    #[test]
+    fn max_bulk_len_follows_set_limits() {
+        let mut parser = RequestParser::new(ParseLimits::default());
+        parser.set_limits(ParseLimits {
+            max_bulk_len: 4,
+            ..ParseLimits::default()
+        });
+        let mut ok = BytesMut::from(&b"*1\r\n$4\r\nabcd\r\n"[..]);
+        assert_eq!(parser.next(&mut ok, false), Ok(Some(vec![Bytes::from("abcd")])));
+        let mut too_long = BytesMut::from(&b"*1\r\n$5\r\nabcde\r\n"[..]);
+        assert_eq!(
+            parser.next(&mut too_long, false).unwrap_err().0,
+            "ERR Protocol error: invalid bulk length"
+        );
+    }
+
+    #[test]
+    fn unauthenticated_clients_are_limited() {
+        let args = |n: usize| format!("*{n}\r\n{}", "$1\r\na\r\n".repeat(n)).into_bytes();
+        let bulk = |n: usize| format!("*1\r\n${n}\r\n{}\r\n", "a".repeat(n)).into_bytes();
+        let ok = |input: &[u8], unauth| {
+            let (requests, error) = parse_cut(input, &[], ParseLimits::default(), unauth);
+            error.is_none() && requests.len() == 1
+        };
+        assert!(ok(&args(10), true));
+        assert!(ok(&bulk(16384), true));
+        assert!(ok(&args(11), false));
+        assert!(ok(&bulk(16385), false));
+        assert_eq!(
+            error(&args(11), true),
+            "ERR Protocol error: unauthenticated multibulk length"
+        );
+        assert_eq!(
+            error(&bulk(16385), true),
+            "ERR Protocol error: unauthenticated bulk length"
+        );
+        // Redis checks the number first: a malformed one is "invalid" even when unauthenticated.
+        assert_eq!(
+            error(b"*1\r\n$-5\r\n", true),
+            "ERR Protocol error: invalid bulk length"
+        );
+        assert_eq!(parse_cut(b"*-1\r\n*0\r\n", &[], ParseLimits::default(), true), (vec![], None));
+    }
+
+    #[test]
+    fn redis_leniency_after_cr_is_kept() {
+        assert_eq!(requests(b"*2\rX$3\rYfooZW$1\r\nb\r\n"), [request(&[b"foo", b"b"])]);
+    }
+
+    const PIPELINE: &[u8] = b"*2\r\n$4\r\nECHO\r\n$5\r\nhe\r\nl\r\n\r\nPING\r\n*0\r\n\
+        set \"a b\" 'c'\n*-1\r\n*1\r\n$0\r\n\r\n   \r\nget x\r\n*3\r\n$1\r\na\r\n$2\r\nbc\r\n$3\r\ndef\r\n";
+
+    #[test]
+    fn any_split_of_a_pipeline_reads_the_same_requests() {
+        let whole = parse(PIPELINE);
+        assert_eq!(whole.0.len(), 6);
+        assert_eq!(whole.1, None);
+        let limits = ParseLimits::default();
+        for cut in 0..=PIPELINE.len() {
+            assert_eq!(parse_cut(PIPELINE, &[cut], limits, false), whole, "cut at {cut}");
+        }
+        let every_byte: Vec<usize> = (1..PIPELINE.len()).collect();
+        assert_eq!(parse_cut(PIPELINE, &every_byte, limits, false), whole);
+    }
+
+    #[test]
+    fn any_split_of_a_bad_stream_reports_the_same_error() {
+        for bad in [&b"*1\r\n$3\r\nfoo\r\nGET \"x\r\n"[..], b"PING\r\n*1\r\n!3\r\n", b"*2\r\n$1\r\na\r\n$x\r\n"] {
+            let whole = parse(bad);
+            assert!(whole.1.is_some());
+            for cut in 0..=bad.len() {
+                assert_eq!(parse_cut(bad, &[cut], ParseLimits::default(), false), whole);
+            }
+        }
+    }
+
+    #[test]
+    fn huge_claims_allocate_nothing() {
+        let mut parser = RequestParser::new(ParseLimits::default());
+        let mut buf = BytesMut::from(&b"*2147483647\r\n$3\r\nfoo\r\n"[..]);
+        assert_eq!(parser.next(&mut buf, false), Ok(None));
+        assert!(parser.args.capacity() <= MAX_PREALLOC_ARGS);
+        assert_eq!(parser.args.len(), 1);
+        assert!(buf.is_empty());
+
+        let mut parser = RequestParser::new(ParseLimits::default());
+        let mut buf = BytesMut::with_capacity(64);
+        buf.extend_from_slice(b"*1\r\n$536870912\r\nabc");
+        assert_eq!(parser.next(&mut buf, false), Ok(None));
+        assert_eq!(parser.bytes_needed_hint(), 536870912 + 2 - 3);
+        assert!(buf.capacity() <= 64);
+    }
+
+    #[test]
+    fn hint_is_the_rest_of_the_bulk_being_read() {
+        let mut parser = RequestParser::new(ParseLimits::default());
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nabc\r\n$10\r\n0123"[..]);
+        assert_eq!(parser.next(&mut buf, false), Ok(None));
+        assert_eq!(parser.bytes_needed_hint(), 8);
+        buf.extend_from_slice(b"456789\r");
+        assert_eq!(parser.next(&mut buf, false), Ok(None));
+        assert_eq!(parser.bytes_needed_hint(), 1);
+        buf.extend_from_slice(b"\n*1\r\n$5");
+        let args = parser.next(&mut buf, false).unwrap().unwrap();
+        assert_eq!(args, [Bytes::from("abc"), Bytes::from("0123456789")]);
+        assert_eq!(parser.next(&mut buf, false), Ok(None));
+        assert_eq!(parser.bytes_needed_hint(), 0);
+    }
+
+    #[test]
+    fn arguments_share_the_read_buffer() {
+        let mut parser = RequestParser::new(ParseLimits::default());
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nSET\r\n$5\r\nvalue\r\nget key\r\n"[..]);
+        let base = buf.as_ptr() as usize;
+        let multibulk = parser.next(&mut buf, false).unwrap().unwrap();
+        assert_eq!(multibulk[0].as_ptr() as usize, base + 8);
+        assert_eq!(multibulk[1].as_ptr() as usize, base + 17);
+        let inline = parser.next(&mut buf, false).unwrap().unwrap();
+        assert_eq!(inline[1].as_ptr() as usize, base + 28);
+    }
+
+    #[test]
+    fn a_slow_line_is_scanned_once() {
+        let mut parser = RequestParser::new(ParseLimits::default());
+        let mut buf = BytesMut::new();
+        for _ in 0..1000 {
+            buf.extend_from_slice(b"x");
+            assert_eq!(parser.next(&mut buf, false), Ok(None));
+            assert_eq!(parser.scanned, buf.len());
+        }
+        buf.extend_from_slice(b"\n");
+        assert_eq!(parser.next(&mut buf, false).unwrap().unwrap().len(), 1);
+        assert_eq!(parser.scanned, 0);
+    }
+}

@@ -352,3 +352,126 @@ impl std::fmt::Write for G17 {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `write` encodes for a RESP2 client and for a RESP3 client.
+    fn both(write: impl Fn(&mut ReplyBuf)) -> (String, String) {
+        let encode = |proto| {
+            let mut reply = ReplyBuf::new(proto);
+            write(&mut reply);
+            String::from_utf8(reply.take()).unwrap()
+        };
+        (encode(Protocol::Resp2), encode(Protocol::Resp3))
+    }
+
+    fn same(s: &str) -> (String, String) {
+        (s.to_string(), s.to_string())
+    }
+
+    #[test]
+    fn scalars() {
+        assert_eq!(both(|r| r.ok()), same("+OK\r\n"));
+        assert_eq!(both(|r| r.simple("PONG")), same("+PONG\r\n"));
+        assert_eq!(both(|r| r.error("ERR syntax error")), same("-ERR syntax error\r\n"));
+        assert_eq!(both(|r| r.bulk(b"")), same("$0\r\n\r\n"));
+        assert_eq!(both(|r| r.bulk(b"a\r\nb")), same("$4\r\na\r\nb\r\n"));
+        assert_eq!(both(|r| r.bulk_int(-42)), same("$3\r\n-42\r\n"));
+        assert_eq!(both(|r| r.null()), ("$-1\r\n".into(), "_\r\n".into()));
+        assert_eq!(both(|r| r.null_array()), ("*-1\r\n".into(), "_\r\n".into()));
+        assert_eq!(both(|r| r.boolean(true)), (":1\r\n".into(), "#t\r\n".into()));
+        assert_eq!(both(|r| r.boolean(false)), (":0\r\n".into(), "#f\r\n".into()));
+    }
+
+    #[test]
+    fn line_breaks_cannot_inject_frames() {
+        assert_eq!(both(|r| r.simple("a\r\n:1")), same("+a  :1\r\n"));
+        assert_eq!(both(|r| r.error("ERR a\nb\rc")), same("-ERR a b c\r\n"));
+    }
+
+    #[test]
+    fn integers() {
+        for v in [0, 7, -7, 9, 10, 99, 100, 101, 12345, -100, i64::MAX, i64::MIN] {
+            let mut reply = ReplyBuf::default();
+            reply.int(v);
+            assert_eq!(reply.buf, format!(":{v}\r\n").into_bytes());
+        }
+        for n in [0, 9, 10, 99, 100, 999_999, usize::MAX] {
+            assert_eq!(both(|r| r.array(n)), same(&format!("*{n}\r\n")));
+        }
+    }
+
+    #[test]
+    fn aggregates() {
+        assert_eq!(both(|r| r.map(3)), ("*6\r\n".into(), "%3\r\n".into()));
+        assert_eq!(both(|r| r.set(2)), ("*2\r\n".into(), "~2\r\n".into()));
+        assert_eq!(both(|r| r.push(3)), ("*3\r\n".into(), ">3\r\n".into()));
+    }
+
+    #[test]
+    fn verbatim_strings() {
+        assert_eq!(
+            both(|r| r.verbatim("txt", b"hi\r\n")),
+            ("$4\r\nhi\r\n\r\n".into(), "=8\r\ntxt:hi\r\n\r\n".into())
+        );
+        assert_eq!(both(|r| r.verbatim("md", b"x")).1, "=5\r\nmd :x\r\n");
+        assert_eq!(both(|r| r.verbatim("json", b"")).1, "=4\r\njso:\r\n");
+    }
+
+    #[test]
+    fn doubles_match_printf_g17() {
+        // Expected texts are glibc's printf("%.17g").
+        let cases: &[(f64, &str)] = &[
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (1.0, "1"),
+            (-1.0, "-1"),
+            (0.1, "0.10000000000000001"),
+            (1.1, "1.1000000000000001"),
+            (-2.5, "-2.5"),
+            (100.0, "100"),
+            (123.456, "123.456"),
+            (1e-4, "0.0001"),
+            (1.5e-5, "1.5e-05"),
+            (1e-5, "1.0000000000000001e-05"),
+            (0.00012345, "0.00012344999999999999"),
+            (1e16, "10000000000000000"),
+            (1e17, "1e+17"),
+            (12345678901234567.0, "12345678901234568"),
+            (1e100, "1e+100"),
+            (-1e-100, "-1e-100"),
+            (5e-324, "4.9406564584124654e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (2251799813685247.75, "2251799813685247.8"),
+            (1.0 / 3.0, "0.33333333333333331"),
+            (1234567.0, "1234567"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+        ];
+        for &(v, text) in cases {
+            assert_eq!(
+                both(|r| r.double(v)),
+                (format!("${}\r\n{text}\r\n", text.len()), format!(",{text}\r\n")),
+                "{v:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn buffer_accessors() {
+        let mut reply = ReplyBuf::new(Protocol::Resp3);
+        assert!(reply.is_empty());
+        reply.ok();
+        reply.int(1);
+        assert_eq!(reply.len(), 9);
+        assert_eq!(reply.take(), b"+OK\r\n:1\r\n");
+        assert!(reply.is_empty());
+        reply.null();
+        reply.clear();
+        assert_eq!(reply.len(), 0);
+        assert_eq!(reply.proto, Protocol::Resp3);
+    }
+}

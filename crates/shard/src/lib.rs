@@ -1,0 +1,16 @@
+//! Shards: one thread's slice of the keyspace, and how threads talk to each other.
+//!
+//! * [`db`]: one database with lazy and active expiry.
+//! * [`locks`]: per-key intent locks that keep multi-shard commands atomic.
+//! * [`shard`]: the per-thread shard and its accessor.
+//! * [`set`]: routing (key → slot → shard) and cross-thread calls.
+
+pub mod db;
+pub mod locks;
+pub mod set;
+pub mod shard;
+
+pub use db::{lru_clock, now_ms, Db};
+pub use locks::{key_lock_set, LockKey, LockTable, Mode};
+pub use set::{Inbox, Job, ShardSet};
+pub use shard::{current_shard_id, install, with_shard, Shard};
