@@ -42,7 +42,10 @@ pub fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     loop {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        let port = listener.local_addr().expect("local_addr of a bound socket").port();
+        let port = listener
+            .local_addr()
+            .expect("local_addr of a bound socket")
+            .port();
         drop(listener);
         let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
         if handed_out.get_or_insert_with(HashSet::new).insert(port) {
@@ -60,7 +63,8 @@ impl TempDir {
     pub fn new(label: &str) -> TempDir {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("strata-test-{}-{label}-{n}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("strata-test-{}-{label}-{n}", std::process::id()));
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
         TempDir { path }
@@ -131,27 +135,53 @@ impl Server {
                 Err(failure) => last_failure = failure,
             }
         }
-        panic!("{} did not start ({ATTEMPTS} attempts); last attempt:\n{last_failure}", kind.name());
+        panic!(
+            "{} did not start ({ATTEMPTS} attempts); last attempt:\n{last_failure}",
+            kind.name()
+        );
     }
 
     fn try_start(kind: Kind, extra_args: &[&str]) -> Result<Server, String> {
         let port = free_port();
         let dir = TempDir::new(kind.name());
         let log = dir.path().join("server.log");
-        let log_file = fs::File::create(&log).map_err(|e| format!("create {}: {e}", log.display()))?;
-        let log_err = log_file.try_clone().map_err(|e| format!("clone log handle: {e}"))?;
+        let log_file =
+            fs::File::create(&log).map_err(|e| format!("create {}: {e}", log.display()))?;
+        let log_err = log_file
+            .try_clone()
+            .map_err(|e| format!("clone log handle: {e}"))?;
         let port_arg = port.to_string();
-        let dir_arg = dir.path().to_str().expect("temp dir path is UTF-8").to_string();
+        let dir_arg = dir
+            .path()
+            .to_str()
+            .expect("temp dir path is UTF-8")
+            .to_string();
 
         let mut cmd = match kind {
             Kind::Strata => {
                 let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
-                cmd.args(["--port", &port_arg, "--bind", "127.0.0.1", "--dir", &dir_arg]);
+                cmd.args([
+                    "--port",
+                    &port_arg,
+                    "--bind",
+                    "127.0.0.1",
+                    "--dir",
+                    &dir_arg,
+                ]);
                 cmd
             }
             Kind::Redis => {
                 let mut cmd = Command::new("redis-server");
-                cmd.args(["--port", &port_arg, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+                cmd.args([
+                    "--port",
+                    &port_arg,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ]);
                 cmd.args(["--daemonize", "no", "--dir", &dir_arg]);
                 cmd
             }
@@ -169,7 +199,13 @@ impl Server {
             ),
             Err(e) => panic!("cannot spawn {}: {e}", kind.name()),
         };
-        let mut server = Server { kind, port, child, log, dir };
+        let mut server = Server {
+            kind,
+            port,
+            child,
+            log,
+            dir,
+        };
         server.wait_ready().map(|()| server)
     }
 
@@ -207,7 +243,9 @@ impl Server {
         let mut conn = Conn::from_stream(stream, format!("{} startup probe", self.kind.name()))?;
         conn.set_reply_timeout(Duration::from_secs(1));
         conn.send_raw(b"*1\r\n$4\r\nPING\r\n");
-        conn.try_read_reply().map(|_| ()).map_err(|e| io::Error::other(e.to_string()))
+        conn.try_read_reply()
+            .map(|_| ())
+            .map_err(|e| io::Error::other(e.to_string()))
     }
 
     pub fn kind(&self) -> Kind {
@@ -239,7 +277,9 @@ impl Server {
 
     /// The last 40 lines of the server's stdout/stderr.
     pub fn log_tail(&self) -> String {
-        let text = fs::read(&self.log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let text = fs::read(&self.log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = &lines[lines.len().saturating_sub(40)..];
         if tail.is_empty() {
@@ -251,8 +291,12 @@ impl Server {
 
     /// The resident set size of the server process in bytes (VmRSS from /proc).
     pub fn rss_bytes(&self) -> u64 {
-        let status = fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc/<pid>/status");
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line in /proc/<pid>/status");
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read /proc/<pid>/status");
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .expect("VmRSS line in /proc/<pid>/status");
         let kib: u64 = line
             .split_whitespace()
             .nth(1)
@@ -288,14 +332,26 @@ pub enum ReadError {
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ReadError::Closed(partial) if partial.is_empty() => write!(f, "connection closed by the server"),
+            ReadError::Closed(partial) if partial.is_empty() => {
+                write!(f, "connection closed by the server")
+            }
             ReadError::Closed(partial) => {
-                write!(f, "connection closed by the server mid-reply; got {}", escape(partial))
+                write!(
+                    f,
+                    "connection closed by the server mid-reply; got {}",
+                    escape(partial)
+                )
             }
             ReadError::Timeout(partial) => {
-                write!(f, "no complete reply within {TIMEOUT:?}; got {}", escape(partial))
+                write!(
+                    f,
+                    "no complete reply within {TIMEOUT:?}; got {}",
+                    escape(partial)
+                )
             }
-            ReadError::Malformed(bytes, why) => write!(f, "malformed reply ({why}): {}", escape(bytes)),
+            ReadError::Malformed(bytes, why) => {
+                write!(f, "malformed reply ({why}): {}", escape(bytes))
+            }
             ReadError::Io(e) => write!(f, "i/o error: {e}"),
         }
     }
@@ -319,14 +375,21 @@ impl Conn {
     pub fn connect(port: u16, label: &str) -> Conn {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .unwrap_or_else(|e| panic!("connect to {label} on 127.0.0.1:{port}: {e}"));
-        Conn::from_stream(stream, label.to_string()).unwrap_or_else(|e| panic!("configure socket to {label}: {e}"))
+        Conn::from_stream(stream, label.to_string())
+            .unwrap_or_else(|e| panic!("configure socket to {label}: {e}"))
     }
 
     fn from_stream(stream: TcpStream, label: String) -> io::Result<Conn> {
         stream.set_read_timeout(Some(TIMEOUT))?;
         stream.set_write_timeout(Some(TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(Conn { stream, pending: Vec::new(), eof: false, label, reply_timeout: TIMEOUT })
+        Ok(Conn {
+            stream,
+            pending: Vec::new(),
+            eof: false,
+            label,
+            reply_timeout: TIMEOUT,
+        })
     }
 
     pub fn label(&self) -> &str {
@@ -378,7 +441,8 @@ impl Conn {
     /// Returns the raw bytes of exactly one complete reply (RESP2 or RESP3, nested aggregates included);
     /// panics with the partial bytes if none arrives within [`TIMEOUT`] or the connection closes.
     pub fn read_reply(&mut self) -> Vec<u8> {
-        self.try_read_reply().unwrap_or_else(|e| panic!("reading a reply from {}: {e}", self.label))
+        self.try_read_reply()
+            .unwrap_or_else(|e| panic!("reading a reply from {}: {e}", self.label))
     }
 
     /// Like [`Conn::read_reply`] but returns the failure instead of panicking.
@@ -457,7 +521,8 @@ impl Conn {
 
     /// One read with the given timeout; appends to `pending`, sets `eof` on end-of-stream.
     fn fill(&mut self, timeout: Duration) -> io::Result<usize> {
-        self.stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        self.stream
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         let mut chunk = [0u8; 64 * 1024];
         let result = loop {
             match self.stream.read(&mut chunk) {
@@ -481,7 +546,10 @@ impl Conn {
 }
 
 fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// Encodes a command as a RESP multibulk array of bulk strings.
@@ -521,7 +589,13 @@ fn parse_frame(buf: &[u8], pos: usize) -> Result<Option<(Reply, usize)>, String>
         std::str::from_utf8(line)
             .ok()
             .and_then(|s| s.parse::<i64>().ok())
-            .ok_or_else(|| format!("bad length/integer {:?} after '{}'", escape(line), tag as char))
+            .ok_or_else(|| {
+                format!(
+                    "bad length/integer {:?} after '{}'",
+                    escape(line),
+                    tag as char
+                )
+            })
     };
     let simple = |reply: Reply| Ok(Some((reply, after)));
     match tag {
@@ -567,7 +641,11 @@ fn parse_frame(buf: &[u8], pos: usize) -> Result<Option<(Reply, usize)>, String>
                     _ => Err(format!("bad aggregate length {count}")),
                 };
             }
-            let items = if matches!(tag, b'%' | b'|') { count * 2 } else { count };
+            let items = if matches!(tag, b'%' | b'|') {
+                count * 2
+            } else {
+                count
+            };
             let mut elements = Vec::new();
             let mut at = after;
             for _ in 0..items {
@@ -595,9 +673,13 @@ fn parse_frame(buf: &[u8], pos: usize) -> Result<Option<(Reply, usize)>, String>
                 _ => {
                     // An attribute map decorates the reply that follows it; both form one reply.
                     match parse_frame(buf, at)? {
-                        Some((value, end)) => {
-                            Ok(Some((Reply::Attribute { attributes: pairs(elements), value: Box::new(value) }, end)))
-                        }
+                        Some((value, end)) => Ok(Some((
+                            Reply::Attribute {
+                                attributes: pairs(elements),
+                                value: Box::new(value),
+                            },
+                            end,
+                        ))),
                         None => Ok(None),
                     }
                 }
@@ -608,7 +690,10 @@ fn parse_frame(buf: &[u8], pos: usize) -> Result<Option<(Reply, usize)>, String>
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|i| from + i)
+    buf.get(from..)?
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|i| from + i)
 }
 
 /// A decoded RESP2/RESP3 reply.
@@ -643,7 +728,10 @@ pub enum Reply {
     /// RESP3 `>n` out-of-band push
     Push(Vec<Reply>),
     /// RESP3 `|n` attributes and the reply they decorate
-    Attribute { attributes: Vec<(Reply, Reply)>, value: Box<Reply> },
+    Attribute {
+        attributes: Vec<(Reply, Reply)>,
+        value: Box<Reply>,
+    },
 }
 
 impl Reply {
@@ -651,7 +739,11 @@ impl Reply {
     pub fn decode(bytes: &[u8]) -> Reply {
         match parse_frame(bytes, 0) {
             Ok(Some((reply, end))) if end == bytes.len() => reply,
-            Ok(Some((_, end))) => panic!("{} trailing bytes after one reply in {}", bytes.len() - end, escape(bytes)),
+            Ok(Some((_, end))) => panic!(
+                "{} trailing bytes after one reply in {}",
+                bytes.len() - end,
+                escape(bytes)
+            ),
             Ok(None) => panic!("incomplete reply {}", escape(bytes)),
             Err(why) => panic!("malformed reply ({why}): {}", escape(bytes)),
         }
@@ -672,7 +764,9 @@ impl Reply {
     /// The payload of a simple string, bulk string, verbatim string or double.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
-            Reply::Simple(b) | Reply::Bulk(Some(b)) | Reply::Verbatim(b) | Reply::Double(b) => Some(b),
+            Reply::Simple(b) | Reply::Bulk(Some(b)) | Reply::Verbatim(b) | Reply::Double(b) => {
+                Some(b)
+            }
             _ => None,
         }
     }
@@ -705,7 +799,10 @@ impl Reply {
 
     /// The value for `key` in a map-like reply (see [`Reply::as_pairs`]).
     pub fn get(&self, key: &str) -> Option<&Reply> {
-        self.as_pairs()?.into_iter().find(|(k, _)| k.as_bytes() == Some(key.as_bytes())).map(|(_, v)| v)
+        self.as_pairs()?
+            .into_iter()
+            .find(|(k, _)| k.as_bytes() == Some(key.as_bytes()))
+            .map(|(_, v)| v)
     }
 
     pub fn is_nil(&self) -> bool {
@@ -716,7 +813,12 @@ impl Reply {
 impl fmt::Display for Reply {
     /// One line, redis-cli flavoured: `"text"`, `(error) ERR x`, `(integer) 1`, `(nil)`, `[a, b]`, `{k: v}`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn list(f: &mut fmt::Formatter<'_>, open: &str, items: &[Reply], close: &str) -> fmt::Result {
+        fn list(
+            f: &mut fmt::Formatter<'_>,
+            open: &str,
+            items: &[Reply],
+            close: &str,
+        ) -> fmt::Result {
             write!(f, "{open}")?;
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -797,7 +899,10 @@ pub fn describe(bytes: &[u8]) -> String {
 }
 
 fn describe_command<A: AsRef<[u8]>>(args: &[A]) -> String {
-    args.iter().map(|a| escape_text(a.as_ref())).collect::<Vec<_>>().join(" ")
+    args.iter()
+        .map(|a| escape_text(a.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -811,7 +916,7 @@ pub struct Pair {
 }
 
 /// How long [`Pair::run_raw`] waits for redis to stay silent before deciding it has said all it will.
-const QUIET: Duration = Duration::from_millis(400);
+const QUIET: Duration = Duration::from_millis(300);
 
 impl Pair {
     /// Sends a command to both servers and asserts the raw replies are byte-identical; returns the reply.
@@ -867,7 +972,13 @@ impl Pair {
         let expected = scan_to_end(&mut self.redis, args, cursor_at);
         let actual = scan_to_end(&mut self.strata, args, cursor_at);
         if expected != actual {
-            let show = |items: &[Vec<u8>]| items.iter().map(|i| escape(i)).collect::<Vec<_>>().join(", ");
+            let show = |items: &[Vec<u8>]| {
+                items
+                    .iter()
+                    .map(|i| Reply::decode(i).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             panic!(
                 "scan mismatch for: {}\n  redis : [{}]\n  strata: [{}]",
                 describe_command(args),
@@ -889,17 +1000,26 @@ impl Pair {
         self.compare_raw_output(bytes)
     }
 
-    /// [`Pair::run_raw`] writing `chunk` bytes at a time, so the input arrives in many partial reads.
+    /// [`Pair::run_raw`] writing `chunk` bytes at a time with a short pause in between, so the input arrives
+    /// in many partial reads.
     pub fn run_raw_chunked(&mut self, bytes: &[u8], chunk: usize) -> Vec<u8> {
-        self.redis.send_in_chunks(bytes, chunk);
-        self.strata.send_in_chunks(bytes, chunk);
+        for piece in bytes.chunks(chunk.max(1)) {
+            self.redis.send_raw(piece);
+            self.strata.send_raw(piece);
+            std::thread::sleep(Duration::from_micros(100));
+        }
         self.compare_raw_output(bytes)
     }
 
     fn compare_raw_output(&mut self, input: &[u8]) -> Vec<u8> {
         let (expected, redis_closed) = self.redis.read_until_quiet(QUIET);
         let reply_count = split_replies(&expected)
-            .unwrap_or_else(|why| panic!("redis sent unparsable output ({why}): {}", escape(&expected)))
+            .unwrap_or_else(|why| {
+                panic!(
+                    "redis sent unparsable output ({why}): {}",
+                    escape(&expected)
+                )
+            })
             .len();
         let mut actual = Vec::new();
         let mut failure = None;
@@ -916,16 +1036,26 @@ impl Pair {
             (Some(_), _) => self.strata.eof,
             // strata must close too; it gets the full timeout to do so.
             (None, true) => self.strata.is_closed_within(TIMEOUT),
-            // strata must stay open and say nothing more.
-            (None, false) => self.strata.is_closed_within(QUIET),
+            // strata must stay open and say nothing more. It got the input when redis did, so it has had at
+            // least QUIET to answer already.
+            (None, false) => self.strata.is_closed_within(QUIET / 4),
         };
         // Anything beyond the replies redis sent (or a partial reply) is part of the difference.
         actual.extend(std::mem::take(&mut self.strata.pending));
         if expected != actual || redis_closed != strata_closed || failure.is_some() {
-            let state = |closed: bool| if closed { "closed the connection" } else { "kept the connection open" };
+            let state = |closed: bool| {
+                if closed {
+                    "closed the connection"
+                } else {
+                    "kept the connection open"
+                }
+            };
             let replies_text = |bytes: &[u8]| -> String {
                 match split_replies(bytes) {
-                    Ok(list) if !list.is_empty() => list.iter().map(|r| format!("\n      {}", describe(r))).collect(),
+                    Ok(list) if !list.is_empty() => list
+                        .iter()
+                        .map(|r| format!("\n      {}", describe(r)))
+                        .collect(),
                     _ => format!("\n      {}", escape(bytes)),
                 }
             };
@@ -936,7 +1066,9 @@ impl Pair {
                 replies_text(&expected),
                 state(strata_closed),
                 replies_text(&actual),
-                failure.map(|f| format!("\n  strata failed: {f}")).unwrap_or_default()
+                failure
+                    .map(|f| format!("\n  strata failed: {f}"))
+                    .unwrap_or_default()
             );
         }
         expected
@@ -947,14 +1079,21 @@ impl Pair {
     pub fn both<T: PartialEq + fmt::Debug>(&mut self, mut f: impl FnMut(&mut Conn) -> T) -> T {
         let expected = f(&mut self.redis);
         let actual = f(&mut self.strata);
-        assert_eq!(expected, actual, "results differ (left: redis, right: strata)");
+        assert_eq!(
+            expected, actual,
+            "results differ (left: redis, right: strata)"
+        );
         expected
     }
 
     /// For replies with legitimately server-specific content (INFO, CLIENT ID, run ids, HELLO's version):
     /// sends the command to both and asserts `check` accepts each decoded reply. Returns both replies
     /// (redis, strata) for further checks.
-    pub fn run_matching<A: AsRef<[u8]>>(&mut self, args: &[A], check: impl Fn(&Reply) -> bool) -> (Reply, Reply) {
+    pub fn run_matching<A: AsRef<[u8]>>(
+        &mut self,
+        args: &[A],
+        check: impl Fn(&Reply) -> bool,
+    ) -> (Reply, Reply) {
         let expected = Reply::decode(&self.redis.call(args));
         let actual = Reply::decode(&self.strata.call(args));
         for (name, reply) in [("redis", &expected), ("strata", &actual)] {
@@ -974,7 +1113,9 @@ impl Pair {
         let actual = self.strata.call(args);
         let kind = |bytes: &[u8]| {
             let reply = Reply::decode(bytes);
-            let code = reply.error_text().map(|t| t.split(|&b| b == b' ').next().unwrap_or_default().to_vec());
+            let code = reply
+                .error_text()
+                .map(|t| t.split(|&b| b == b' ').next().unwrap_or_default().to_vec());
             (bytes[0], code)
         };
         assert!(
@@ -1020,11 +1161,17 @@ fn scan_to_end<A: AsRef<[u8]>>(conn: &mut Conn, args: &[A], cursor_at: usize) ->
     for _ in 0..MAX_ROUNDS {
         let reply = Reply::decode(&conn.call(&args));
         let parts = match reply.as_array() {
-            Some([cursor, Reply::Array(Some(items))]) => cursor.as_bytes().map(|c| (c.to_vec(), items.clone())),
+            Some([cursor, Reply::Array(Some(items))]) => {
+                cursor.as_bytes().map(|c| (c.to_vec(), items.clone()))
+            }
             _ => None,
         };
         let Some((cursor, items)) = parts else {
-            panic!("{}: unexpected scan reply {reply} to {}", conn.label(), describe_command(&args));
+            panic!(
+                "{}: unexpected scan reply {reply} to {}",
+                conn.label(),
+                describe_command(&args)
+            );
         };
         for item in items {
             let encoded = encode_reply(&item);
@@ -1037,7 +1184,10 @@ fn scan_to_end<A: AsRef<[u8]>>(conn: &mut Conn, args: &[A], cursor_at: usize) ->
         }
         args[cursor_at] = cursor;
     }
-    panic!("{}: scan did not finish within {MAX_ROUNDS} calls", conn.label());
+    panic!(
+        "{}: scan did not finish within {MAX_ROUNDS} calls",
+        conn.label()
+    );
 }
 
 /// Re-encodes a reply in RESP (used to compare elements independent of where they came from).
@@ -1097,8 +1247,8 @@ fn encode_reply(reply: &Reply) -> Vec<u8> {
 /// A redis-server and a strata started with the same settings, plus a [`Pair`] of connections to them
 /// (reachable directly through `Deref`: `diff.run(&["GET", "k"])`).
 pub struct Diff {
-    pub redis: Server,
-    pub strata: Server,
+    pub redis_server: Server,
+    pub strata_server: Server,
     conns: Pair,
 }
 
@@ -1126,15 +1276,30 @@ impl Diff {
         let (redis, strata) = std::thread::scope(|s| {
             let redis = s.spawn(|| Server::redis(config));
             let strata = Server::strata(&strata_args);
-            (redis.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), strata)
+            (
+                redis
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                strata,
+            )
         });
-        let conns = Pair { redis: redis.conn(), strata: strata.conn() };
-        Diff { redis, strata, conns }
+        let conns = Pair {
+            redis: redis.conn(),
+            strata: strata.conn(),
+        };
+        Diff {
+            redis_server: redis,
+            strata_server: strata,
+            conns,
+        }
     }
 
     /// A second (third, ...) pair of connections, for tests with several clients.
     pub fn new_conns(&self) -> Pair {
-        Pair { redis: self.redis.conn(), strata: self.strata.conn() }
+        Pair {
+            redis: self.redis_server.conn(),
+            strata: self.strata_server.conn(),
+        }
     }
 }
 
@@ -1156,4 +1321,86 @@ impl DerefMut for Diff {
     fn deref_mut(&mut self) -> &mut Pair {
         &mut self.conns
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Self-tests of the reply framing (no servers)
+// ---------------------------------------------------------------------------------------------------------
+
+#[test]
+fn harness_frames_resp2_and_resp3_replies() {
+    let complete: &[&[u8]] = &[
+        b"+OK\r\n",
+        b"-ERR x\r\n",
+        b":-12\r\n",
+        b"$3\r\na\r\n\r\n",
+        b"$-1\r\n",
+        b"*-1\r\n",
+        b"*0\r\n",
+        b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n",
+        b"_\r\n",
+        b",3.14\r\n",
+        b"#t\r\n",
+        b"!5\r\nERR x\r\n",
+        b"=7\r\ntxt:abc\r\n",
+        b"(123456789012345678901234567890\r\n",
+        b"%1\r\n+k\r\n~2\r\n:1\r\n:2\r\n",
+        b">2\r\n+message\r\n$1\r\nx\r\n",
+        b"|1\r\n+ttl\r\n:3\r\n$1\r\nv\r\n",
+    ];
+    for reply in complete {
+        assert_eq!(frame_len(reply), Ok(Some(reply.len())), "{}", escape(reply));
+        let mut two = reply.to_vec();
+        two.extend_from_slice(reply);
+        assert_eq!(
+            split_replies(&two).map(|r| r.len()),
+            Ok(2),
+            "{}",
+            escape(reply)
+        );
+        assert_eq!(
+            encode_reply(&Reply::decode(reply)),
+            reply.to_vec(),
+            "{}",
+            escape(reply)
+        );
+        for cut in 0..reply.len() {
+            assert_eq!(
+                frame_len(&reply[..cut]),
+                Ok(None),
+                "prefix {} of {}",
+                cut,
+                escape(reply)
+            );
+        }
+    }
+    for bad in [
+        &b"?x\r\n"[..],
+        b"$3\r\nabcde",
+        b":x\r\n",
+        b"$-2\r\n",
+        b"#x\r\n",
+    ] {
+        assert!(
+            frame_len(bad).is_err(),
+            "{} should be rejected",
+            escape(bad)
+        );
+    }
+}
+
+#[test]
+fn harness_reply_helpers() {
+    let hello = Reply::decode(b"%2\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:7\r\n");
+    assert_eq!(hello.get("proto").and_then(Reply::as_int), Some(3));
+    assert_eq!(
+        hello.to_string(),
+        "{\"proto\": (integer) 3, \"id\": (integer) 7}"
+    );
+    assert_eq!(escape(b"a\r\n\x00\""), "\"a\\r\\n\\x00\\\"\"");
+    assert_eq!(
+        top_level_elements(b"*2\r\n$1\r\nb\r\n$1\r\na\r\n").map(|e| e.len()),
+        Some(2)
+    );
+    assert_eq!(top_level_elements(b"-ERR x\r\n"), None);
 }

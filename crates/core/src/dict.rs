@@ -32,7 +32,11 @@ impl Default for Dict {
 impl Dict {
     /// An empty table; allocates nothing until the first insert.
     pub fn new() -> Self {
-        Dict { buckets: Vec::new(), len: 0, hasher: foldhash::quality::RandomState::default() }
+        Dict {
+            buckets: Vec::new(),
+            len: 0,
+            hasher: foldhash::quality::RandomState::default(),
+        }
     }
 
     /// Number of entries.
@@ -59,7 +63,8 @@ impl Dict {
         if self.len == 0 {
             return None;
         }
-        let mut link = &self.buckets[self.bucket_of(key)] as *const Option<Entry> as *mut Option<Entry>;
+        let mut link =
+            &self.buckets[self.bucket_of(key)] as *const Option<Entry> as *mut Option<Entry>;
         // SAFETY: links point into `self.buckets` or into live entries owned by this table.
         unsafe {
             while let Some(e) = &*link {
@@ -124,7 +129,9 @@ impl Dict {
 
     /// Replaces `key`'s entry with `f(entry)`, which must keep the same key. Returns false if absent.
     pub fn replace(&mut self, key: &[u8], f: impl FnOnce(Entry) -> Entry) -> bool {
-        let Some(link) = self.link(key) else { return false };
+        let Some(link) = self.link(key) else {
+            return false;
+        };
         // SAFETY: `link` holds Some(entry); the chain tail is detached while `f` runs, then restored.
         unsafe {
             let mut e = (*link).take().expect("link holds an entry");
@@ -271,7 +278,10 @@ mod tests {
             }
         }
         for i in 0..500 {
-            assert!(seen.contains(format!("stable{i}").as_bytes()), "missed stable{i}");
+            assert!(
+                seen.contains(format!("stable{i}").as_bytes()),
+                "missed stable{i}"
+            );
         }
     }
 

@@ -134,7 +134,9 @@ impl Entry {
     /// Builds an entry. Strings longer than [`EMBSTR_MAX`] become `Object::Str`.
     pub fn new(key: &[u8], value: Value, expire: Option<i64>, lru: u32) -> Entry {
         match value {
-            Value::Str(s) if s.len() <= EMBSTR_MAX => Self::build(key, KIND_INLINE, &s, expire, lru),
+            Value::Str(s) if s.len() <= EMBSTR_MAX => {
+                Self::build(key, KIND_INLINE, &s, expire, lru)
+            }
             Value::Str(s) => Self::new_object(key, Box::new(Object::Str(s.to_vec())), expire, lru),
             Value::Int(i) => Self::build(key, KIND_INT, &i.to_ne_bytes(), expire, lru),
             Value::Obj(o) => Self::new_object(key, o, expire, lru),
@@ -148,7 +150,11 @@ impl Entry {
 
     fn build(key: &[u8], kind: u8, val: &[u8], expire: Option<i64>, lru: u32) -> Entry {
         let ttl_len = if expire.is_some() { 8 } else { 0 };
-        let vlen_len = if kind == KIND_INLINE { varint_len(val.len()) } else { 0 };
+        let vlen_len = if kind == KIND_INLINE {
+            varint_len(val.len())
+        } else {
+            0
+        };
         let size = HEADER + ttl_len + varint_len(key.len()) + vlen_len + key.len() + val.len();
         let layout = Layout::from_size_align(size, 8).expect("entry size overflows a Layout");
         // SAFETY: size > 0; every byte written below lies within `size`, as computed above.
@@ -201,7 +207,13 @@ impl Entry {
             } else {
                 8
             };
-            Parts { kind, key_off: off, key_len, val_off: off + key_len, val_len }
+            Parts {
+                kind,
+                key_off: off,
+                key_len,
+                val_off: off + key_len,
+                val_len,
+            }
         }
     }
 
@@ -306,8 +318,10 @@ impl Entry {
                 // so Drop does not free it again.
                 unsafe {
                     let p = self.0.as_ptr();
-                    let raw = (p.add(parts.val_off) as *const usize).read_unaligned() as *mut Object;
-                    let meta = self.meta() & !((KIND_MASK as u32) << 24) | ((KIND_INT as u32) << 24);
+                    let raw =
+                        (p.add(parts.val_off) as *const usize).read_unaligned() as *mut Object;
+                    let meta =
+                        self.meta() & !((KIND_MASK as u32) << 24) | ((KIND_INT as u32) << 24);
                     (p.add(8) as *mut u32).write(meta);
                     Value::Obj(Box::from_raw(raw))
                 }
@@ -384,7 +398,12 @@ mod tests {
 
     #[test]
     fn inline_roundtrip_and_size() {
-        let e = Entry::new(b"key:0000000001", Value::Str(Bytes::from(vec![b'x'; 32])), None, 7);
+        let e = Entry::new(
+            b"key:0000000001",
+            Value::Str(Bytes::from(vec![b'x'; 32])),
+            None,
+            7,
+        );
         assert_eq!(e.key(), b"key:0000000001");
         assert_eq!(e.value(), ValueRef::Inline(&[b'x'; 32]));
         assert_eq!(e.expire(), None);
@@ -399,14 +418,20 @@ mod tests {
         let e = Entry::new(b"k", Value::Str(long.clone()), Some(5), 0);
         assert_eq!(e.value(), ValueRef::Obj(&Object::Str(long.to_vec())));
         assert_eq!(e.expire(), Some(5));
-        assert_eq!(e.into_value(), Value::Obj(Box::new(Object::Str(long.to_vec()))));
+        assert_eq!(
+            e.into_value(),
+            Value::Obj(Box::new(Object::Str(long.to_vec())))
+        );
     }
 
     #[test]
     fn expire_changes_preserve_value() {
         let e = Entry::new(b"k", Value::Int(-42), None, 3);
         let e = e.with_expire(Some(1_000));
-        assert_eq!((e.value(), e.expire(), e.lru()), (ValueRef::Int(-42), Some(1_000), 3));
+        assert_eq!(
+            (e.value(), e.expire(), e.lru()),
+            (ValueRef::Int(-42), Some(1_000), 3)
+        );
         let e = e.with_expire(Some(2_000));
         assert_eq!(e.expire(), Some(2_000));
         let mut e = e.with_expire(None);

@@ -68,7 +68,11 @@ pub fn format_human_f64(v: f64) -> String {
     if v == v.trunc() && v.abs() < 1e17 {
         return format!("{}", v as i64);
     }
-    let magnitude = if v == 0.0 { 0 } else { v.abs().log10().floor() as i32 + 1 };
+    let magnitude = if v == 0.0 {
+        0
+    } else {
+        v.abs().log10().floor() as i32 + 1
+    };
     let decimals = (15 - magnitude).clamp(0, 17) as usize;
     let mut s = format!("{:.*}", decimals, v);
     if s.contains('.') {
@@ -95,7 +99,17 @@ mod tests {
         assert_eq!(parse_i64(b"-1"), Some(-1));
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [&b""[..], b"+1", b"01", b"-0", b" 1", b"1 ", b"9223372036854775808", b"1a", b"-"] {
+        for bad in [
+            &b""[..],
+            b"+1",
+            b"01",
+            b"-0",
+            b" 1",
+            b"1 ",
+            b"9223372036854775808",
+            b"1a",
+            b"-",
+        ] {
             assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }

@@ -10,7 +10,11 @@ const fn crc16_table() -> [u16; 256] {
         let mut crc = (i as u16) << 8;
         let mut bit = 0;
         while bit < 8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
             bit += 1;
         }
         table[i] = crc;
@@ -23,7 +27,9 @@ static CRC16: [u16; 256] = crc16_table();
 
 /// CRC16-XMODEM (poly 0x1021, init 0), the checksum Redis Cluster uses.
 pub fn crc16(data: &[u8]) -> u16 {
-    data.iter().fold(0u16, |crc, &b| (crc << 8) ^ CRC16[(((crc >> 8) as u8) ^ b) as usize])
+    data.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ CRC16[(((crc >> 8) as u8) ^ b) as usize]
+    })
 }
 
 /// The hash slot of `key`: the CRC16 of its `{hashtag}` if it has a non-empty one, else of the key.

@@ -41,7 +41,7 @@ const UNAUTH_MAX_BULK: usize = 16 * 1024;
 pub struct ParseLimits {
     /// `proto-max-bulk-len`: longest bulk argument accepted.
     pub max_bulk_len: usize,
-    /// Longest inline request, `*`/`$` header line included (Redis's `PROTO_INLINE_MAX_SIZE`).
+    /// Longest inline request line, and longest `*`/`$` header line (Redis's `PROTO_INLINE_MAX_SIZE`).
     pub max_inline_len: usize,
 }
 
@@ -56,7 +56,8 @@ impl Default for ParseLimits {
 
 /// A protocol error: `.0` is the full message WITHOUT the leading '-' and CRLF, e.g.
 /// "ERR Protocol error: invalid bulk length". After it the server replies with it and closes the
-/// connection.
+/// connection. (In "expected '$', got 'X'" a non-ASCII byte shows as its Latin-1 character, where
+/// Redis sends the raw byte.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtocolError(pub String);
 
@@ -593,7 +594,10 @@ mod tests {
             ..ParseLimits::default()
         });
         let mut ok = BytesMut::from(&b"*1\r\n$4\r\nabcd\r\n"[..]);
-        assert_eq!(parser.next(&mut ok, false), Ok(Some(vec![Bytes::from("abcd")])));
+        assert_eq!(
+            parser.next(&mut ok, false),
+            Ok(Some(vec![Bytes::from("abcd")]))
+        );
         let mut too_long = BytesMut::from(&b"*1\r\n$5\r\nabcde\r\n"[..]);
         assert_eq!(
             parser.next(&mut too_long, false).unwrap_err().0,
@@ -626,12 +630,18 @@ mod tests {
             error(b"*1\r\n$-5\r\n", true),
             "ERR Protocol error: invalid bulk length"
         );
-        assert_eq!(parse_cut(b"*-1\r\n*0\r\n", &[], ParseLimits::default(), true), (vec![], None));
+        assert_eq!(
+            parse_cut(b"*-1\r\n*0\r\n", &[], ParseLimits::default(), true),
+            (vec![], None)
+        );
     }
 
     #[test]
     fn redis_leniency_after_cr_is_kept() {
-        assert_eq!(requests(b"*2\rX$3\rYfooZW$1\r\nb\r\n"), [request(&[b"foo", b"b"])]);
+        assert_eq!(
+            requests(b"*2\rX$3\rYfooZW$1\r\nb\r\n"),
+            [request(&[b"foo", b"b"])]
+        );
     }
 
     const PIPELINE: &[u8] = b"*2\r\n$4\r\nECHO\r\n$5\r\nhe\r\nl\r\n\r\nPING\r\n*0\r\n\
@@ -644,7 +654,11 @@ mod tests {
         assert_eq!(whole.1, None);
         let limits = ParseLimits::default();
         for cut in 0..=PIPELINE.len() {
-            assert_eq!(parse_cut(PIPELINE, &[cut], limits, false), whole, "cut at {cut}");
+            assert_eq!(
+                parse_cut(PIPELINE, &[cut], limits, false),
+                whole,
+                "cut at {cut}"
+            );
         }
         let every_byte: Vec<usize> = (1..PIPELINE.len()).collect();
         assert_eq!(parse_cut(PIPELINE, &every_byte, limits, false), whole);
@@ -652,7 +666,11 @@ mod tests {
 
     #[test]
     fn any_split_of_a_bad_stream_reports_the_same_error() {
-        for bad in [&b"*1\r\n$3\r\nfoo\r\nGET \"x\r\n"[..], b"PING\r\n*1\r\n!3\r\n", b"*2\r\n$1\r\na\r\n$x\r\n"] {
+        for bad in [
+            &b"*1\r\n$3\r\nfoo\r\nGET \"x\r\n"[..],
+            b"PING\r\n*1\r\n!3\r\n",
+            b"*2\r\n$1\r\na\r\n$x\r\n",
+        ] {
             let whole = parse(bad);
             assert!(whole.1.is_some());
             for cut in 0..=bad.len() {

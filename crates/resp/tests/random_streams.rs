@@ -120,7 +120,7 @@ fn write_request(rng: &mut Rng, out: &mut Vec<u8>) -> Option<Vec<Vec<u8>>> {
 fn write_inline_arg(rng: &mut Rng, arg: &[u8], out: &mut Vec<u8>) {
     if !arg.is_empty() && arg.iter().all(u8::is_ascii_lowercase) && rng.one_in(2) {
         out.extend_from_slice(arg);
-    } else if !arg.contains(&b'\'') && !arg.contains(&b'\\') && rng.one_in(3) {
+    } else if !arg.iter().any(|b| b"'\\\n".contains(b)) && rng.one_in(3) {
         out.push(b'\'');
         out.extend_from_slice(arg);
         out.push(b'\'');
@@ -148,14 +148,22 @@ fn random_stream(rng: &mut Rng, max_requests: usize) -> (Vec<u8>, Vec<Vec<Vec<u8
 
 #[test]
 fn well_formed_streams_round_trip_in_any_reads() {
-    for seed in 0..400 {
+    for seed in 0..2000 {
         let mut rng = Rng::new(seed);
         let (stream, expected) = random_stream(&mut rng, 30);
-        let (requests, error) = parse(&stream, random_reads(&mut rng), ParseLimits::default(), false);
+        let (requests, error) = parse(
+            &stream,
+            random_reads(&mut rng),
+            ParseLimits::default(),
+            false,
+        );
         assert_eq!(error, None, "seed {seed}");
         assert_eq!(requests.len(), expected.len(), "seed {seed}");
         for (i, (got, want)) in requests.iter().zip(&expected).enumerate() {
-            assert!(got == want, "seed {seed}, request {i}: got {got:?}, want {want:?}");
+            assert!(
+                got == want,
+                "seed {seed}, request {i}: got {got:?}, want {want:?}"
+            );
         }
     }
 }
@@ -163,7 +171,7 @@ fn well_formed_streams_round_trip_in_any_reads() {
 #[test]
 fn mutated_streams_read_the_same_in_any_reads() {
     const INTERESTING: &[u8] = b"*$\r\n\r\n-0123456789 \"'\\x\t";
-    for seed in 0..3000 {
+    for seed in 0..20_000 {
         let mut rng = Rng::new(seed);
         let (mut stream, _) = random_stream(&mut rng, 8);
         for _ in 0..1 + rng.below(4) {
@@ -193,7 +201,7 @@ fn mutated_streams_read_the_same_in_any_reads() {
 #[test]
 fn noise_never_panics_and_reads_the_same_in_any_reads() {
     const ALPHABET: &[u8] = b"*$\r\n0123456789-+ \"'\\xa";
-    for seed in 0..2000 {
+    for seed in 0..20_000 {
         let mut rng = Rng::new(seed);
         let noise: Vec<u8> = (0..rng.below(300))
             .map(|_| match rng.one_in(8) {

@@ -117,13 +117,21 @@ impl Db {
     }
 
     /// Stores `value` under `key` with `expire`, replacing any previous entry. Returns the old entry.
-    pub fn set(&mut self, key: &[u8], value: Value, expire: Option<i64>, now: i64) -> Option<Entry> {
+    pub fn set(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        expire: Option<i64>,
+        now: i64,
+    ) -> Option<Entry> {
         self.expire_if_needed(key, now);
         if let Some(at) = expire {
             self.volatile += 1;
             self.push_deadline(at, key);
         }
-        let old = self.dict.insert(Entry::new(key, value, expire, lru_clock(now)));
+        let old = self
+            .dict
+            .insert(Entry::new(key, value, expire, lru_clock(now)));
         if old.as_ref().is_some_and(|e| e.expire().is_some()) {
             self.volatile -= 1;
         }
@@ -164,7 +172,9 @@ impl Db {
         if self.expire_if_needed(key, now) {
             return false;
         }
-        let Some(had) = self.dict.get(key).map(|e| e.expire().is_some()) else { return false };
+        let Some(had) = self.dict.get(key).map(|e| e.expire().is_some()) else {
+            return false;
+        };
         self.dict.replace(key, |e| e.with_expire(expire));
         match (had, expire) {
             (false, Some(_)) => self.volatile += 1,
@@ -202,7 +212,9 @@ impl Db {
                 Some(Reverse((at, _))) if *at <= now => {}
                 _ => break,
             }
-            let Some(Reverse((at, key))) = self.ttl_heap.pop() else { break };
+            let Some(Reverse((at, key))) = self.ttl_heap.pop() else {
+                break;
+            };
             seen += 1;
             if self.dict.get(&key).and_then(Entry::expire) == Some(at) {
                 self.remove_entry(&key);

@@ -78,7 +78,10 @@ pub struct LockTable {
 
 /// The lock set a key request takes: the keys plus their databases, shared. Sorted and de-duplicated
 /// (a key named twice takes the strongest mode once).
-pub fn key_lock_set(db: u32, keys: impl IntoIterator<Item = (Bytes, Mode)>) -> Vec<(LockKey, Mode)> {
+pub fn key_lock_set(
+    db: u32,
+    keys: impl IntoIterator<Item = (Bytes, Mode)>,
+) -> Vec<(LockKey, Mode)> {
     let mut set: Vec<(LockKey, Mode)> = vec![(LockKey::Db(db), Mode::Shared)];
     for (k, m) in keys {
         let k = LockKey::Key(db, k);
@@ -103,13 +106,19 @@ impl LockTable {
     /// True when none of `keys` is held or queued for (so a command on them may run at once).
     pub fn all_free(&self, keys: &[(LockKey, Mode)]) -> bool {
         keys.iter().all(|(k, m)| {
-            self.keys.get(k).is_none_or(|s| s.queue.is_empty() && s.compatible(*m))
+            self.keys
+                .get(k)
+                .is_none_or(|s| s.queue.is_empty() && s.compatible(*m))
         })
     }
 
     /// Requests `keys`. If they can be granted now they are held and `Ok(())` is returned (and
     /// `on_grant` is dropped); otherwise the request queues and `on_grant` runs when it is granted.
-    pub fn acquire(&mut self, keys: Vec<(LockKey, Mode)>, on_grant: Box<dyn FnOnce()>) -> Result<(), ()> {
+    pub fn acquire(
+        &mut self,
+        keys: Vec<(LockKey, Mode)>,
+        on_grant: Box<dyn FnOnce()>,
+    ) -> Result<(), ()> {
         if self.all_free(&keys) {
             for (k, m) in keys {
                 self.keys.entry(k).or_default().hold(m);
@@ -142,9 +151,13 @@ impl LockTable {
         }
         let mut granted = Vec::new();
         while let Some(k) = work.pop() {
-            let Some(&id) = self.keys.get(&k).and_then(|s| s.queue.front()) else { continue };
+            let Some(&id) = self.keys.get(&k).and_then(|s| s.queue.front()) else {
+                continue;
+            };
             let grantable = self.requests[id].keys.iter().all(|(key, mode)| {
-                self.keys.get(key).is_some_and(|s| s.queue.front() == Some(&id) && s.compatible(*mode))
+                self.keys
+                    .get(key)
+                    .is_some_and(|s| s.queue.front() == Some(&id) && s.compatible(*mode))
             });
             if !grantable {
                 continue;
@@ -183,7 +196,9 @@ mod tests {
         assert!(t.acquire(a.clone(), Box::new(|| {})).is_ok());
         for i in 0..3 {
             let log = log.clone();
-            assert!(t.acquire(a.clone(), Box::new(move || log.borrow_mut().push(i))).is_err());
+            assert!(t
+                .acquire(a.clone(), Box::new(move || log.borrow_mut().push(i)))
+                .is_err());
         }
         assert!(!t.all_free(&a));
         for i in 0..3 {
@@ -203,7 +218,9 @@ mod tests {
         let flush = vec![(LockKey::Db(0), Mode::Exclusive)];
         let granted = Rc::new(RefCell::new(false));
         let g = granted.clone();
-        assert!(t.acquire(flush.clone(), Box::new(move || *g.borrow_mut() = true)).is_err());
+        assert!(t
+            .acquire(flush.clone(), Box::new(move || *g.borrow_mut() = true))
+            .is_err());
         // A later key request queues behind the flush.
         assert!(!t.all_free(&key_lock_set(0, [(key("b"), Mode::Shared)])));
         t.release(&r);

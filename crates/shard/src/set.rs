@@ -34,9 +34,20 @@ impl ShardSet {
     /// Creates `n` inboxes; slots are split into `n` contiguous ranges, as a Redis Cluster would.
     pub fn new(n: usize) -> (ShardSet, Vec<Inbox>) {
         assert!((1..=1024).contains(&n), "shard count must be 1..=1024");
-        let (senders, inboxes) = (0..n).map(|_| mpsc::unbounded()).map(|(s, r)| (s, Inbox(r))).unzip();
+        let (senders, inboxes) = (0..n)
+            .map(|_| mpsc::unbounded())
+            .map(|(s, r)| (s, Inbox(r)))
+            .unzip();
         let slot_owner = (0..SLOTS).map(|slot| (slot * n / SLOTS) as u16).collect();
-        (ShardSet { inner: Arc::new(Inner { senders, slot_owner }) }, inboxes)
+        (
+            ShardSet {
+                inner: Arc::new(Inner {
+                    senders,
+                    slot_owner,
+                }),
+            },
+            inboxes,
+        )
     }
 
     /// Number of shards.
@@ -81,7 +92,8 @@ impl ShardSet {
                 let _ = tx.send(with_shard(f));
             }),
         );
-        rx.await.expect("shard thread exited while a call was pending")
+        rx.await
+            .expect("shard thread exited while a call was pending")
     }
 
     /// Runs `f` on every shard concurrently and returns the results in shard order.

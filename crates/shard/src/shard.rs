@@ -23,6 +23,8 @@ pub struct Shard {
     pub locks: LockTable,
     /// Whether the background expiry cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
+    /// Counters of the connections served by this thread.
+    pub stats: ThreadStats,
     rng: u64,
 }
 
@@ -34,6 +36,7 @@ impl Shard {
             dbs: (0..databases).map(|_| Db::default()).collect(),
             locks: LockTable::default(),
             active_expire: true,
+            stats: ThreadStats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D),
         }
     }
@@ -54,7 +57,9 @@ impl Shard {
         if !self.active_expire {
             return false;
         }
-        self.dbs.iter_mut().any(|db| db.active_expire(now, ACTIVE_EXPIRE_BUDGET).0 >= ACTIVE_EXPIRE_BUDGET)
+        self.dbs
+            .iter_mut()
+            .any(|db| db.active_expire(now, ACTIVE_EXPIRE_BUDGET).0 >= ACTIVE_EXPIRE_BUDGET)
     }
 }
 
@@ -80,5 +85,39 @@ pub fn current_shard_id() -> Option<usize> {
 /// Panics if the thread has no shard or if called re-entrantly; both are programming errors (the
 /// dispatcher only calls it from shard threads and never nests it).
 pub fn with_shard<R>(f: impl FnOnce(&mut Shard) -> R) -> R {
-    SHARD.with(|s| f(s.borrow_mut().as_mut().expect("with_shard called on a thread without a shard")))
+    SHARD.with(|s| {
+        f(s.borrow_mut()
+            .as_mut()
+            .expect("with_shard called on a thread without a shard"))
+    })
+}
+
+/// Per-command counters (INFO commandstats), indexed by command-table id.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct CmdStat {
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected_calls: u64,
+    pub failed_calls: u64,
+}
+
+/// Counters kept by each thread for the connections it serves; INFO sums them over threads.
+#[derive(Default, Debug)]
+pub struct ThreadStats {
+    pub commands: u64,
+    pub connections_received: u64,
+    pub rejected_connections: u64,
+    pub net_input_bytes: u64,
+    pub net_output_bytes: u64,
+    pub cmd: Vec<CmdStat>,
+}
+
+impl ThreadStats {
+    /// The counters of command `id`, growing the table on first use.
+    pub fn cmd_mut(&mut self, id: usize) -> &mut CmdStat {
+        if self.cmd.len() <= id {
+            self.cmd.resize(id + 1, CmdStat::default());
+        }
+        &mut self.cmd[id]
+    }
 }

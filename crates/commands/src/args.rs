@@ -1,0 +1,113 @@
+//! The typed argument cursor every handler parses with.
+
+use bytes::Bytes;
+use strata_core::num::{parse_f64, parse_i64};
+
+use crate::error::CmdError;
+
+/// Walks a command's arguments (after the command name, and after the subcommand for containers).
+#[derive(Clone)]
+pub struct Args<'a> {
+    args: &'a [Bytes],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    /// A cursor over `args` starting at index `start` (1 for commands, 2 for subcommands).
+    pub fn new(args: &'a [Bytes], start: usize) -> Self {
+        Args {
+            args,
+            pos: start.min(args.len()),
+        }
+    }
+
+    /// Arguments not yet consumed.
+    pub fn remaining(&self) -> usize {
+        self.args.len() - self.pos
+    }
+
+    /// True when every argument has been consumed.
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// The rest of the arguments, without consuming them.
+    pub fn rest(&self) -> &'a [Bytes] {
+        &self.args[self.pos..]
+    }
+
+    /// The next argument, without consuming it.
+    pub fn peek(&self) -> Option<&'a Bytes> {
+        self.args.get(self.pos)
+    }
+
+    /// The next argument; `ERR syntax error` if there is none.
+    pub fn next_bytes(&mut self) -> Result<&'a Bytes, CmdError> {
+        let a = self.args.get(self.pos).ok_or(CmdError::Syntax)?;
+        self.pos += 1;
+        Ok(a)
+    }
+
+    /// The next argument as an integer (`ERR value is not an integer or out of range`).
+    pub fn next_i64(&mut self) -> Result<i64, CmdError> {
+        parse_i64(self.next_bytes()?).ok_or(CmdError::NotInteger)
+    }
+
+    /// The next argument as a float (`ERR value is not a valid float`).
+    pub fn next_f64(&mut self) -> Result<f64, CmdError> {
+        parse_f64(self.next_bytes()?).ok_or(CmdError::NotFloat)
+    }
+
+    /// Consumes the next argument if it equals `word` ignoring ASCII case.
+    pub fn eat(&mut self, word: &str) -> bool {
+        match self.peek() {
+            Some(a) if a.eq_ignore_ascii_case(word.as_bytes()) => {
+                self.pos += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Consumes every remaining argument.
+    pub fn take_rest(&mut self) -> &'a [Bytes] {
+        let rest = self.rest();
+        self.pos = self.args.len();
+        rest
+    }
+
+    /// `ERR syntax error` if arguments are left over.
+    pub fn finish(&self) -> Result<(), CmdError> {
+        if self.is_empty() {
+            Ok(())
+        } else {
+            Err(CmdError::Syntax)
+        }
+    }
+}
+
+/// True when `a` equals `word` ignoring ASCII case.
+pub fn eq_ci(a: &[u8], word: &str) -> bool {
+    a.eq_ignore_ascii_case(word.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_parses_and_finishes() {
+        let v: Vec<Bytes> = ["set", "k", "10", "nx", "1.5"]
+            .iter()
+            .map(|s| Bytes::from(*s))
+            .collect();
+        let mut a = Args::new(&v, 1);
+        assert_eq!(a.next_bytes().unwrap().as_ref(), b"k");
+        assert_eq!(a.next_i64(), Ok(10));
+        assert!(!a.eat("xx") && a.eat("NX"));
+        assert_eq!(a.finish(), Err(CmdError::Syntax));
+        assert_eq!(a.next_f64(), Ok(1.5));
+        assert!(a.finish().is_ok());
+        assert_eq!(a.next_bytes(), Err(CmdError::Syntax));
+    }
+}

@@ -1,0 +1,478 @@
+//! The command table: one declarative entry per command, the single source for dispatch, arity and
+//! key positions, `COMMAND` replies, ACL categories and the support matrix in docs/commands.md.
+
+use std::collections::HashMap;
+
+use futures_util::future::LocalBoxFuture;
+
+use crate::ctx::{ConnCtx, ShardCtx};
+use crate::error::CmdResult;
+
+/// Command flags, named as in Redis's `COMMAND INFO` replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    pub const WRITE: Flags = Flags(1 << 0);
+    pub const READONLY: Flags = Flags(1 << 1);
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    pub const ADMIN: Flags = Flags(1 << 3);
+    pub const PUBSUB: Flags = Flags(1 << 4);
+    pub const NOSCRIPT: Flags = Flags(1 << 5);
+    pub const BLOCKING: Flags = Flags(1 << 6);
+    pub const LOADING: Flags = Flags(1 << 7);
+    pub const STALE: Flags = Flags(1 << 8);
+    pub const SKIP_MONITOR: Flags = Flags(1 << 9);
+    pub const SKIP_SLOWLOG: Flags = Flags(1 << 10);
+    pub const FAST: Flags = Flags(1 << 11);
+    pub const NO_AUTH: Flags = Flags(1 << 12);
+    pub const MAY_REPLICATE: Flags = Flags(1 << 13);
+    pub const NO_MULTI: Flags = Flags(1 << 14);
+    pub const ALLOW_BUSY: Flags = Flags(1 << 15);
+    pub const SENTINEL: Flags = Flags(1 << 16);
+    pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 17);
+
+    const NAMES: [(Flags, &'static str); 18] = [
+        (Flags::WRITE, "write"),
+        (Flags::READONLY, "readonly"),
+        (Flags::DENYOOM, "denyoom"),
+        (Flags::ADMIN, "admin"),
+        (Flags::PUBSUB, "pubsub"),
+        (Flags::NOSCRIPT, "noscript"),
+        (Flags::BLOCKING, "blocking"),
+        (Flags::LOADING, "loading"),
+        (Flags::STALE, "stale"),
+        (Flags::SKIP_MONITOR, "skip_monitor"),
+        (Flags::SKIP_SLOWLOG, "skip_slowlog"),
+        (Flags::FAST, "fast"),
+        (Flags::NO_AUTH, "no_auth"),
+        (Flags::MAY_REPLICATE, "may_replicate"),
+        (Flags::NO_MULTI, "no_multi"),
+        (Flags::ALLOW_BUSY, "allow_busy"),
+        (Flags::SENTINEL, "sentinel"),
+        (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    ];
+
+    /// Union of two flag sets (usable in `const` table entries).
+    pub const fn or(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    /// True if every flag of `other` is set.
+    pub const fn has(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Flag names in Redis's order, for COMMAND INFO.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Self::NAMES
+            .into_iter()
+            .filter(move |(f, _)| self.has(*f))
+            .map(|(_, n)| n)
+    }
+}
+
+/// Key positions, Redis's legacy (first, last, step) triple. `last` < 0 counts from the end
+/// (-1 = last argument). (0, 0, 0) means the command takes no keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeySpec {
+    pub first: i32,
+    pub last: i32,
+    pub step: i32,
+}
+
+impl KeySpec {
+    pub const NONE: KeySpec = KeySpec {
+        first: 0,
+        last: 0,
+        step: 0,
+    };
+    /// One key at argument 1.
+    pub const ONE: KeySpec = KeySpec {
+        first: 1,
+        last: 1,
+        step: 1,
+    };
+    /// Every argument from 1 is a key.
+    pub const ALL: KeySpec = KeySpec {
+        first: 1,
+        last: -1,
+        step: 1,
+    };
+
+    /// Indices of the key arguments in `argc` arguments (empty for keyless commands).
+    pub fn positions(self, argc: usize) -> impl Iterator<Item = usize> {
+        let argc = argc as i64;
+        let (first, step) = (self.first as i64, self.step.max(1) as i64);
+        let last = if self.last < 0 {
+            argc + self.last as i64
+        } else {
+            (self.last as i64).min(argc - 1)
+        };
+        let end = if self.first == 0 { 0 } else { last + 1 };
+        (first..end.max(first))
+            .step_by(step as usize)
+            .map(|i| i as usize)
+    }
+}
+
+/// Where and how a command runs.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    /// Runs on the shard owning the command's keys (all keys must live on one shard; keyless
+    /// commands run on the connection's own shard). Pipelined shard commands are batched per shard.
+    Shard(fn(&mut ShardCtx<'_>) -> CmdResult),
+    /// Runs on the shard owning all keys when they live on one shard (`shard`), otherwise as a
+    /// cross-shard coordinator on the connection's thread (`multi`), e.g. MGET, MSET, DEL, RENAME.
+    Keys {
+        shard: fn(&mut ShardCtx<'_>) -> CmdResult,
+        multi: AsyncHandler,
+    },
+    /// Runs synchronously on the connection's thread (connection state: SELECT, CLIENT SETNAME...).
+    Conn(fn(&mut ConnCtx<'_>) -> CmdResult),
+    /// Runs asynchronously on the connection's thread (server-wide work: DBSIZE, KEYS, INFO...).
+    Async(AsyncHandler),
+    /// A container whose subcommands carry the handlers (CLIENT, CONFIG, OBJECT...).
+    Container,
+}
+
+/// An async handler: borrows the connection context for the duration of the command.
+pub type AsyncHandler = for<'a, 'b> fn(&'a mut ConnCtx<'b>) -> LocalBoxFuture<'a, CmdResult>;
+
+/// One command (or subcommand).
+pub struct CommandSpec {
+    /// Lowercase name; subcommands use their own word (e.g. "getname"), the table prefixes the parent.
+    pub name: &'static str,
+    /// Redis arity: N = exactly N arguments (counting the name), -N = at least N.
+    pub arity: i32,
+    pub flags: Flags,
+    pub keys: KeySpec,
+    /// Documentation group: "string", "generic", "connection", "server".
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+    pub complexity: &'static str,
+    /// ACL categories beyond those derived from flags and group (e.g. "@dangerous").
+    pub acl: &'static [&'static str],
+    /// Command tips for COMMAND INFO/DOCS (e.g. "request_policy:all_shards").
+    pub tips: &'static [&'static str],
+    pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    /// ACL categories: derived from flags (`write` → @write, no `fast` → @slow, `admin` →
+    /// @admin @dangerous, ...) and group, plus the explicit extras.
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        let mut cats = Vec::new();
+        let f = self.flags;
+        if f.has(Flags::WRITE) {
+            cats.push("@write");
+        }
+        if f.has(Flags::READONLY) {
+            cats.push("@read");
+        }
+        match self.group {
+            "string" => cats.push("@string"),
+            "generic" => cats.push("@keyspace"),
+            "connection" => cats.push("@connection"),
+            _ => {}
+        }
+        if f.has(Flags::ADMIN) {
+            cats.push("@admin");
+            cats.push("@dangerous");
+        }
+        if f.has(Flags::PUBSUB) {
+            cats.push("@pubsub");
+        }
+        if f.has(Flags::BLOCKING) {
+            cats.push("@blocking");
+        }
+        cats.push(if f.has(Flags::FAST) { "@fast" } else { "@slow" });
+        for c in self.acl {
+            if !cats.contains(c) {
+                cats.push(c);
+            }
+        }
+        cats
+    }
+
+    /// True if `argc` arguments satisfy the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        if self.arity >= 0 {
+            argc == self.arity as usize
+        } else {
+            argc >= (-self.arity) as usize
+        }
+    }
+}
+
+/// A command resolved from the table: the spec that runs, its full name and its stats id.
+#[derive(Clone, Copy)]
+pub struct Resolved {
+    pub spec: &'static CommandSpec,
+    /// Full name, e.g. "get" or "client|list".
+    pub name: &'static str,
+    pub id: usize,
+}
+
+/// The command table.
+pub struct Table {
+    by_name: HashMap<&'static str, usize>,
+    entries: Vec<Resolved>,
+    top: Vec<&'static CommandSpec>,
+}
+
+/// Why a command line could not be resolved, carrying Redis's exact error text.
+pub enum Lookup {
+    Found(Resolved),
+    Unknown(String),
+}
+
+impl Table {
+    /// Builds the table from every family's command list and validates it (panicking on a broken
+    /// entry: the table is static, so this fails at start-up and in unit tests, never later).
+    pub fn new(families: &[&'static [CommandSpec]]) -> Table {
+        let mut t = Table {
+            by_name: HashMap::new(),
+            entries: Vec::new(),
+            top: Vec::new(),
+        };
+        for fam in families {
+            for spec in fam.iter() {
+                t.add(spec, None);
+            }
+        }
+        t
+    }
+
+    fn add(&mut self, spec: &'static CommandSpec, parent: Option<&'static CommandSpec>) {
+        validate(spec, parent);
+        let name: &'static str = match parent {
+            None => spec.name,
+            Some(p) => Box::leak(format!("{}|{}", p.name, spec.name).into_boxed_str()),
+        };
+        assert!(
+            self.by_name.insert(name, self.entries.len()).is_none(),
+            "duplicate command {name}"
+        );
+        self.entries.push(Resolved {
+            spec,
+            name,
+            id: self.entries.len(),
+        });
+        if parent.is_none() {
+            self.top.push(spec);
+        }
+        for sub in spec.subcommands {
+            self.add(sub, Some(spec));
+        }
+    }
+
+    /// Top-level commands.
+    pub fn commands(&self) -> &[&'static CommandSpec] {
+        &self.top
+    }
+
+    /// Every entry including subcommands, indexed by id.
+    pub fn entries(&self) -> &[Resolved] {
+        &self.entries
+    }
+
+    /// Looks up a full name ("get", "client|list").
+    pub fn get(&self, name: &str) -> Option<Resolved> {
+        self.by_name.get(name).map(|&i| self.entries[i])
+    }
+
+    /// Resolves a command line: name (case-insensitive), container subcommand, arity. The errors are
+    /// Redis's: unknown command, unknown subcommand, wrong number of arguments.
+    pub fn resolve(&self, args: &[bytes::Bytes]) -> Lookup {
+        let Some(first) = args.first() else {
+            return Lookup::Unknown("ERR empty command".into());
+        };
+        let mut lower = [0u8; 32];
+        let found = (first.len() <= lower.len())
+            .then(|| {
+                lower[..first.len()].copy_from_slice(first);
+                lower[..first.len()].make_ascii_lowercase();
+                std::str::from_utf8(&lower[..first.len()]).ok()
+            })
+            .flatten()
+            .and_then(|n| self.get(n));
+        let Some(cmd) = found else {
+            return Lookup::Unknown(unknown_command_text(args));
+        };
+        if !cmd.spec.arity_ok(args.len()) {
+            return Lookup::Unknown(format!(
+                "ERR wrong number of arguments for '{}' command",
+                cmd.name
+            ));
+        }
+        if !cmd.spec.subcommands.is_empty() {
+            let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+            let Some(sub) = self.get(&format!("{}|{}", cmd.name, sub)) else {
+                return Lookup::Unknown(format!(
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    truncate_arg(&args[1]),
+                    cmd.name.to_ascii_uppercase()
+                ));
+            };
+            if !sub.spec.arity_ok(args.len()) {
+                return Lookup::Unknown(format!(
+                    "ERR wrong number of arguments for '{}' command",
+                    sub.name
+                ));
+            }
+            return Lookup::Found(sub);
+        }
+        Lookup::Found(cmd)
+    }
+}
+
+fn truncate_arg(a: &[u8]) -> String {
+    // Redis shows at most 128 bytes of each argument in these messages.
+    let s = String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned();
+    s.replace(['\r', '\n'], " ")
+}
+
+/// `ERR unknown command '<name>', with args beginning with: '<a1>' '<a2>' ` exactly as Redis.
+pub fn unknown_command_text(args: &[bytes::Bytes]) -> String {
+    let mut list = String::new();
+    for a in &args[1..] {
+        if list.len() >= 128 {
+            break;
+        }
+        let room = 128 - list.len();
+        list.push_str(&format!("'{}' ", truncate_arg(&a[..a.len().min(room)])));
+    }
+    format!(
+        "ERR unknown command '{}', with args beginning with: {list}",
+        truncate_arg(&args[0])
+    )
+}
+
+fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
+    let name = spec.name;
+    assert!(
+        !name.is_empty() && name.len() <= 32,
+        "{name}: bad name length"
+    );
+    assert!(
+        name.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'),
+        "{name}: name must be lowercase"
+    );
+    assert!(spec.arity != 0, "{name}: arity 0 is impossible");
+    if parent.is_some() {
+        assert!(spec.arity.abs() >= 2, "{name}: a subcommand has arity >= 2");
+    }
+    let k = spec.keys;
+    if k.first == 0 {
+        assert!(
+            k.last == 0 && k.step == 0,
+            "{name}: keyless commands use (0,0,0)"
+        );
+    } else {
+        assert!(
+            k.first > 0 && k.step > 0,
+            "{name}: first key and step must be positive"
+        );
+        assert!(
+            k.last < 0 || k.last >= k.first,
+            "{name}: last key before first key"
+        );
+        assert!(
+            spec.arity < 0 || k.first < spec.arity,
+            "{name}: first key beyond arity"
+        );
+        assert!(
+            spec.arity < 0 || k.last < spec.arity,
+            "{name}: last key beyond arity"
+        );
+    }
+    assert!(
+        !(spec.flags.has(Flags::WRITE) && spec.flags.has(Flags::READONLY)),
+        "{name}: write and readonly are exclusive"
+    );
+    match spec.handler {
+        Handler::Container => {
+            assert!(
+                !spec.subcommands.is_empty(),
+                "{name}: container without subcommands"
+            );
+            assert!(spec.arity == -2, "{name}: containers have arity -2");
+        }
+        Handler::Shard(_) | Handler::Keys { .. } => {
+            assert!(
+                spec.subcommands.is_empty(),
+                "{name}: only containers have subcommands"
+            )
+        }
+        Handler::Conn(_) | Handler::Async(_) => {
+            assert!(
+                spec.subcommands.is_empty(),
+                "{name}: only containers have subcommands"
+            );
+        }
+    }
+    if let Handler::Keys { .. } = spec.handler {
+        assert!(k.first > 0, "{name}: multi-key commands need key positions");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_positions() {
+        let p = |k: KeySpec, argc| k.positions(argc).collect::<Vec<_>>();
+        assert_eq!(p(KeySpec::ONE, 2), vec![1]);
+        assert_eq!(p(KeySpec::ALL, 4), vec![1, 2, 3]);
+        assert_eq!(
+            p(
+                KeySpec {
+                    first: 1,
+                    last: -1,
+                    step: 2
+                },
+                5
+            ),
+            vec![1, 3]
+        );
+        assert_eq!(
+            p(
+                KeySpec {
+                    first: 1,
+                    last: 2,
+                    step: 1
+                },
+                5
+            ),
+            vec![1, 2]
+        );
+        assert_eq!(p(KeySpec::NONE, 3), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn unknown_command_text_matches_redis() {
+        let a: Vec<bytes::Bytes> = ["foo", "a", "b"]
+            .iter()
+            .map(|s| bytes::Bytes::from(*s))
+            .collect();
+        assert_eq!(
+            unknown_command_text(&a),
+            "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
+        );
+    }
+
+    #[test]
+    fn whole_table_validates() {
+        let t = crate::table();
+        assert!(t.get("get").is_some());
+        for e in t.entries() {
+            let _ = e.spec.acl_categories();
+        }
+    }
+}

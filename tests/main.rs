@@ -1,0 +1,4 @@
+mod harness;
+
+mod atomicity;
+mod protocol;
