@@ -161,6 +161,11 @@ pub struct ServerState {
     pub shutting_down: AtomicBool,
     /// Exit code requested by SHUTDOWN.
     pub exit_code: AtomicI64,
+    /// Suspends the calling task (not its thread) for a while: DEBUG SLEEP. Provided by the server
+    /// crate, which owns the event loop's timer.
+    pub sleep: fn(std::time::Duration) -> futures_util::future::LocalBoxFuture<'static, ()>,
+    /// The event-loop driver in use ("io_uring" or "epoll"), for INFO.
+    pub io_engine: &'static str,
 }
 
 impl ServerState {

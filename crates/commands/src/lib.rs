@@ -9,6 +9,7 @@ pub mod args;
 pub mod config;
 pub mod ctx;
 pub mod error;
+pub mod memory;
 pub mod table;
 pub mod testing;
 

@@ -1,1 +1,257 @@
+//! The server: threads, listeners, connections and dispatch.
+//!
+//! `run` starts one thread per shard. Each thread runs its own event loop (monoio, on io_uring or
+//! epoll), owns one shard of the keyspace, listens on the same port through SO_REUSEPORT (the kernel
+//! spreads connections over threads), serves the connections it accepted, runs jobs other threads
+//! send to its inbox, and expires keys in the background. See docs/architecture.md.
 
+pub mod conn;
+pub mod dispatch;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use monoio::net::{ListenerOpts, TcpListener};
+use strata_commands::config::Config;
+use strata_commands::ctx::ServerStats;
+use strata_commands::{table, ServerState};
+use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
+
+/// The event-loop driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    IoUring,
+    Epoll,
+}
+
+impl Engine {
+    fn name(self) -> &'static str {
+        match self {
+            Engine::IoUring => "io_uring",
+            Engine::Epoll => "epoll",
+        }
+    }
+
+    /// The engine for an `io-engine` setting: io_uring when asked for or when `auto` and the kernel
+    /// allows it, epoll otherwise.
+    pub fn choose(setting: &str) -> Result<Engine, String> {
+        match setting {
+            "epoll" => Ok(Engine::Epoll),
+            "io_uring" if monoio::utils::detect_uring() => Ok(Engine::IoUring),
+            "io_uring" => Err("io-engine io_uring requested but the kernel does not allow io_uring".into()),
+            _ if monoio::utils::detect_uring() => Ok(Engine::IoUring),
+            _ => Ok(Engine::Epoll),
+        }
+    }
+}
+
+fn random_run_id() -> String {
+    let mut seed = now_ms() as u64 ^ ((std::process::id() as u64) << 32);
+    (0..40)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from_digit((seed % 16) as u32, 16).unwrap_or('0')
+        })
+        .collect()
+}
+
+fn bind_addrs(config: &Config) -> Result<Vec<SocketAddr>, String> {
+    let port = config.get_i64("port") as u16;
+    let bind = config.get("bind").unwrap_or_default();
+    let mut addrs = Vec::new();
+    for host in bind.split_whitespace() {
+        let optional = host.starts_with('-');
+        let host = host.trim_start_matches('-');
+        match (host, port).to_socket_addrs() {
+            Ok(found) => addrs.extend(found),
+            Err(e) if !optional => return Err(format!("can't resolve bind address {host}: {e}")),
+            Err(_) => {}
+        }
+    }
+    if addrs.is_empty() {
+        return Err("no address to bind".into());
+    }
+    Ok(addrs)
+}
+
+/// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code.
+pub fn run(config: Config) -> i32 {
+    let threads = match config.get_i64("threads") {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n as usize,
+    };
+    let engine = match Engine::choose(&config.get("io-engine").unwrap_or_default()) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            return 1;
+        }
+    };
+    let addrs = match bind_addrs(&config) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("strata: {e}");
+            return 1;
+        }
+    };
+    let databases = config.get_i64("databases") as usize;
+    let (shards, inboxes) = ShardSet::new(threads);
+    let state = Arc::new(ServerState {
+        shards,
+        config,
+        table: table(),
+        clients: Mutex::new(Default::default()),
+        next_client_id: AtomicU64::new(1),
+        stats: ServerStats::default(),
+        started_ms: now_ms(),
+        run_id: random_run_id(),
+        shutting_down: AtomicBool::new(false),
+        exit_code: AtomicI64::new(0),
+        sleep: |d| Box::pin(monoio::time::sleep(d)),
+        io_engine: engine.name(),
+    });
+
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    for (id, inbox) in inboxes.into_iter().enumerate() {
+        let (state, ready, addrs) = (state.clone(), ready_tx.clone(), addrs.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("strata-shard-{id}"))
+            .spawn(move || thread_main(id, databases, inbox, state, engine, addrs, ready));
+        if let Err(e) = spawned {
+            eprintln!("strata: can't start thread {id}: {e}");
+            return 1;
+        }
+    }
+    drop(ready_tx);
+    for _ in 0..threads {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                eprintln!("strata: {e}");
+                return 1;
+            }
+            Err(_) => {
+                eprintln!("strata: a shard thread died during start-up");
+                return 1;
+            }
+        }
+    }
+    let signalled = state.clone();
+    if let Err(e) = ctrlc::set_handler(move || signalled.request_shutdown()) {
+        eprintln!("strata: can't install signal handlers: {e}");
+    }
+    let shown: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    println!(
+        "Strata {} ready to accept connections on {} ({threads} shard threads, {} event loop)",
+        env!("CARGO_PKG_VERSION"),
+        shown.join(", "),
+        engine.name()
+    );
+
+    while !state.shutting_down.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Connections were shut down by request_shutdown; give in-flight replies a moment to flush.
+    std::thread::sleep(Duration::from_millis(50));
+    println!("Strata is now ready to exit, bye bye...");
+    state.exit_code.load(Ordering::SeqCst) as i32
+}
+
+fn thread_main(
+    id: usize,
+    databases: usize,
+    inbox: Inbox,
+    state: Arc<ServerState>,
+    engine: Engine,
+    addrs: Vec<SocketAddr>,
+    ready: mpsc::Sender<Result<(), String>>,
+) {
+    let fut = thread_loop(id, databases, inbox, state, addrs, ready.clone());
+    let built = match engine {
+        Engine::IoUring => monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
+            .build()
+            .map(|mut rt| rt.block_on(fut)),
+        Engine::Epoll => monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .map(|mut rt| rt.block_on(fut)),
+    };
+    if let Err(e) = built {
+        let _ = ready.send(Err(format!("can't start the {} event loop: {e}", engine.name())));
+    }
+}
+
+async fn thread_loop(
+    id: usize,
+    databases: usize,
+    inbox: Inbox,
+    state: Arc<ServerState>,
+    addrs: Vec<SocketAddr>,
+    ready: mpsc::Sender<Result<(), String>>,
+) {
+    install(Shard::new(id, databases));
+    monoio::spawn(inbox.run());
+    monoio::spawn(expire_loop(state.clone()));
+    let backlog = state.config.get_i64("tcp-backlog") as i32;
+    let opts = ListenerOpts::new().reuse_port(true).reuse_addr(true).backlog(backlog);
+    let mut listeners = Vec::new();
+    for addr in &addrs {
+        match TcpListener::bind_with_config(addr, &opts) {
+            Ok(l) => listeners.push(l),
+            Err(e) => {
+                let _ = ready.send(Err(format!("could not bind {addr}: {e}")));
+                return;
+            }
+        }
+    }
+    let _ = ready.send(Ok(()));
+    let last = listeners.pop();
+    for l in listeners {
+        monoio::spawn(accept_loop(l, state.clone()));
+    }
+    if let Some(l) = last {
+        accept_loop(l, state).await;
+    }
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                if state.shutting_down.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let max = state.config.get_i64("maxclients").max(1) as u64;
+                if state.stats.connected_clients.load(Ordering::Relaxed) >= max {
+                    with_shard(|s| s.stats.rejected_connections += 1);
+                    monoio::spawn(reject(stream));
+                    continue;
+                }
+                monoio::spawn(conn::serve(stream, peer, state.clone()));
+            }
+            Err(e) => {
+                eprintln!("strata: accept failed: {e}");
+                monoio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn reject(mut stream: monoio::net::TcpStream) {
+    use monoio::io::AsyncWriteRentExt;
+    let _ = stream.write_all(b"-ERR max number of clients reached\r\n".to_vec()).await;
+}
+
+/// Active expiry: every 100 ms (sooner while a backlog of expired keys remains).
+async fn expire_loop(state: Arc<ServerState>) {
+    loop {
+        let backlog = with_shard(|s| s.active_expire_tick(now_ms()));
+        let pause = if backlog { 1 } else { 1000 / state.config.get_i64("hz").clamp(1, 500) as u64 };
+        monoio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}

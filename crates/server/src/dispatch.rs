@@ -1,0 +1,334 @@
+//! Dispatch: lookup → arity → auth → route → run → reply, for a whole pipelined batch at once.
+//!
+//! A batch is every complete command read from a socket in one go. Commands are walked in order:
+//! * connection commands (SELECT, HELLO, CLIENT ...) run at once on this thread;
+//! * key commands whose shard is this thread's run inline, with no hop;
+//! * key commands owned by another shard are appended to that shard's sub-batch, which travels as one
+//!   message and comes back as one buffer of replies;
+//! * multi-shard and server-wide commands (MSET across shards, DBSIZE, KEYS, ...) are barriers: the
+//!   sub-batches in flight are completed first, then the coordinator runs.
+//! Replies are assembled in request order at the end. Commands on the same key always go to the same
+//! shard in request order, so a client sees its own writes; across shards, commands of one pipeline
+//! may execute concurrently (as with pipeline squashing in Dragonfly), which no single-key read can
+//! observe and which multi-key commands exclude with their intent locks.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use futures_util::future::join_all;
+use strata_commands::table::Resolved;
+use strata_commands::{run_shard_handler, table, ConnCtx, Flags, Handler, Lookup, ReplyMode, ServerState, Session, ShardCtx};
+use strata_resp::{Protocol, ReplyBuf};
+use strata_shard::{current_shard_id, key_lock_set, now_ms, with_shard, LockKey, Mode, Shard};
+
+/// One key command on its way to (or running on) its shard.
+pub struct ShardCmd {
+    args: Vec<Bytes>,
+    cmd: Resolved,
+    handler: fn(&mut ShardCtx<'_>) -> strata_commands::CmdResult,
+    db: usize,
+    proto: Protocol,
+}
+
+/// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
+#[derive(Default)]
+pub struct ShardReplies {
+    buf: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl ShardCmd {
+    fn lock_set(&self) -> Vec<(LockKey, Mode)> {
+        let mode = if self.cmd.spec.flags.has(Flags::WRITE) { Mode::Exclusive } else { Mode::Shared };
+        let keys = self.cmd.spec.keys.positions(self.args.len()).map(|i| (self.args[i].clone(), mode));
+        key_lock_set(self.db as u32, keys)
+    }
+
+    /// Runs the command on `shard`, appending its reply to `out` and counting it.
+    fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) {
+        out.proto = self.proto;
+        let start = Instant::now();
+        let mut cx = ShardCtx { shard, db: self.db, args: &self.args, out, now: now_ms() };
+        let failed = run_shard_handler(self.handler, &mut cx);
+        let usec = start.elapsed().as_micros() as u64;
+        let stats = &mut shard.stats;
+        stats.commands += 1;
+        let st = stats.cmd_mut(self.cmd.id);
+        st.calls += 1;
+        st.usec += usec;
+        st.failed_calls += failed as u64;
+    }
+}
+
+/// Runs a sub-batch on this thread's shard, in order. A command whose keys are locked by a
+/// multi-shard command waits (this task is parked, the thread is not) and the rest wait behind it.
+pub async fn run_on_local_shard(cmds: Vec<ShardCmd>) -> ShardReplies {
+    let mut replies = ShardReplies::default();
+    let mut out = ReplyBuf::new(Protocol::Resp2);
+    let mut i = 0;
+    while i < cmds.len() {
+        let blocked = with_shard(|s| {
+            while i < cmds.len() {
+                let cmd = &cmds[i];
+                if !s.locks.is_idle() {
+                    let set = cmd.lock_set();
+                    if !s.locks.all_free(&set) {
+                        let (tx, rx) = oneshot::channel::<()>();
+                        let granted_now = s
+                            .locks
+                            .acquire(
+                                set.clone(),
+                                Box::new(move || {
+                                    let _ = tx.send(());
+                                }),
+                            )
+                            .is_ok();
+                        return Some((set, granted_now, rx));
+                    }
+                }
+                cmd.exec(s, &mut out);
+                replies.ends.push(out.buf.len());
+                i += 1;
+            }
+            None
+        });
+        let Some((set, granted_now, rx)) = blocked else { break };
+        if !granted_now {
+            // The sender sits in the lock table until the grant; it is never dropped unfired.
+            let _ = rx.await;
+        }
+        with_shard(|s| {
+            cmds[i].exec(s, &mut out);
+            s.locks.release(&set);
+        });
+        replies.ends.push(out.buf.len());
+        i += 1;
+    }
+    replies.buf = out.buf;
+    replies
+}
+
+/// Where one command's reply is.
+enum Slot {
+    /// Bytes `start..end` of the batch's local reply buffer.
+    Local(usize, usize),
+    /// Reply `index` of sub-batch `batch`.
+    Remote { batch: usize, index: usize },
+}
+
+/// How a command will run.
+enum Route {
+    /// Rejected before running (unknown command, arity, NOAUTH, CROSSSLOT): the error text.
+    Reject(String),
+    Shard(usize, ShardCmd),
+    Conn(Resolved, Vec<Bytes>, fn(&mut ConnCtx<'_>) -> strata_commands::CmdResult),
+    Async(Resolved, Vec<Bytes>, strata_commands::table::AsyncHandler),
+}
+
+struct Pending {
+    shard: usize,
+    cmds: Vec<ShardCmd>,
+}
+
+/// Executes pipelined batches for one connection.
+pub struct Batch<'a> {
+    pub state: &'a Arc<ServerState>,
+    pub session: &'a mut Session,
+    pub out: &'a mut ReplyBuf,
+}
+
+impl Batch<'_> {
+    /// Runs `cmds` and appends their replies to `out` in request order. Commands after one that
+    /// closes the connection (QUIT) are not run.
+    pub async fn run(&mut self, cmds: Vec<Vec<Bytes>>) {
+        let local_shard = current_shard_id().unwrap_or(0);
+        let mut local = ReplyBuf::new(self.session.proto);
+        let mut slots: Vec<(Slot, bool)> = Vec::with_capacity(cmds.len());
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut done: Vec<ShardReplies> = Vec::new();
+
+        for args in cmds {
+            if self.session.close_after_reply {
+                break;
+            }
+            let mode_before = self.session.reply_mode;
+            local.proto = self.session.proto;
+            let start = local.buf.len();
+            let slot = match self.route(args, local_shard) {
+                Route::Reject(msg) => {
+                    local.error(&msg);
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Shard(shard, cmd) if shard == local_shard => {
+                    let ran = with_shard(|s| {
+                        if s.locks.is_idle() || s.locks.all_free(&cmd.lock_set()) {
+                            cmd.exec(s, &mut local);
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                    if !ran {
+                        let r = run_on_local_shard(vec![cmd]).await;
+                        local.buf.extend_from_slice(&r.buf);
+                    }
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Shard(shard, cmd) => {
+                    let batch = match pending.iter().position(|p| p.shard == shard) {
+                        Some(b) => b,
+                        None => {
+                            pending.push(Pending { shard, cmds: Vec::new() });
+                            pending.len() - 1
+                        }
+                    };
+                    pending[batch].cmds.push(cmd);
+                    Slot::Remote { batch: done.len() + batch, index: pending[batch].cmds.len() - 1 }
+                }
+                Route::Conn(cmd, args, f) => {
+                    self.run_conn(&cmd, &args, f, &mut local);
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Async(cmd, args, f) => {
+                    // A barrier: what came before completes first.
+                    self.flush(&mut pending, &mut done).await;
+                    self.run_async(&cmd, &args, f, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+            };
+            let mode_after = self.session.reply_mode;
+            let suppress = mode_before != ReplyMode::On || mode_after != ReplyMode::On;
+            if mode_before == ReplyMode::Skip && mode_after == ReplyMode::Skip {
+                self.session.reply_mode = ReplyMode::On;
+            }
+            slots.push((slot, suppress));
+        }
+        self.flush(&mut pending, &mut done).await;
+
+        let mut starts = vec![0usize; done.len()];
+        for (slot, suppress) in slots {
+            let bytes = match slot {
+                Slot::Local(s, e) => &local.buf[s..e],
+                Slot::Remote { batch, index } => {
+                    let r = &done[batch];
+                    let (s, e) = (starts[batch], r.ends[index]);
+                    starts[batch] = e;
+                    &r.buf[s..e]
+                }
+            };
+            if !suppress {
+                self.out.buf.extend_from_slice(bytes);
+            }
+        }
+        self.out.proto = self.session.proto;
+    }
+
+    /// Sends every pending sub-batch to its shard and waits for all replies.
+    async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
+        if pending.is_empty() {
+            return;
+        }
+        let set = &self.state.shards;
+        let calls = pending.drain(..).map(|p| {
+            let (tx, rx) = oneshot::channel();
+            let shard = p.shard;
+            set.post(
+                shard,
+                Box::new(move || {
+                    monoio::spawn(async move {
+                        let _ = tx.send(run_on_local_shard(p.cmds).await);
+                    });
+                }),
+            );
+            async move { rx.await.expect("shard thread exited with a sub-batch pending") }
+        });
+        done.extend(join_all(calls).await);
+    }
+
+    fn route(&self, args: Vec<Bytes>, local_shard: usize) -> Route {
+        let cmd = match table().resolve(&args) {
+            Lookup::Unknown(msg) => return Route::Reject(msg),
+            Lookup::Found(cmd) => cmd,
+        };
+        if !self.session.authenticated && !cmd.spec.flags.has(Flags::NO_AUTH) {
+            return Route::Reject("NOAUTH Authentication required.".into());
+        }
+        self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
+        let set = &self.state.shards;
+        let single_shard = || {
+            let mut shards = cmd.spec.keys.positions(args.len()).map(|i| set.shard_of_key(&args[i]));
+            let first = shards.next().unwrap_or(local_shard);
+            shards.all(|s| s == first).then_some(first)
+        };
+        match cmd.spec.handler {
+            Handler::Shard(handler) => match single_shard() {
+                Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, handler)),
+                None => Route::Reject("CROSSSLOT Keys in request don't hash to the same slot".into()),
+            },
+            Handler::Keys { shard: handler, multi } => match single_shard() {
+                Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, handler)),
+                None => Route::Async(cmd, args, multi),
+            },
+            Handler::Conn(f) => Route::Conn(cmd, args, f),
+            Handler::Async(f) => Route::Async(cmd, args, f),
+            Handler::Container => Route::Reject(format!("ERR unknown subcommand for '{}'", cmd.name)),
+        }
+    }
+
+    fn shard_cmd(&self, args: Vec<Bytes>, cmd: Resolved, handler: fn(&mut ShardCtx<'_>) -> strata_commands::CmdResult) -> ShardCmd {
+        ShardCmd { args, cmd, handler, db: self.session.db, proto: self.session.proto }
+    }
+
+    fn run_conn(
+        &mut self,
+        cmd: &Resolved,
+        args: &[Bytes],
+        f: fn(&mut ConnCtx<'_>) -> strata_commands::CmdResult,
+        out: &mut ReplyBuf,
+    ) {
+        let start = Instant::now();
+        let mut cx = ConnCtx { session: self.session, server: self.state, args, out, now: now_ms() };
+        let failed = match f(&mut cx) {
+            Ok(()) => false,
+            Err(e) => {
+                cx.out.error(&e.message());
+                true
+            }
+        };
+        record(cmd, start, failed);
+    }
+
+    async fn run_async(
+        &mut self,
+        cmd: &Resolved,
+        args: &[Bytes],
+        f: strata_commands::table::AsyncHandler,
+        out: &mut ReplyBuf,
+    ) {
+        let start = Instant::now();
+        let mut cx = ConnCtx { session: self.session, server: self.state, args, out, now: now_ms() };
+        let failed = match f(&mut cx).await {
+            Ok(()) => false,
+            Err(e) => {
+                cx.out.error(&e.message());
+                true
+            }
+        };
+        record(cmd, start, failed);
+    }
+}
+
+/// Counts a command run on the connection's thread in that thread's stats.
+fn record(cmd: &Resolved, start: Instant, failed: bool) {
+    let usec = start.elapsed().as_micros() as u64;
+    with_shard(|s| {
+        s.stats.commands += 1;
+        let st = s.stats.cmd_mut(cmd.id);
+        st.calls += 1;
+        st.usec += usec;
+        st.failed_calls += failed as u64;
+    });
+}
