@@ -238,9 +238,30 @@ impl Batch<'_> {
             set.post(
                 shard,
                 Box::new(move || {
-                    monoio::spawn(async move {
-                        let _ = tx.send(run_on_local_shard(p.cmds).await);
+                    // Run at once unless a multi-shard command holds locks on this shard; only
+                    // then does the sub-batch become a task that can wait for them.
+                    let quick = with_shard(|s| {
+                        s.locks.is_idle().then(|| {
+                            let mut out = ReplyBuf::new(Protocol::Resp2);
+                            let mut replies = ShardReplies { buf: Vec::new(), ends: Vec::with_capacity(p.cmds.len()) };
+                            for cmd in &p.cmds {
+                                cmd.exec(s, &mut out);
+                                replies.ends.push(out.buf.len());
+                            }
+                            replies.buf = out.buf;
+                            replies
+                        })
                     });
+                    match quick {
+                        Some(replies) => {
+                            let _ = tx.send(replies);
+                        }
+                        None => {
+                            monoio::spawn(async move {
+                                let _ = tx.send(run_on_local_shard(p.cmds).await);
+                            });
+                        }
+                    }
                 }),
             );
             async move { rx.await.expect("shard thread exited with a sub-batch pending") }
