@@ -1,0 +1,108 @@
+//! Generated documentation: the support matrix (docs/commands.md) and the settings reference
+//! (docs/configuration.md) are produced from the command table and the config table, and a unit test
+//! fails when the committed files are stale (`STRATA_UPDATE_DOCS=1 cargo test -p strata-commands docs`
+//! rewrites them).
+
+use crate::config::{Kind, SPECS};
+use crate::table::CommandSpec;
+
+fn row(name: &str, spec: &CommandSpec) -> String {
+    let flags: Vec<&str> = spec.flags.names().collect();
+    let keys = if spec.keys.first == 0 {
+        "none".to_string()
+    } else {
+        format!("{}..{} step {}", spec.keys.first, spec.keys.last, spec.keys.step)
+    };
+    format!(
+        "| `{}` | {} | {} | {} | {} | {} |\n",
+        name.to_uppercase().replace('|', " "),
+        spec.arity,
+        if flags.is_empty() { "-".to_string() } else { flags.join(", ") },
+        keys,
+        spec.acl_categories().join(" "),
+        spec.summary
+    )
+}
+
+/// The support matrix: every command and subcommand Strata implements, grouped by family.
+pub fn commands_markdown() -> String {
+    let mut s = String::from(
+        "# Supported commands\n\nGenerated from the command table (`crates/commands`); do not edit by hand.\n\
+         Every command listed here is implemented with Redis 7.0 semantics and tested against redis-server.\n",
+    );
+    let mut groups: Vec<&str> = crate::table().commands().iter().map(|c| c.group).collect();
+    groups.dedup();
+    for group in groups {
+        s.push_str(&format!(
+            "\n## {group}\n\n| command | arity | flags | keys | ACL categories | summary |\n|---|---|---|---|---|---|\n"
+        ));
+        let mut cmds: Vec<&CommandSpec> = crate::table().commands().iter().copied().filter(|c| c.group == group).collect();
+        cmds.sort_by_key(|c| c.name);
+        for c in cmds {
+            s.push_str(&row(c.name, c));
+            let mut subs: Vec<&CommandSpec> = c.subcommands.iter().collect();
+            subs.sort_by_key(|c| c.name);
+            for sub in subs {
+                s.push_str(&row(&format!("{} {}", c.name, sub.name), sub));
+            }
+        }
+    }
+    s
+}
+
+/// The settings reference.
+pub fn configuration_markdown() -> String {
+    let mut s = String::from(
+        "# Configuration\n\nGenerated from the settings table (`crates/commands/src/config.rs`); do not edit by hand.\n\n\
+         Settings are read from a redis.conf-style file given as the first argument and from `--name value`\n\
+         flags (flags win), exactly as `redis-server` takes them. Mutable settings can be changed with\n\
+         `CONFIG SET`.\n\n| setting | default | type | runtime | Strata only | meaning |\n|---|---|---|---|---|---|\n",
+    );
+    for spec in SPECS {
+        let kind = match spec.kind {
+            Kind::Int { min, max } => format!("integer {min}..{max}"),
+            Kind::Memory => "bytes (k/kb/m/mb/g/gb)".into(),
+            Kind::Bool => "yes/no".into(),
+            Kind::Str => "string".into(),
+            Kind::Enum(options) => options.join(" / "),
+        };
+        s.push_str(&format!(
+            "| `{}` | `{}` | {} | {} | {} | {} |\n",
+            spec.name,
+            spec.default,
+            kind,
+            if spec.mutable { "CONFIG SET" } else { "start-up" },
+            if spec.strata_only { "yes" } else { "" },
+            spec.help
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(file: &str, text: String) {
+        let path = format!("{}/../../docs/{file}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("STRATA_UPDATE_DOCS").is_some() {
+            std::fs::write(&path, &text).expect("write docs");
+            return;
+        }
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            current == text,
+            "docs/{file} is stale: run STRATA_UPDATE_DOCS=1 cargo test -p strata-commands docs"
+        );
+    }
+
+    #[test]
+    fn docs_commands_md_is_current() {
+        check("commands.md", commands_markdown());
+    }
+
+    #[test]
+    fn docs_configuration_md_is_current() {
+        check("configuration.md", configuration_markdown());
+    }
+}
