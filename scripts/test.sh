@@ -34,6 +34,8 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
     as_root apt-get update || die "apt-get update"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools ||
         die "apt-get install redis-server redis-tools"
+    command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 ||
+        die "redis-server/redis-cli still not on PATH after apt-get install"
 fi
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust (https://rustup.rs) first"

@@ -1,4 +1,7 @@
 mod harness;
 
 mod atomicity;
+mod keys;
 mod protocol;
+mod server;
+mod strings;

@@ -181,11 +181,9 @@ fn inline_request_over_64k_without_newline_is_rejected() {
     let d = Diff::new();
     raw_case(&d, &b"a".repeat(70_000));
     raw_case(&d, &b"a".repeat(65_537));
-    // Exactly 64 KiB without a newline is still waited on, and runs once the newline comes.
+    // Exactly 64 KiB without a newline is still waited on. (Whether 64 KiB followed by a newline is accepted
+    // depends on where Redis's reads split the input, so that case is not compared.)
     raw_case(&d, &b"a".repeat(65_536));
-    let mut exact = b"a".repeat(65_536);
-    exact.extend_from_slice(b"\r\n");
-    raw_case(&d, &exact);
 }
 
 #[test]
@@ -296,14 +294,32 @@ fn hello_3_switches_to_resp3_replies() {
     d.run(&["GET", "a"]);
     d.run(&["GET", "missing"]);
     d.run(&["MGET", "a", "missing"]);
-    d.run(&["HGETALL", "missing"]);
+    d.run(&["CONFIG", "GET", "appendonly"]);
     d.run(&["EXISTS", "a", "missing"]);
     d.run(&["DEL", "a"]);
     d.run(&["nosuchcommand"]);
     d.run(&["GET"]);
     d.run_matching(&["HELLO", "2"], is_hello_reply(2));
     d.run(&["GET", "missing"]);
+    d.run(&["CONFIG", "GET", "appendonly"]);
+}
+
+#[test]
+fn resp3_collection_replies_use_map_set_and_double_types() {
+    let mut d = Diff::new();
+    d.run_matching(&["HELLO", "3"], is_hello_reply(3));
+    d.run(&["HSET", "h", "f", "v"]);
+    d.run(&["HGETALL", "h"]);
     d.run(&["HGETALL", "missing"]);
+    d.run(&["SADD", "s", "a"]);
+    d.run(&["SMEMBERS", "s"]);
+    d.run(&["SMEMBERS", "missing"]);
+    d.run(&["ZADD", "z", "1.5", "m"]);
+    d.run(&["ZSCORE", "z", "m"]);
+    d.run(&["ZSCORE", "z", "nomember"]);
+    d.run(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
+    d.run(&["LPOP", "missing"]);
+    d.run(&["LPOP", "missing", "2"]);
 }
 
 #[test]

@@ -1,7 +1,12 @@
 //! Server settings, named as in redis.conf: one declarative table of every setting Strata has, used
-//! by the config file, `--name value` flags, CONFIG GET/SET and docs/configuration.md.
+//! by the config file, `--name value` flags, CONFIG GET/SET/REWRITE and docs/configuration.md.
+//!
+//! Values are validated and normalised when stored (`1mb` is kept as `1048576`, `YES` as `yes`), so
+//! readers parse nothing but integers. A CONFIG SET of several settings validates all of them before
+//! storing any, under one write lock: a reader sees all of the new values or none.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
@@ -153,7 +158,7 @@ pub static SPECS: &[ConfigSpec] = &[
         "10000",
         Kind::Int {
             min: 1,
-            max: i32::MAX as i64,
+            max: u32::MAX as i64,
         },
         true,
         "connection limit",
@@ -196,12 +201,12 @@ pub static SPECS: &[ConfigSpec] = &[
             max: i32::MAX as i64,
         },
         true,
-        "background task frequency",
+        "background task frequency (clamped to 1..500, as Redis does)",
     ),
     spec(
         "loglevel",
         "notice",
-        Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
+        Kind::Enum(&["debug", "verbose", "notice", "warning"]),
         true,
         "log level",
     ),
@@ -240,6 +245,13 @@ pub static SPECS: &[ConfigSpec] = &[
         true,
         "LFU decay minutes",
     ),
+    spec(
+        "enable-debug-command",
+        "no",
+        Kind::Enum(&["no", "yes", "local"]),
+        false,
+        "allow DEBUG: no, yes, or local (loopback connections only)",
+    ),
     ConfigSpec {
         name: "threads",
         default: "0",
@@ -262,6 +274,8 @@ pub static SPECS: &[ConfigSpec] = &[
 pub struct Config {
     values: RwLock<HashMap<&'static str, String>>,
     epoch: AtomicU64,
+    /// The config file given at start-up (absolute), for INFO `config_file` and CONFIG REWRITE.
+    file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -274,6 +288,7 @@ impl Default for Config {
                     .collect(),
             ),
             epoch: AtomicU64::new(0),
+            file: None,
         }
     }
 }
@@ -299,6 +314,48 @@ pub fn parse_memory(v: &str) -> Option<i64> {
         .filter(|n| *n >= 0)
 }
 
+/// Validates `value` for `spec` and returns it in canonical form; the error is Redis's reason text.
+fn normalize(spec: &ConfigSpec, value: &str) -> Result<String, String> {
+    Ok(match spec.kind {
+        Kind::Int { min, max } => {
+            let v: i64 = value
+                .parse()
+                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            if v < min || v > max {
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
+            }
+            // Redis keeps hz within 1..500 whatever is asked.
+            let v = if spec.name == "hz" {
+                v.clamp(1, 500)
+            } else {
+                v
+            };
+            v.to_string()
+        }
+        Kind::Memory => parse_memory(value)
+            .ok_or_else(|| "argument must be a memory value".to_string())?
+            .to_string(),
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            "yes" => "yes".into(),
+            "no" => "no".into(),
+            _ => return Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Enum(options) => {
+            let v = value.to_ascii_lowercase();
+            if !options.contains(&v.as_str()) {
+                return Err(format!(
+                    "argument(s) must be one of the following: {}",
+                    options.join(", ")
+                ));
+            }
+            v
+        }
+        Kind::Str => value.to_string(),
+    })
+}
+
 fn find(name: &str) -> Option<&'static ConfigSpec> {
     SPECS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
 }
@@ -306,12 +363,13 @@ fn find(name: &str) -> Option<&'static ConfigSpec> {
 impl Config {
     /// Builds a configuration from `strata [config-file] [--name value ...]`, like redis-server.
     pub fn from_args(args: &[String]) -> Result<Config, String> {
-        let cfg = Config::default();
+        let mut cfg = Config::default();
         let mut rest = args;
         if let Some(first) = rest.first().filter(|a| !a.starts_with("--")) {
             let text = std::fs::read_to_string(first)
                 .map_err(|e| format!("can't open config file '{first}': {e}"))?;
             cfg.load_text(&text)?;
+            cfg.file = Some(std::path::absolute(first).unwrap_or_else(|_| PathBuf::from(first)));
             rest = &rest[1..];
         }
         let mut i = 0;
@@ -352,38 +410,7 @@ impl Config {
     }
 
     fn store(&self, spec: &'static ConfigSpec, value: &str) -> Result<(), String> {
-        let normalized = match spec.kind {
-            Kind::Int { min, max } => {
-                let v: i64 = value
-                    .parse()
-                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
-                if v < min || v > max {
-                    return Err(format!(
-                        "argument must be between {min} and {max} inclusive"
-                    ));
-                }
-                v.to_string()
-            }
-            Kind::Memory => parse_memory(value)
-                .ok_or_else(|| "argument must be a memory value".to_string())?
-                .to_string(),
-            Kind::Bool => match value.to_ascii_lowercase().as_str() {
-                "yes" => "yes".into(),
-                "no" => "no".into(),
-                _ => return Err("argument must be 'yes' or 'no'".into()),
-            },
-            Kind::Enum(options) => {
-                let v = value.to_ascii_lowercase();
-                if !options.contains(&v.as_str()) {
-                    return Err(format!(
-                        "argument(s) must be one of the following: {}",
-                        options.join(", ")
-                    ));
-                }
-                v
-            }
-            Kind::Str => value.to_string(),
-        };
+        let normalized = normalize(spec, value)?;
         self.values
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -395,12 +422,36 @@ impl Config {
     /// Changes a mutable setting at runtime (CONFIG SET). The error is the reason only; the caller
     /// wraps it in Redis's CONFIG SET message.
     pub fn set(&self, name: &str, value: &str) -> Result<(), ConfigSetError> {
-        let spec = find(name).ok_or(ConfigSetError::Unknown)?;
-        if !spec.mutable {
-            return Err(ConfigSetError::Immutable(spec.name));
+        self.set_many(&[(name, value)]).map_err(|(_, e)| e)
+    }
+
+    /// CONFIG SET of several settings, all or nothing. On failure returns the index of the pair
+    /// Redis would name in its error and why: the first unknown, immutable or repeated name, else
+    /// the first invalid value.
+    pub fn set_many(&self, pairs: &[(&str, &str)]) -> Result<(), (usize, ConfigSetError)> {
+        let mut specs: Vec<&'static ConfigSpec> = Vec::with_capacity(pairs.len());
+        for (i, (name, _)) in pairs.iter().enumerate() {
+            let spec = find(name).ok_or((i, ConfigSetError::Unknown))?;
+            if !spec.mutable {
+                return Err((i, ConfigSetError::Immutable(spec.name)));
+            }
+            if specs.iter().any(|s| s.name == spec.name) {
+                return Err((i, ConfigSetError::Duplicate(spec.name)));
+            }
+            specs.push(spec);
         }
-        self.store(spec, value)
-            .map_err(|reason| ConfigSetError::Invalid(spec.name, reason))
+        let mut values = Vec::with_capacity(pairs.len());
+        for (i, (spec, (_, value))) in specs.iter().zip(pairs).enumerate() {
+            let v = normalize(spec, value)
+                .map_err(|why| (i, ConfigSetError::Invalid(spec.name, why)))?;
+            values.push(v);
+        }
+        let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
+        for (spec, v) in specs.iter().zip(values) {
+            table.insert(spec.name, v);
+        }
+        self.epoch.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
     /// The value of `name` (canonical spelling), if it is a known setting.
@@ -439,6 +490,86 @@ impl Config {
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
+
+    /// The canonical name of setting `name` (any case), if Strata has it.
+    pub fn canonical_name(name: &str) -> Option<&'static str> {
+        find(name).map(|s| s.name)
+    }
+
+    /// The config file the server started with (absolute path), if any.
+    pub fn config_file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// CONFIG REWRITE: rewrites the start-up config file so that it yields the live settings.
+    /// Comments, blank lines and the order of lines are kept; each setting's first line gets the
+    /// live value and its repeats are dropped; settings that differ from their default but have no
+    /// line are appended. The file is replaced atomically (written aside, then renamed). The error is
+    /// Redis's text.
+    pub fn rewrite(&self) -> Result<(), String> {
+        let path = self
+            .file
+            .as_deref()
+            .ok_or_else(|| "The server is running without a config file".to_string())?;
+        let old = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("Rewriting config file: {e}")),
+        };
+        let text = self.rewritten(&old);
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                format!("Rewriting config file: {e}")
+            })
+    }
+
+    /// The text [`Config::rewrite`] writes, given the file's current text.
+    fn rewritten(&self, old: &str) -> String {
+        let values = self.values.read().unwrap_or_else(|e| e.into_inner());
+        let line_for = |spec: &ConfigSpec| {
+            let v = values.get(spec.name).map(String::as_str).unwrap_or("");
+            // A line's value is the rest of the line, so only the empty value needs quotes.
+            if v.is_empty() {
+                format!("{} \"{v}\"", spec.name)
+            } else {
+                format!("{} {v}", spec.name)
+            }
+        };
+        let mut out = String::new();
+        let mut written: Vec<&str> = Vec::new();
+        for line in old.lines() {
+            let trimmed = line.trim();
+            let name = trimmed.split_whitespace().next().unwrap_or("");
+            match find(name).filter(|_| !trimmed.starts_with('#')) {
+                Some(spec) if written.contains(&spec.name) => continue,
+                Some(spec) => {
+                    written.push(spec.name);
+                    out.push_str(&line_for(spec));
+                }
+                None => out.push_str(line),
+            }
+            out.push('\n');
+        }
+        let missing: Vec<&ConfigSpec> = SPECS
+            .iter()
+            .filter(|s| !written.contains(&s.name))
+            .filter(|s| values.get(s.name).map(String::as_str) != Some(s.default))
+            .filter(|s| {
+                normalize(s, s.default).ok().as_deref() != values.get(s.name).map(String::as_str)
+            })
+            .collect();
+        if !missing.is_empty() {
+            out.push_str("# Generated by CONFIG REWRITE\n");
+            for spec in missing {
+                out.push_str(&line_for(spec));
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 /// Why CONFIG SET refused a setting.
@@ -446,6 +577,8 @@ impl Config {
 pub enum ConfigSetError {
     Unknown,
     Immutable(&'static str),
+    /// The same setting twice in one CONFIG SET.
+    Duplicate(&'static str),
     Invalid(&'static str, String),
 }
 
@@ -480,5 +613,92 @@ mod tests {
             Err(ConfigSetError::Invalid(..))
         ));
         std::fs::remove_file(dir).ok();
+    }
+
+    #[test]
+    fn set_many_is_all_or_nothing_with_redis_precedence() {
+        let c = Config::default();
+        // The first bad name is reported, whatever is wrong with it.
+        assert_eq!(
+            c.set_many(&[("timeout", "1"), ("nope", "1"), ("port", "1")]),
+            Err((1, ConfigSetError::Unknown))
+        );
+        assert_eq!(
+            c.set_many(&[("port", "1"), ("nope", "1")]),
+            Err((0, ConfigSetError::Immutable("port")))
+        );
+        assert_eq!(
+            c.set_many(&[("maxmemory", "1"), ("MAXMEMORY", "2")]),
+            Err((1, ConfigSetError::Duplicate("maxmemory")))
+        );
+        assert_eq!(
+            c.set_many(&[("timeout", "5"), ("hz", "x")]),
+            Err((
+                1,
+                ConfigSetError::Invalid("hz", "argument couldn't be parsed into an integer".into())
+            ))
+        );
+        assert_eq!(
+            c.get("timeout").as_deref(),
+            Some("0"),
+            "nothing was applied"
+        );
+        let epoch = c.epoch();
+        assert_eq!(
+            c.set_many(&[("timeout", "5"), ("Appendonly", "YES")]),
+            Ok(())
+        );
+        assert_eq!(c.get("timeout").as_deref(), Some("5"));
+        assert_eq!(c.get("appendonly").as_deref(), Some("yes"));
+        assert!(c.epoch() > epoch);
+    }
+
+    #[test]
+    fn values_are_normalised_as_redis_does() {
+        let c = Config::default();
+        c.set("hz", "100000").unwrap();
+        assert_eq!(c.get_i64("hz"), 500);
+        c.set("hz", "0").unwrap();
+        assert_eq!(c.get_i64("hz"), 1);
+        c.set("maxmemory", "1GB").unwrap();
+        assert_eq!(c.get_i64("maxmemory"), 1 << 30);
+        assert_eq!(
+            c.set("maxmemory", "-1"),
+            Err(ConfigSetError::Invalid(
+                "maxmemory",
+                "argument must be a memory value".into()
+            ))
+        );
+        assert_eq!(
+            c.set("loglevel", "x"),
+            Err(ConfigSetError::Invalid(
+                "loglevel",
+                "argument(s) must be one of the following: debug, verbose, notice, warning".into()
+            ))
+        );
+        assert_eq!(Config::canonical_name("MaxMemory"), Some("maxmemory"));
+        assert_eq!(Config::canonical_name("nope"), None);
+    }
+
+    #[test]
+    fn rewrite_keeps_the_file_and_updates_values() {
+        let c = Config::default();
+        c.set("maxmemory", "2mb").unwrap();
+        c.set("timeout", "7").unwrap();
+        let old =
+            "# my settings\nport 6379\ntimeout 0\nsave 60 1\nsave 300 10\n\nunknown-line stays\n";
+        let new = c.rewritten(old);
+        assert_eq!(
+            new,
+            "# my settings\nport 6379\ntimeout 7\nsave \"\"\n\nunknown-line stays\n\
+             # Generated by CONFIG REWRITE\nmaxmemory 2097152\n"
+        );
+        // The rewritten text loads back to the same settings.
+        let back = Config::default();
+        back.load_text(&new.replace("unknown-line stays", ""))
+            .unwrap();
+        assert_eq!(back.get_i64("maxmemory"), 2 << 20);
+        assert_eq!(back.get_i64("timeout"), 7);
+        assert!(Config::default().rewrite().is_err());
     }
 }

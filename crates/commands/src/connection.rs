@@ -1,8 +1,36 @@
-//! Connection commands: PING, ECHO, SELECT, HELLO, AUTH, CLIENT, QUIT, RESET.
+//! Connection commands: PING, ECHO, SELECT, HELLO, AUTH, QUIT, RESET and the CLIENT container
+//! (Redis's networking.c and the connection parts of server.c).
+//!
+//! Everything here runs on the connection's own thread (`Handler::Conn`) and touches only its
+//! [`Session`](crate::Session), its shared [`ClientInfo`] and, for CLIENT LIST/KILL, the server's
+//! client registry. The connection layer owns what happens around a command: NOAUTH gating of
+//! commands without `no_auth`, suppressing replies under CLIENT REPLY OFF/SKIP, and closing the
+//! socket once `close_after_reply` (QUIT, CLIENT KILL of oneself) has been answered.
+//!
+//! Authentication: Strata has one user, `default`, whose password is `requirepass` (no password
+//! when empty, in which case any password is accepted for it, as Redis's `nopass` user does).
 
-use crate::ctx::ConnCtx;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use strata_resp::Protocol;
+
+use crate::args::eq_ci;
+use crate::ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState};
 use crate::error::{CmdError, CmdResult};
-use crate::table::{CommandSpec, Flags, Handler, KeySpec};
+use crate::server::{reply_help, REDIS_VERSION};
+use crate::table::{CommandSpec, Flags, Handler, KeySpec, Table};
+
+const LOADING_STALE: Flags = Flags::LOADING.or(Flags::STALE);
+/// The flags of every CLIENT subcommand but HELP.
+const CLIENT_FLAGS: Flags = Flags::NOSCRIPT.or(LOADING_STALE);
+const CLIENT_ADMIN: Flags = Flags::ADMIN.or(CLIENT_FLAGS);
+/// Handshake commands: allowed before AUTH, while loading, and while a script is busy.
+const HANDSHAKE: Flags = Flags::NOSCRIPT
+    .or(LOADING_STALE)
+    .or(Flags::FAST)
+    .or(Flags::NO_AUTH)
+    .or(Flags::ALLOW_BUSY);
 
 const fn cmd(
     name: &'static str,
@@ -10,6 +38,7 @@ const fn cmd(
     flags: Flags,
     summary: &'static str,
     since: &'static str,
+    tips: &'static [&'static str],
     handler: Handler,
 ) -> CommandSpec {
     CommandSpec {
@@ -22,8 +51,35 @@ const fn cmd(
         since,
         complexity: "O(1)",
         acl: &[],
-        tips: &[],
+        tips,
         handler,
+        subcommands: &[],
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn client_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    summary: &'static str,
+    since: &'static str,
+    complexity: &'static str,
+    tips: &'static [&'static str],
+    handler: fn(&mut ConnCtx<'_>) -> CmdResult,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys: KeySpec::NONE,
+        group: "connection",
+        summary,
+        since,
+        complexity,
+        acl: &[],
+        tips,
+        handler: Handler::Conn(handler),
         subcommands: &[],
     }
 }
@@ -34,49 +90,777 @@ pub static COMMANDS: &[CommandSpec] = &[
         "ping",
         -1,
         Flags::FAST,
-        "Returns the server's liveliness response.",
+        "Ping the server",
         "1.0.0",
+        &["request_policy:all_shards", "response_policy:all_succeeded"],
         Handler::Conn(ping),
     ),
     cmd(
         "echo",
         2,
-        Flags::FAST,
-        "Returns the given string.",
+        LOADING_STALE.or(Flags::FAST),
+        "Echo the given string",
         "1.0.0",
+        &[],
         Handler::Conn(echo),
     ),
     cmd(
         "select",
         2,
-        Flags::LOADING.or(Flags::STALE).or(Flags::FAST),
-        "Changes the selected database.",
+        LOADING_STALE.or(Flags::FAST),
+        "Change the selected database for the current connection",
         "1.0.0",
+        &[],
         Handler::Conn(select),
+    ),
+    cmd(
+        "hello",
+        -1,
+        HANDSHAKE,
+        "Handshake with Redis",
+        "6.0.0",
+        &[],
+        Handler::Conn(hello),
+    ),
+    CommandSpec {
+        complexity: "O(N) where N is the number of passwords defined for the user",
+        ..cmd(
+            "auth",
+            -2,
+            HANDSHAKE,
+            "Authenticate to the server",
+            "1.0.0",
+            &[],
+            Handler::Conn(auth),
+        )
+    },
+    cmd(
+        "quit",
+        -1,
+        HANDSHAKE,
+        "Close the connection",
+        "1.0.0",
+        &[],
+        Handler::Conn(quit),
+    ),
+    cmd(
+        "reset",
+        1,
+        HANDSHAKE,
+        "Reset the connection",
+        "6.2.0",
+        &[],
+        Handler::Conn(reset),
+    ),
+    CommandSpec {
+        name: "client",
+        arity: -2,
+        flags: Flags::NONE,
+        keys: KeySpec::NONE,
+        group: "connection",
+        summary: "A container for client connection commands",
+        since: "2.4.0",
+        complexity: "Depends on subcommand.",
+        acl: &[],
+        tips: &[],
+        handler: Handler::Container,
+        subcommands: CLIENT_SUBCOMMANDS,
+    },
+];
+
+static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
+    client_cmd(
+        "id",
+        2,
+        CLIENT_FLAGS,
+        "Returns the client ID for the current connection",
+        "5.0.0",
+        "O(1)",
+        &[],
+        client_id,
+    ),
+    client_cmd(
+        "info",
+        2,
+        CLIENT_FLAGS,
+        "Returns information about the current client connection.",
+        "6.2.0",
+        "O(1)",
+        &["nondeterministic_output"],
+        client_info,
+    ),
+    client_cmd(
+        "getname",
+        2,
+        CLIENT_FLAGS,
+        "Get the current connection name",
+        "2.6.9",
+        "O(1)",
+        &[],
+        client_getname,
+    ),
+    client_cmd(
+        "setname",
+        3,
+        CLIENT_FLAGS,
+        "Set the current connection name",
+        "2.6.9",
+        "O(1)",
+        &[],
+        client_setname,
+    ),
+    client_cmd(
+        "setinfo",
+        4,
+        CLIENT_FLAGS,
+        "Set client or connection specific info",
+        "7.2.0",
+        "O(1)",
+        &["request_policy:all_nodes", "response_policy:all_succeeded"],
+        client_setinfo,
+    ),
+    client_cmd(
+        "list",
+        -2,
+        CLIENT_ADMIN,
+        "Get the list of client connections",
+        "2.4.0",
+        "O(N) where N is the number of client connections",
+        &["nondeterministic_output"],
+        client_list,
+    ),
+    client_cmd(
+        "kill",
+        -3,
+        CLIENT_ADMIN,
+        "Kill the connection of a client",
+        "2.4.0",
+        "O(N) where N is the number of client connections",
+        &[],
+        client_kill,
+    ),
+    client_cmd(
+        "no-evict",
+        3,
+        CLIENT_ADMIN,
+        "Set client eviction mode for the current connection",
+        "7.0.0",
+        "O(1)",
+        &[],
+        client_no_evict,
+    ),
+    client_cmd(
+        "reply",
+        3,
+        CLIENT_FLAGS,
+        "Instruct the server whether to reply to commands",
+        "3.2.0",
+        "O(1)",
+        &[],
+        client_reply,
+    ),
+    client_cmd(
+        "help",
+        2,
+        LOADING_STALE,
+        "Show helpful text about the different subcommands",
+        "5.0.0",
+        "O(1)",
+        &[],
+        client_help,
     ),
 ];
 
+// ----- authentication -----
+
+/// The `default` user's password; empty means the user needs none.
+fn requirepass(server: &ServerState) -> String {
+    server.config.get("requirepass").unwrap_or_default()
+}
+
+/// Whether `user`/`pass` authenticate: only the `default` user exists (user names are
+/// case-sensitive, as in Redis's ACL), and it takes any password when none is configured.
+fn credentials_ok(server: &ServerState, user: &[u8], pass: &[u8]) -> bool {
+    let required = requirepass(server);
+    user == b"default" && (required.is_empty() || pass == required.as_bytes())
+}
+
+/// Whether the connection may run commands: it authenticated, or the default user needs no
+/// password (any more: `requirepass` may have been cleared since the connection was made).
+pub fn is_authenticated(cx: &ConnCtx<'_>) -> bool {
+    cx.session.authenticated || requirepass(cx.server).is_empty()
+}
+
+// ----- PING, ECHO, SELECT -----
+
+/// PING [message] → PONG or the message; in RESP2 pub/sub mode, `["pong", message-or-""]`.
 fn ping(cx: &mut ConnCtx<'_>) -> CmdResult {
-    match cx.args.len() {
-        1 => cx.out.simple("PONG"),
-        2 => cx.out.bulk(&cx.args[1]),
-        _ => return Err(CmdError::WrongArity("ping".into())),
+    if cx.args.len() > 2 {
+        return Err(CmdError::WrongArity("ping".into()));
+    }
+    let message = cx.args.get(1);
+    if cx.session.proto == Protocol::Resp2 && cx.session.info.subscriptions() > 0 {
+        cx.out.array(2);
+        cx.out.bulk(b"pong");
+        cx.out.bulk(message.map_or(&b""[..], |m| &m[..]));
+    } else {
+        match message {
+            None => cx.out.simple("PONG"),
+            Some(m) => cx.out.bulk(m),
+        }
     }
     Ok(())
 }
 
+/// ECHO message → message.
 fn echo(cx: &mut ConnCtx<'_>) -> CmdResult {
     cx.out.bulk(&cx.args[1]);
     Ok(())
 }
 
+/// SELECT index → OK. The index must fit a C int, then name a database.
 fn select(cx: &mut ConnCtx<'_>) -> CmdResult {
     let db = cx.args_from(1).next_i64()?;
-    let max = cx.server.config.get_i64("databases");
-    if db < 0 || db >= max {
+    if i32::try_from(db).is_err() {
+        return Err(CmdError::msg(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    if db < 0 || db >= cx.server.config.get_i64("databases") {
         return Err(CmdError::DbIndexOutOfRange);
     }
     cx.session.select(db as usize);
     cx.out.ok();
+    Ok(())
+}
+
+// ----- HELLO, AUTH, QUIT, RESET -----
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]] → the server's handshake map,
+/// after switching the connection to `protover`.
+fn hello(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let mut a = cx.args_from(1);
+    let mut proto = None;
+    if let Some(v) = a.peek() {
+        let v = strata_core::num::parse_i64(v).ok_or(CmdError::msg(
+            "ERR Protocol version is not an integer or out of range",
+        ))?;
+        proto = match v {
+            2 => Some(Protocol::Resp2),
+            3 => Some(Protocol::Resp3),
+            _ => return Err(CmdError::msg("NOPROTO unsupported protocol version")),
+        };
+        a.next_bytes()?;
+    }
+    let (mut credentials, mut name) = (None, None);
+    while let Ok(opt) = a.next_bytes() {
+        if eq_ci(opt, "auth") && a.remaining() >= 2 {
+            credentials = Some((a.next_bytes()?, a.next_bytes()?));
+        } else if eq_ci(opt, "setname") && a.remaining() >= 1 {
+            let n = a.next_bytes()?;
+            validate_name(n)?;
+            name = Some(n);
+        } else {
+            return Err(CmdError::Msg(
+                format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(opt)
+                )
+                .into(),
+            ));
+        }
+    }
+    if let Some((user, pass)) = credentials {
+        if !credentials_ok(cx.server, user, pass) {
+            return Err(wrongpass());
+        }
+        cx.session.authenticated = true;
+    }
+    if !is_authenticated(cx) {
+        return Err(CmdError::msg(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client and select \
+             the RESP protocol version at the same time",
+        ));
+    }
+    if let Some(n) = name {
+        set_name(&cx.session.info, n);
+    }
+    if let Some(p) = proto {
+        set_proto(cx, p);
+    }
+    let out = &mut *cx.out;
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(if cx.session.proto == Protocol::Resp3 {
+        3
+    } else {
+        2
+    });
+    out.bulk(b"id");
+    out.int(cx.session.info.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+    Ok(())
+}
+
+fn set_proto(cx: &mut ConnCtx<'_>, proto: Protocol) {
+    cx.session.proto = proto;
+    cx.out.proto = proto;
+    let v = if proto == Protocol::Resp3 { 3 } else { 2 };
+    cx.session.info.resp.store(v, Ordering::Relaxed);
+}
+
+fn wrongpass() -> CmdError {
+    CmdError::msg("WRONGPASS invalid username-password pair or user is disabled.")
+}
+
+/// AUTH [username] password → OK, or WRONGPASS (a failed attempt keeps an earlier success).
+fn auth(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let (user, pass) = match cx.args {
+        [_, pass] => {
+            if requirepass(cx.server).is_empty() {
+                return Err(CmdError::msg(
+                    "ERR AUTH <password> called without any password configured for the default \
+                     user. Are you sure your configuration is correct?",
+                ));
+            }
+            (&b"default"[..], pass)
+        }
+        [_, user, pass] => (&user[..], pass),
+        _ => return Err(CmdError::Syntax),
+    };
+    if !credentials_ok(cx.server, user, pass) {
+        return Err(wrongpass());
+    }
+    cx.session.authenticated = true;
+    cx.out.ok();
+    Ok(())
+}
+
+/// QUIT → OK, then the connection closes.
+fn quit(cx: &mut ConnCtx<'_>) -> CmdResult {
+    cx.out.ok();
+    cx.session.close_after_reply = true;
+    Ok(())
+}
+
+/// RESET → +RESET: RESP2, database 0, no name, replies on, and authenticated only if the default
+/// user needs no password (CLIENT NO-EVICT stays, as in Redis 7.0). Transaction and subscription state belong to the
+/// connection layer, which clears them when RESET succeeds.
+fn reset(cx: &mut ConnCtx<'_>) -> CmdResult {
+    set_proto(cx, Protocol::Resp2);
+    cx.session.select(0);
+    cx.session.reply_mode = ReplyMode::On;
+    cx.session.authenticated = requirepass(cx.server).is_empty();
+    set_name(&cx.session.info, b"");
+    cx.out.simple("RESET");
+    Ok(())
+}
+
+// ----- CLIENT -----
+
+/// Redis accepts names (and library names/versions) made of printable ASCII without spaces, so
+/// that CLIENT LIST stays splittable on spaces.
+fn printable(v: &[u8]) -> bool {
+    v.iter().all(|b| (b'!'..=b'~').contains(b))
+}
+
+fn validate_name(name: &[u8]) -> CmdResult {
+    if printable(name) {
+        Ok(())
+    } else {
+        Err(CmdError::msg(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ))
+    }
+}
+
+/// Sets (or, with an empty name, clears) the connection name.
+fn set_name(info: &ClientInfo, name: &[u8]) {
+    let v = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
+    *info.name.lock().unwrap_or_else(|e| e.into_inner()) = v;
+}
+
+fn client_id(cx: &mut ConnCtx<'_>) -> CmdResult {
+    cx.out.int(cx.session.info.id as i64);
+    Ok(())
+}
+
+fn client_getname(cx: &mut ConnCtx<'_>) -> CmdResult {
+    match &*cx
+        .session
+        .info
+        .name
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+    {
+        Some(n) => cx.out.bulk(n),
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+fn client_setname(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let name = &cx.args[2];
+    validate_name(name)?;
+    set_name(&cx.session.info, name);
+    cx.out.ok();
+    Ok(())
+}
+
+/// CLIENT SETINFO LIB-NAME|LIB-VER value → OK (Redis 7.2; shown by CLIENT LIST/INFO).
+fn client_setinfo(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let (attr, value) = (&cx.args[2], &cx.args[3]);
+    let info = &cx.session.info;
+    let slot = if eq_ci(attr, "lib-name") {
+        &info.lib_name
+    } else if eq_ci(attr, "lib-ver") {
+        &info.lib_ver
+    } else {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR Unrecognized option '{}'",
+                String::from_utf8_lossy(attr)
+            )
+            .into(),
+        ));
+    };
+    if !printable(value) {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR {} cannot contain spaces, newlines or special characters.",
+                String::from_utf8_lossy(attr)
+            )
+            .into(),
+        ));
+    }
+    *slot.lock().unwrap_or_else(|e| e.into_inner()) = (!value.is_empty()).then(|| value.clone());
+    cx.out.ok();
+    Ok(())
+}
+
+/// Bytes of the arguments of the command being run (CLIENT LIST's `argv-mem` for the caller).
+fn argv_mem(args: &[Bytes]) -> usize {
+    args.iter().map(Bytes::len).sum()
+}
+
+fn client_info(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let mut line = client_line(&cx.session.info, cx.now, argv_mem(cx.args), cx.server.table);
+    line.push('\n');
+    cx.out.verbatim("txt", line.as_bytes());
+    Ok(())
+}
+
+/// A client as CLIENT LIST/KILL TYPE classify it. Strata has no replication links, so only
+/// `normal` and `pubsub` clients exist; `master` and `replica` match nothing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Replica,
+    Master,
+    PubSub,
+}
+
+impl ClientType {
+    fn parse(name: &[u8]) -> Result<ClientType, CmdError> {
+        Ok(match name.to_ascii_lowercase().as_slice() {
+            b"normal" => ClientType::Normal,
+            b"slave" | b"replica" => ClientType::Replica,
+            b"master" => ClientType::Master,
+            b"pubsub" => ClientType::PubSub,
+            _ => {
+                return Err(CmdError::Msg(
+                    format!(
+                        "ERR Unknown client type '{}'",
+                        String::from_utf8_lossy(name)
+                    )
+                    .into(),
+                ))
+            }
+        })
+    }
+
+    fn of(c: &ClientInfo) -> ClientType {
+        if c.subscriptions() > 0 {
+            ClientType::PubSub
+        } else {
+            ClientType::Normal
+        }
+    }
+}
+
+/// Clients still connected (a killed client lingers in the registry until its thread notices).
+fn live_clients(server: &ServerState) -> Vec<std::sync::Arc<ClientInfo>> {
+    let mut list = server.client_list();
+    list.retain(|c| !c.killed.load(Ordering::Relaxed));
+    list
+}
+
+/// CLIENT LIST [TYPE type] | [ID id ...] → one line per client, oldest first (ID: in the order
+/// asked, unknown ids skipped).
+fn client_list(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let mut a = cx.args_from(2);
+    let clients = live_clients(cx.server);
+    let me = cx.session.info.id;
+    let my_argv = argv_mem(cx.args);
+    let line = |c: &ClientInfo| {
+        let mem = if c.id == me { my_argv } else { 0 };
+        let mut l = client_line(c, cx.now, mem, cx.server.table);
+        l.push('\n');
+        l
+    };
+    let mut text = String::new();
+    if cx.args.len() == 4 && a.eat("type") {
+        let wanted = ClientType::parse(a.next_bytes()?)?;
+        for c in clients.iter().filter(|c| ClientType::of(c) == wanted) {
+            text.push_str(&line(c));
+        }
+    } else if cx.args.len() > 3 && a.eat("id") {
+        let ids = a
+            .take_rest()
+            .iter()
+            .map(|id| strata_core::num::parse_i64(id))
+            .collect::<Option<Vec<i64>>>()
+            .ok_or(CmdError::msg("ERR Invalid client ID"))?;
+        for id in ids {
+            if let Some(c) = clients.iter().find(|c| c.id as i64 == id) {
+                text.push_str(&line(c));
+            }
+        }
+    } else if cx.args.len() != 2 {
+        return Err(CmdError::Syntax);
+    } else {
+        for c in &clients {
+            text.push_str(&line(c));
+        }
+    }
+    cx.out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+/// One CLIENT LIST line (without its newline): Redis 7.0's fields in Redis's order, then 7.2's
+/// `lib-name` and `lib-ver`. Buffer fields Strata does not track the way Redis does (qbuf-free,
+/// rbs, rbp, obl, oll, multi-mem) read 0.
+pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> String {
+    let text = |m: &std::sync::Mutex<Option<Bytes>>| {
+        m.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    let load = |a: &std::sync::atomic::AtomicU32| a.load(Ordering::Relaxed);
+    let multi = c.multi.load(Ordering::Relaxed);
+    let mut flags = String::new();
+    if c.subscriptions() > 0 {
+        flags.push('P');
+    }
+    if multi >= 0 {
+        flags.push('x');
+    }
+    if c.blocked.load(Ordering::Relaxed) {
+        flags.push('b');
+    }
+    if c.killed.load(Ordering::Relaxed) {
+        flags.push('A');
+    }
+    if c.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let qbuf = c.qbuf.load(Ordering::Relaxed);
+    let omem = c.omem.load(Ordering::Relaxed);
+    let cmd = table
+        .entries()
+        .get(c.last_cmd.load(Ordering::Relaxed))
+        .map_or("NULL", |e| e.name);
+    let tot_mem = qbuf as usize + omem as usize + argv_mem + std::mem::size_of::<ClientInfo>();
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \
+         ssub={} multi={multi} qbuf={qbuf} qbuf-free=0 argv-mem={argv_mem} multi-mem=0 rbs=0 \
+         rbp=0 obl=0 oll=0 omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
+         redir=-1 resp={} lib-name={} lib-ver={}",
+        c.id,
+        c.addr,
+        c.laddr,
+        c.fd,
+        text(&c.name),
+        (now - c.created_ms).max(0) / 1000,
+        (now - c.last_active_ms.load(Ordering::Relaxed)).max(0) / 1000,
+        c.db.load(Ordering::Relaxed),
+        load(&c.sub),
+        load(&c.psub),
+        load(&c.ssub),
+        if omem > 0 { "rw" } else { "r" },
+        c.resp.load(Ordering::Relaxed),
+        text(&c.lib_name),
+        text(&c.lib_ver),
+    )
+}
+
+/// CLIENT KILL addr:port → OK or "No such client"; CLIENT KILL [ID id] [TYPE type] [USER user]
+/// [ADDR addr] [LADDR laddr] [SKIPME yes|no] ... → how many clients were killed. Killing oneself
+/// takes effect after the reply.
+fn client_kill(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let old_form = cx.args.len() == 3;
+    let (mut addr, mut laddr, mut id, mut kind) = (None, None, None, None);
+    let mut skip_me = !old_form;
+    if old_form {
+        addr = Some(&cx.args[2]);
+    } else {
+        let mut a = cx.args_from(2);
+        while let Ok(opt) = a.next_bytes() {
+            let Ok(value) = a.next_bytes() else {
+                return Err(CmdError::Syntax);
+            };
+            if eq_ci(opt, "id") {
+                id = Some(
+                    strata_core::num::parse_i64(value)
+                        .filter(|&v| v >= 1)
+                        .ok_or(CmdError::msg("ERR client-id should be greater than 0"))?
+                        as u64,
+                );
+            } else if eq_ci(opt, "type") {
+                kind = Some(ClientType::parse(value)?);
+            } else if eq_ci(opt, "addr") {
+                addr = Some(value);
+            } else if eq_ci(opt, "laddr") {
+                laddr = Some(value);
+            } else if eq_ci(opt, "user") {
+                if value.as_ref() != b"default" {
+                    return Err(CmdError::Msg(
+                        format!("ERR No such user '{}'", String::from_utf8_lossy(value)).into(),
+                    ));
+                }
+            } else if eq_ci(opt, "skipme") {
+                skip_me = if eq_ci(value, "yes") {
+                    true
+                } else if eq_ci(value, "no") {
+                    false
+                } else {
+                    return Err(CmdError::Syntax);
+                };
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+    }
+    let me = cx.session.info.id;
+    let mut killed = 0;
+    for c in live_clients(cx.server) {
+        let matches = addr.is_none_or(|a| c.addr.as_bytes() == a.as_ref())
+            && laddr.is_none_or(|a| c.laddr.as_bytes() == a.as_ref())
+            && kind.is_none_or(|k| ClientType::of(&c) == k)
+            && id.is_none_or(|i| c.id == i)
+            && !(skip_me && c.id == me);
+        if !matches {
+            continue;
+        }
+        if c.id == me {
+            cx.session.close_after_reply = true;
+        } else {
+            c.kill();
+        }
+        killed += 1;
+    }
+    if old_form {
+        if killed == 0 {
+            return Err(CmdError::msg("ERR No such client"));
+        }
+        cx.out.ok();
+    } else {
+        cx.out.int(killed);
+    }
+    Ok(())
+}
+
+/// CLIENT NO-EVICT ON|OFF → OK.
+fn client_no_evict(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let v = &cx.args[2];
+    let on = if eq_ci(v, "on") {
+        true
+    } else if eq_ci(v, "off") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    cx.session.info.no_evict.store(on, Ordering::Relaxed);
+    cx.out.ok();
+    Ok(())
+}
+
+/// CLIENT REPLY ON → OK; OFF and SKIP answer nothing (the connection layer drops the replies of
+/// the commands that follow: all of them for OFF, the next one for SKIP).
+fn client_reply(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let v = &cx.args[2];
+    if eq_ci(v, "on") {
+        cx.session.reply_mode = ReplyMode::On;
+        cx.out.ok();
+    } else if eq_ci(v, "off") {
+        cx.session.reply_mode = ReplyMode::Off;
+    } else if eq_ci(v, "skip") {
+        if cx.session.reply_mode != ReplyMode::Off {
+            cx.session.reply_mode = ReplyMode::Skip;
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    Ok(())
+}
+
+fn client_help(cx: &mut ConnCtx<'_>) -> CmdResult {
+    reply_help(
+        cx.out,
+        &cx.args[0],
+        &[
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "    * ID <client-id> [<client-id> ...]",
+            "      Return clients with the specified IDs.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <LIB-NAME|LIB-VER> <value>",
+            "    Set the library name or version of the current connection.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+        ],
+    );
     Ok(())
 }

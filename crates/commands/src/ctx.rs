@@ -124,9 +124,28 @@ pub struct ClientInfo {
     pub omem: AtomicU64,
     pub no_evict: AtomicBool,
     pub killed: AtomicBool,
+    /// Waiting in a blocking command (CLIENT LIST flag `b`, INFO `blocked_clients`); set by the
+    /// blocking machinery.
+    pub blocked: AtomicBool,
+    /// Commands queued since MULTI, -1 outside a transaction (CLIENT LIST `multi`, flag `x`); set by
+    /// the MULTI implementation.
+    pub multi: AtomicI64,
+    /// Channel, pattern and shard-channel subscriptions (CLIENT LIST `sub`/`psub`/`ssub`, flag `P`,
+    /// CLIENT KILL TYPE pubsub, PING's reply shape); set by the pub/sub implementation.
+    pub sub: AtomicU32,
+    pub psub: AtomicU32,
+    pub ssub: AtomicU32,
 }
 
 impl ClientInfo {
+    /// Total subscriptions (channels, patterns and shard channels): non-zero means the client is in
+    /// Redis's pub/sub mode.
+    pub fn subscriptions(&self) -> u32 {
+        self.sub.load(Ordering::Relaxed)
+            + self.psub.load(Ordering::Relaxed)
+            + self.ssub.load(Ordering::Relaxed)
+    }
+
     /// Marks the client killed and shuts its socket down so its thread notices at once.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
@@ -195,6 +214,11 @@ impl ServerState {
             omem: AtomicU64::new(0),
             no_evict: AtomicBool::new(false),
             killed: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            multi: AtomicI64::new(-1),
+            sub: AtomicU32::new(0),
+            psub: AtomicU32::new(0),
+            ssub: AtomicU32::new(0),
         });
         self.clients
             .lock()

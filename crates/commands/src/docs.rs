@@ -11,13 +11,20 @@ fn row(name: &str, spec: &CommandSpec) -> String {
     let keys = if spec.keys.first == 0 {
         "none".to_string()
     } else {
-        format!("{}..{} step {}", spec.keys.first, spec.keys.last, spec.keys.step)
+        format!(
+            "{}..{} step {}",
+            spec.keys.first, spec.keys.last, spec.keys.step
+        )
     };
     format!(
         "| `{}` | {} | {} | {} | {} | {} |\n",
         name.to_uppercase().replace('|', " "),
         spec.arity,
-        if flags.is_empty() { "-".to_string() } else { flags.join(", ") },
+        if flags.is_empty() {
+            "-".to_string()
+        } else {
+            flags.join(", ")
+        },
         keys,
         spec.acl_categories().join(" "),
         spec.summary
@@ -36,7 +43,12 @@ pub fn commands_markdown() -> String {
         s.push_str(&format!(
             "\n## {group}\n\n| command | arity | flags | keys | ACL categories | summary |\n|---|---|---|---|---|---|\n"
         ));
-        let mut cmds: Vec<&CommandSpec> = crate::table().commands().iter().copied().filter(|c| c.group == group).collect();
+        let mut cmds: Vec<&CommandSpec> = crate::table()
+            .commands()
+            .iter()
+            .copied()
+            .filter(|c| c.group == group)
+            .collect();
         cmds.sort_by_key(|c| c.name);
         for c in cmds {
             s.push_str(&row(c.name, c));
@@ -71,7 +83,11 @@ pub fn configuration_markdown() -> String {
             spec.name,
             spec.default,
             kind,
-            if spec.mutable { "CONFIG SET" } else { "start-up" },
+            if spec.mutable {
+                "CONFIG SET"
+            } else {
+                "start-up"
+            },
             if spec.strata_only { "yes" } else { "" },
             spec.help
         ));

@@ -1,14 +1,56 @@
-//! Key-space commands that work on keys of any type: DEL, EXISTS, EXPIRE, RENAME, SCAN, ... (Redis's db.c
-//! and expire.c).
+//! Key-space commands that work on keys of any type (Redis's db.c, expire.c and OBJECT from
+//! object.c): DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN, RANDOMKEY,
+//! the EXPIRE and TTL families, PERSIST and OBJECT.
+//!
+//! Where they run:
+//! * single-key commands (TYPE, EXPIRE, TTL, MOVE, OBJECT ENCODING...) run on the key's shard;
+//! * multi-key commands (DEL, EXISTS, RENAME, COPY...) run on the shard when every key lives there,
+//!   otherwise a coordinator on the connection's thread takes intent locks on all keys, runs one part
+//!   per shard (moving owned values between shards for RENAME and COPY), then releases the locks, so
+//!   no other command observes the operation half done;
+//! * KEYS, SCAN and RANDOMKEY visit every shard. KEYS takes the database lock on every shard so its
+//!   answer is one consistent snapshot, as a single-threaded server's would be; SCAN and RANDOMKEY
+//!   promise no snapshot and take no lock;
+//! * OBJECT FREQ / IDLETIME / REFCOUNT depend on `maxmemory` settings that live in the server's
+//!   configuration, so they run on the connection's thread and read the key with one shard call.
+//!
+//! The SCAN cursor walks the shards in order and each shard's dictionary with Redis's
+//! reverse-binary cursor; both fit in one u64 (see [`ScanCursor`]), so a key present for the whole
+//! iteration is returned at least once, as Redis guarantees.
 
 use bytes::Bytes;
 use futures_util::future::{join_all, LocalBoxFuture};
-use strata_shard::{Db, Mode};
+use strata_core::glob::glob_match;
+use strata_core::{Entry, Object, Value, ValueRef};
+use strata_shard::db::{lfu_decayed, Access};
+use strata_shard::{lru_clock, Db, Mode, Shard};
 
+use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
-use crate::error::CmdResult;
+use crate::error::{CmdError, CmdResult};
+use crate::server::reply_help;
 use crate::table::{CommandSpec, Flags, Handler, KeySpec};
 
+const R: Flags = Flags::READONLY;
+const W: Flags = Flags::WRITE;
+const FAST: Flags = Flags::FAST;
+
+/// Keys at arguments 1 and 2 (RENAME, COPY).
+const TWO_KEYS: KeySpec = KeySpec {
+    first: 1,
+    last: 2,
+    step: 1,
+};
+/// The key of an OBJECT subcommand, after the subcommand name.
+const SUB_KEY: KeySpec = KeySpec {
+    first: 2,
+    last: 2,
+    step: 1,
+};
+const MULTI_SHARD_SUM: &[&str] = &["request_policy:multi_shard", "response_policy:agg_sum"];
+const NONDETERMINISTIC: &[&str] = &["nondeterministic_output"];
+
+#[allow(clippy::too_many_arguments)]
 const fn cmd(
     name: &'static str,
     arity: i32,
@@ -35,40 +77,445 @@ const fn cmd(
     }
 }
 
-/// The generic (keyspace) family.
-pub static COMMANDS: &[CommandSpec] = &[cmd(
-    "del",
-    -2,
-    Flags::WRITE,
-    KeySpec::ALL,
-    "Deletes one or more keys.",
-    "1.0.0",
-    "O(N) where N is the number of keys that will be removed.",
-    Handler::Keys {
-        shard: del,
-        multi: del_multi,
+/// The generic (keyspace) family. Summaries, flags and tips are Redis 7.0's.
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: MULTI_SHARD_SUM,
+        ..cmd(
+            "del",
+            -2,
+            W,
+            KeySpec::ALL,
+            "Delete a key",
+            "1.0.0",
+            "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).",
+            Handler::Keys {
+                shard: del,
+                multi: del_multi,
+            },
+        )
     },
-)];
+    CommandSpec {
+        tips: MULTI_SHARD_SUM,
+        ..cmd(
+            "unlink",
+            -2,
+            W.or(FAST),
+            KeySpec::ALL,
+            "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
+            "4.0.0",
+            "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
+            Handler::Keys {
+                shard: del,
+                multi: del_multi,
+            },
+        )
+    },
+    CommandSpec {
+        tips: MULTI_SHARD_SUM,
+        ..cmd(
+            "exists",
+            -2,
+            R.or(FAST),
+            KeySpec::ALL,
+            "Determine if a key exists",
+            "1.0.0",
+            "O(N) where N is the number of keys to check.",
+            Handler::Keys {
+                shard: exists,
+                multi: exists_multi,
+            },
+        )
+    },
+    cmd(
+        "type",
+        2,
+        R.or(FAST),
+        KeySpec::ONE,
+        "Determine the type stored at key",
+        "1.0.0",
+        "O(1)",
+        Handler::Shard(type_),
+    ),
+    CommandSpec {
+        tips: MULTI_SHARD_SUM,
+        ..cmd(
+            "touch",
+            -2,
+            R.or(FAST),
+            KeySpec::ALL,
+            "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+            "3.2.1",
+            "O(N) where N is the number of keys that will be touched.",
+            Handler::Keys {
+                shard: touch,
+                multi: touch_multi,
+            },
+        )
+    },
+    cmd(
+        "rename",
+        3,
+        W,
+        TWO_KEYS,
+        "Rename a key",
+        "1.0.0",
+        "O(1)",
+        Handler::Keys {
+            shard: rename,
+            multi: rename_multi,
+        },
+    ),
+    cmd(
+        "renamenx",
+        3,
+        W.or(FAST),
+        TWO_KEYS,
+        "Rename a key, only if the new key does not exist",
+        "1.0.0",
+        "O(1)",
+        Handler::Keys {
+            shard: renamenx,
+            multi: renamenx_multi,
+        },
+    ),
+    cmd(
+        "copy",
+        -3,
+        W.or(Flags::DENYOOM),
+        TWO_KEYS,
+        "Copy a key",
+        "6.2.0",
+        "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+        Handler::Keys {
+            shard: copy,
+            multi: copy_multi,
+        },
+    ),
+    cmd(
+        "move",
+        3,
+        W.or(FAST),
+        KeySpec::ONE,
+        "Move a key to another database",
+        "1.0.0",
+        "O(1)",
+        Handler::Shard(move_),
+    ),
+    CommandSpec {
+        acl: &["@dangerous"],
+        tips: &["request_policy:all_shards", "nondeterministic_output_order"],
+        ..cmd(
+            "keys",
+            2,
+            R,
+            KeySpec::NONE,
+            "Find all keys matching the given pattern",
+            "1.0.0",
+            "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
+            Handler::Async(keys),
+        )
+    },
+    CommandSpec {
+        tips: &["nondeterministic_output", "request_policy:special"],
+        ..cmd(
+            "scan",
+            -2,
+            R,
+            KeySpec::NONE,
+            "Incrementally iterate the keys space",
+            "2.8.0",
+            "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
+            Handler::Async(scan),
+        )
+    },
+    CommandSpec {
+        tips: &["request_policy:all_shards", "nondeterministic_output"],
+        ..cmd(
+            "randomkey",
+            1,
+            R,
+            KeySpec::NONE,
+            "Return a random key from the keyspace",
+            "1.0.0",
+            "O(1)",
+            Handler::Async(randomkey),
+        )
+    },
+    cmd(
+        "expire",
+        -3,
+        W.or(FAST),
+        KeySpec::ONE,
+        "Set a key's time to live in seconds",
+        "1.0.0",
+        "O(1)",
+        Handler::Shard(expire),
+    ),
+    cmd(
+        "pexpire",
+        -3,
+        W.or(FAST),
+        KeySpec::ONE,
+        "Set a key's time to live in milliseconds",
+        "2.6.0",
+        "O(1)",
+        Handler::Shard(pexpire),
+    ),
+    cmd(
+        "expireat",
+        -3,
+        W.or(FAST),
+        KeySpec::ONE,
+        "Set the expiration for a key as a UNIX timestamp",
+        "1.2.0",
+        "O(1)",
+        Handler::Shard(expireat),
+    ),
+    cmd(
+        "pexpireat",
+        -3,
+        W.or(FAST),
+        KeySpec::ONE,
+        "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
+        "2.6.0",
+        "O(1)",
+        Handler::Shard(pexpireat),
+    ),
+    CommandSpec {
+        tips: NONDETERMINISTIC,
+        ..cmd(
+            "ttl",
+            2,
+            R.or(FAST),
+            KeySpec::ONE,
+            "Get the time to live for a key in seconds",
+            "1.0.0",
+            "O(1)",
+            Handler::Shard(ttl),
+        )
+    },
+    CommandSpec {
+        tips: NONDETERMINISTIC,
+        ..cmd(
+            "pttl",
+            2,
+            R.or(FAST),
+            KeySpec::ONE,
+            "Get the time to live for a key in milliseconds",
+            "2.6.0",
+            "O(1)",
+            Handler::Shard(pttl),
+        )
+    },
+    cmd(
+        "expiretime",
+        2,
+        R.or(FAST),
+        KeySpec::ONE,
+        "Get the expiration Unix timestamp for a key",
+        "7.0.0",
+        "O(1)",
+        Handler::Shard(expiretime),
+    ),
+    cmd(
+        "pexpiretime",
+        2,
+        R.or(FAST),
+        KeySpec::ONE,
+        "Get the expiration Unix timestamp for a key in milliseconds",
+        "7.0.0",
+        "O(1)",
+        Handler::Shard(pexpiretime),
+    ),
+    cmd(
+        "persist",
+        2,
+        W.or(FAST),
+        KeySpec::ONE,
+        "Remove the expiration from a key",
+        "2.2.0",
+        "O(1)",
+        Handler::Shard(persist),
+    ),
+    CommandSpec {
+        subcommands: OBJECT_SUBCOMMANDS,
+        ..cmd(
+            "object",
+            -2,
+            Flags::NONE,
+            KeySpec::NONE,
+            "A container for object introspection commands",
+            "2.2.3",
+            "Depends on subcommand.",
+            Handler::Container,
+        )
+    },
+];
+
+/// OBJECT's subcommands; arities count from OBJECT itself (`OBJECT ENCODING key` = 3).
+static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: NONDETERMINISTIC,
+        ..cmd(
+            "encoding",
+            3,
+            R,
+            SUB_KEY,
+            "Inspect the internal encoding of a Redis object",
+            "2.2.3",
+            "O(1)",
+            Handler::Shard(object_encoding),
+        )
+    },
+    CommandSpec {
+        tips: NONDETERMINISTIC,
+        ..cmd(
+            "freq",
+            3,
+            R,
+            SUB_KEY,
+            "Get the logarithmic access frequency counter of a Redis object",
+            "4.0.0",
+            "O(1)",
+            Handler::Async(object_freq),
+        )
+    },
+    CommandSpec {
+        tips: NONDETERMINISTIC,
+        ..cmd(
+            "idletime",
+            3,
+            R,
+            SUB_KEY,
+            "Get the time since a Redis object was last accessed",
+            "2.2.3",
+            "O(1)",
+            Handler::Async(object_idletime),
+        )
+    },
+    CommandSpec {
+        tips: NONDETERMINISTIC,
+        ..cmd(
+            "refcount",
+            3,
+            R,
+            SUB_KEY,
+            "Get the number of references to the value of the key",
+            "2.2.3",
+            "O(1)",
+            Handler::Async(object_refcount),
+        )
+    },
+    cmd(
+        "help",
+        2,
+        Flags::LOADING.or(Flags::STALE),
+        KeySpec::NONE,
+        "Show helpful text about the different subcommands",
+        "6.2.0",
+        "O(1)",
+        Handler::Conn(object_help),
+    ),
+];
+
+// ----- types and encodings -----
+
+/// The name TYPE (and SCAN ... TYPE) gives a value.
+pub fn type_name(v: ValueRef<'_>) -> &'static str {
+    match v {
+        ValueRef::Inline(_) | ValueRef::Int(_) | ValueRef::Obj(Object::Str(_)) => "string",
+    }
+}
+
+/// The encoding OBJECT ENCODING reports, in Redis's words.
+pub fn encoding_name(v: ValueRef<'_>) -> &'static str {
+    match v {
+        ValueRef::Int(_) => "int",
+        ValueRef::Inline(_) => "embstr",
+        ValueRef::Obj(Object::Str(_)) => "raw",
+    }
+}
+
+/// An entry taken out of one database to be put into another (RENAME, MOVE), possibly on another
+/// shard: owned, `Send`, keeping the TTL and the access clock as Redis keeps the object.
+pub struct Detached {
+    value: Value,
+    expire: Option<i64>,
+    clock: u32,
+}
+
+impl Detached {
+    /// Removes `key` from `db`; None if it does not exist.
+    pub fn take(db: &mut Db, key: &[u8], now: i64) -> Option<Detached> {
+        let e = db.remove(key, now)?;
+        let (expire, clock) = (e.expire(), e.lru());
+        Some(Detached {
+            value: e.into_value(),
+            expire,
+            clock,
+        })
+    }
+
+    /// The entry to insert under `key`.
+    pub fn into_entry(self, key: &[u8]) -> Entry {
+        Entry::new(key, self.value, self.expire, self.clock)
+    }
+}
+
+// ----- DEL / UNLINK / EXISTS / TOUCH -----
 
 /// Deletes `keys`, returning how many existed.
 pub fn op_del(db: &mut Db, keys: &[Bytes], now: i64) -> i64 {
     keys.iter().filter(|k| db.remove(k, now).is_some()).count() as i64
 }
 
-fn del(cx: &mut ShardCtx<'_>) -> CmdResult {
-    let now = cx.now;
-    let n = op_del(&mut cx.shard.dbs[cx.db], &cx.args[1..], now);
+/// How many of `keys` exist; a key named twice counts twice.
+pub fn op_exists(db: &mut Db, keys: &[Bytes], now: i64) -> i64 {
+    keys.iter()
+        .filter(|k| db.get_untouched(k, now).is_some())
+        .count() as i64
+}
+
+/// Records an access to each of `keys`; returns how many exist.
+pub fn op_touch(db: &mut Db, keys: &[Bytes], now: i64) -> i64 {
+    keys.iter().filter(|k| db.get(k, now).is_some()).count() as i64
+}
+
+fn count_on_shard(cx: &mut ShardCtx<'_>, op: fn(&mut Db, &[Bytes], i64) -> i64) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    let n = op(cx.db(), &args[1..], now);
     cx.out.int(n);
     Ok(())
 }
 
-fn del_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+/// DEL/UNLINK key [key ...] → number of keys removed.
+fn del(cx: &mut ShardCtx<'_>) -> CmdResult {
+    count_on_shard(cx, op_del)
+}
+
+/// EXISTS key [key ...] → number of keys that exist.
+fn exists(cx: &mut ShardCtx<'_>) -> CmdResult {
+    count_on_shard(cx, op_exists)
+}
+
+/// TOUCH key [key ...] → number of keys that exist.
+fn touch(cx: &mut ShardCtx<'_>) -> CmdResult {
+    count_on_shard(cx, op_touch)
+}
+
+/// A counting command across shards: locks every key, runs `op` on each shard's keys, sums.
+fn count_multi<'a>(
+    cx: &'a mut ConnCtx<'_>,
+    mode: Mode,
+    op: fn(&mut Db, &[Bytes], i64) -> i64,
+) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let (db, now) = (cx.session.db, cx.now);
         let set = cx.shards().clone();
         let keys = &cx.args[1..];
         let lock = set
-            .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Exclusive)))
+            .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), mode)))
             .await;
         let parts = lock.shards().map(|shard| {
             let ks: Vec<Bytes> = keys
@@ -76,11 +523,1404 @@ fn del_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 .filter(|k| set.shard_of_key(k) == shard)
                 .cloned()
                 .collect();
-            lock.run(shard, move |s| op_del(&mut s.dbs[db], &ks, now))
+            lock.run(shard, move |s| op(&mut s.dbs[db], &ks, now))
         });
         let n: i64 = join_all(parts).await.into_iter().sum();
         lock.release();
         cx.out.int(n);
         Ok(())
     })
+}
+
+fn del_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    count_multi(cx, Mode::Exclusive, op_del)
+}
+
+fn exists_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    count_multi(cx, Mode::Shared, op_exists)
+}
+
+fn touch_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    count_multi(cx, Mode::Shared, op_touch)
+}
+
+// ----- TYPE -----
+
+/// The type name of `key`, "none" if it does not exist.
+pub fn op_type(db: &mut Db, key: &[u8], now: i64) -> &'static str {
+    db.get_untouched(key, now)
+        .map_or("none", |e| type_name(e.value()))
+}
+
+/// TYPE key → simple string.
+fn type_(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    let t = op_type(cx.db(), &args[1], now);
+    cx.out.simple(t);
+    Ok(())
+}
+
+// ----- RENAME / RENAMENX -----
+
+/// RENAME / RENAMENX within one database: `Ok(true)` renamed (or same key with RENAME), `Ok(false)`
+/// refused by NX, `ERR no such key` if `src` is missing.
+pub fn op_rename(
+    db: &mut Db,
+    src: &[u8],
+    dst: &[u8],
+    nx: bool,
+    now: i64,
+) -> Result<bool, CmdError> {
+    if db.get_mut(src, now).is_none() {
+        return Err(CmdError::NoSuchKey);
+    }
+    if src == dst {
+        return Ok(!nx);
+    }
+    if nx && db.contains(dst, now) {
+        return Ok(false);
+    }
+    let moved = Detached::take(db, src, now).ok_or(CmdError::NoSuchKey)?;
+    db.insert_entry(moved.into_entry(dst), now);
+    Ok(true)
+}
+
+fn rename_reply(cx_out: &mut strata_resp::ReplyBuf, nx: bool, done: bool) {
+    if nx {
+        cx_out.int(done as i64);
+    } else {
+        cx_out.ok();
+    }
+}
+
+fn rename_on_shard(cx: &mut ShardCtx<'_>, nx: bool) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    let done = op_rename(cx.db(), &args[1], &args[2], nx, now)?;
+    rename_reply(cx.out, nx, done);
+    Ok(())
+}
+
+/// RENAME key newkey → OK.
+fn rename(cx: &mut ShardCtx<'_>) -> CmdResult {
+    rename_on_shard(cx, false)
+}
+
+/// RENAMENX key newkey → 1 if renamed, 0 if newkey exists.
+fn renamenx(cx: &mut ShardCtx<'_>) -> CmdResult {
+    rename_on_shard(cx, true)
+}
+
+/// RENAME(NX) across shards: both keys locked exclusively; for NX the destination is checked first;
+/// the entry is taken out on the source shard and inserted on the destination shard.
+fn rename_across<'a>(cx: &'a mut ConnCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let (db, now) = (cx.session.db, cx.now);
+        let set = cx.shards().clone();
+        let (src, dst) = (cx.args[1].clone(), cx.args[2].clone());
+        let (src_shard, dst_shard) = (set.shard_of_key(&src), set.shard_of_key(&dst));
+        let lock = set
+            .lock_keys(
+                db as u32,
+                [
+                    (src.clone(), Mode::Exclusive),
+                    (dst.clone(), Mode::Exclusive),
+                ],
+            )
+            .await;
+        let result = async {
+            let dst_taken = if nx {
+                let d = dst.clone();
+                lock.run(dst_shard, move |s| s.dbs[db].contains(&d, now))
+                    .await
+            } else {
+                false
+            };
+            let moved = lock
+                .run(src_shard, move |s| {
+                    let db = &mut s.dbs[db];
+                    if db.get_mut(&src, now).is_none() {
+                        return Err(CmdError::NoSuchKey);
+                    }
+                    Ok(if dst_taken {
+                        None
+                    } else {
+                        Detached::take(db, &src, now)
+                    })
+                })
+                .await?;
+            let Some(moved) = moved else {
+                return Ok(false);
+            };
+            lock.run(dst_shard, move |s| {
+                s.dbs[db].insert_entry(moved.into_entry(&dst), now);
+            })
+            .await;
+            Ok(true)
+        }
+        .await;
+        lock.release();
+        rename_reply(cx.out, nx, result?);
+        Ok(())
+    })
+}
+
+fn rename_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    rename_across(cx, false)
+}
+
+fn renamenx_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    rename_across(cx, true)
+}
+
+// ----- COPY / MOVE -----
+
+/// A `DB` argument: an integer that fits Redis's `int` and names an existing database.
+fn parse_db_index(a: &mut Args<'_>, databases: usize) -> Result<usize, CmdError> {
+    let id = a.next_i64()?;
+    if i32::try_from(id).is_err() {
+        return Err(CmdError::msg(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    usize::try_from(id)
+        .ok()
+        .filter(|&id| id < databases)
+        .ok_or(CmdError::DbIndexOutOfRange)
+}
+
+const SAME_OBJECT: CmdError = CmdError::msg("ERR source and destination objects are the same");
+
+/// COPY's options, already validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyOpts {
+    pub dst_db: usize,
+    pub replace: bool,
+}
+
+/// Parses `COPY source destination [DB destination-db] [REPLACE]` as Redis does (the last DB wins),
+/// then rejects copying a key onto itself.
+pub fn parse_copy(args: &[Bytes], db: usize, databases: usize) -> Result<CopyOpts, CmdError> {
+    let mut a = Args::new(args, 3);
+    let mut opts = CopyOpts {
+        dst_db: db,
+        replace: false,
+    };
+    while let Some(arg) = a.peek() {
+        if eq_ci(arg, "replace") {
+            a.next_bytes()?;
+            opts.replace = true;
+        } else if eq_ci(arg, "db") && a.remaining() >= 2 {
+            a.next_bytes()?;
+            opts.dst_db = parse_db_index(&mut a, databases)?;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if opts.dst_db == db && args[1] == args[2] {
+        return Err(SAME_OBJECT);
+    }
+    Ok(opts)
+}
+
+/// The value and TTL of `key` for COPY (recording a read access); None if missing.
+pub fn op_copy_out(db: &mut Db, key: &[u8], now: i64) -> Option<(Value, Option<i64>)> {
+    db.get(key, now).map(|e| (e.clone_value(), e.expire()))
+}
+
+/// Stores a copied value under `key` unless it exists and `replace` is off. Returns whether it did.
+pub fn op_copy_in(
+    db: &mut Db,
+    key: &[u8],
+    (value, expire): (Value, Option<i64>),
+    replace: bool,
+    now: i64,
+) -> bool {
+    if !replace && db.contains(key, now) {
+        return false;
+    }
+    db.set(key, value, expire, now);
+    true
+}
+
+/// COPY between databases of one shard (`src` may equal `dst` when the keys differ).
+pub fn op_copy(
+    dbs: &mut [Db],
+    (src, key): (usize, &[u8]),
+    (dst, newkey): (usize, &[u8]),
+    replace: bool,
+    now: i64,
+) -> bool {
+    if dbs[src].get(key, now).is_none() {
+        return false;
+    }
+    if !replace && dbs[dst].contains(newkey, now) {
+        return false;
+    }
+    match dbs[src].peek(key, now) {
+        Some(e) => {
+            let copied = (e.clone_value(), e.expire());
+            op_copy_in(&mut dbs[dst], newkey, copied, true, now)
+        }
+        None => false,
+    }
+}
+
+/// COPY source destination [DB destination-db] [REPLACE] → 1 if copied, else 0.
+fn copy(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args, db) = (cx.now, cx.args, cx.db);
+    let opts = parse_copy(args, db, cx.shard.dbs.len())?;
+    let done = op_copy(
+        &mut cx.shard.dbs,
+        (db, &args[1]),
+        (opts.dst_db, &args[2]),
+        opts.replace,
+        now,
+    );
+    cx.out.int(done as i64);
+    Ok(())
+}
+
+/// COPY across shards: the source is read (shared lock) on its shard and the copy stored on the
+/// destination's. Copying into another database locks both databases on every shard (key locks
+/// name one database), which is rare enough not to matter.
+fn copy_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let (db, now) = (cx.session.db, cx.now);
+        let databases = cx.server.config.get_i64("databases").max(0) as usize;
+        let opts = parse_copy(cx.args, db, databases)?;
+        let set = cx.shards().clone();
+        let (src, dst) = (cx.args[1].clone(), cx.args[2].clone());
+        let (src_shard, dst_shard) = (set.shard_of_key(&src), set.shard_of_key(&dst));
+        let lock = if opts.dst_db == db {
+            set.lock_keys(
+                db as u32,
+                [(src.clone(), Mode::Shared), (dst.clone(), Mode::Exclusive)],
+            )
+            .await
+        } else {
+            set.lock_dbs(&[db as u32, opts.dst_db as u32]).await
+        };
+        let copied = lock
+            .run(src_shard, move |s| op_copy_out(&mut s.dbs[db], &src, now))
+            .await;
+        let done = match copied {
+            None => false,
+            Some(copied) => {
+                let (dst_db, replace) = (opts.dst_db, opts.replace);
+                lock.run(dst_shard, move |s| {
+                    op_copy_in(&mut s.dbs[dst_db], &dst, copied, replace, now)
+                })
+                .await
+            }
+        };
+        lock.release();
+        cx.out.int(done as i64);
+        Ok(())
+    })
+}
+
+/// MOVE within one shard (a key's shard does not depend on its database): 1 if moved, 0 if the key
+/// is missing or already exists in `dst`.
+pub fn op_move(dbs: &mut [Db], src: usize, dst: usize, key: &[u8], now: i64) -> bool {
+    if dbs[src].get_mut(key, now).is_none() || dbs[dst].contains(key, now) {
+        return false;
+    }
+    match Detached::take(&mut dbs[src], key, now) {
+        Some(moved) => {
+            dbs[dst].insert_entry(moved.into_entry(key), now);
+            true
+        }
+        None => false,
+    }
+}
+
+/// MOVE key db → 1 if moved, else 0.
+fn move_(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args, db) = (cx.now, cx.args, cx.db);
+    let mut a = cx.args();
+    a.next_bytes()?;
+    let dst = parse_db_index(&mut a, cx.shard.dbs.len())?;
+    if dst == db {
+        return Err(SAME_OBJECT);
+    }
+    let moved = op_move(&mut cx.shard.dbs, db, dst, &args[1], now);
+    cx.out.int(moved as i64);
+    Ok(())
+}
+
+// ----- EXPIRE family -----
+
+/// EXPIRE's NX / XX / GT / LT conditions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireCond {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+}
+
+impl ExpireCond {
+    /// Parses the options after the time argument, with Redis's errors and their order.
+    pub fn parse(opts: &[Bytes]) -> Result<ExpireCond, CmdError> {
+        let mut c = ExpireCond::default();
+        for o in opts {
+            if eq_ci(o, "nx") {
+                c.nx = true;
+            } else if eq_ci(o, "xx") {
+                c.xx = true;
+            } else if eq_ci(o, "gt") {
+                c.gt = true;
+            } else if eq_ci(o, "lt") {
+                c.lt = true;
+            } else {
+                return Err(CmdError::Msg(
+                    format!("ERR Unsupported option {}", String::from_utf8_lossy(o)).into(),
+                ));
+            }
+        }
+        if c.nx && (c.xx || c.gt || c.lt) {
+            return Err(CmdError::msg(
+                "ERR NX and XX, GT or LT options at the same time are not compatible",
+            ));
+        }
+        if c.gt && c.lt {
+            return Err(CmdError::msg(
+                "ERR GT and LT options at the same time are not compatible",
+            ));
+        }
+        Ok(c)
+    }
+
+    /// Whether a key whose deadline is `current` may get the deadline `when`. No TTL counts as an
+    /// infinite one: GT always fails on it, LT always passes.
+    pub fn allows(self, current: Option<i64>, when: i64) -> bool {
+        !((self.nx && current.is_some())
+            || (self.xx && current.is_none())
+            || (self.gt && current.is_none_or(|c| when <= c))
+            || (self.lt && current.is_some_and(|c| when >= c)))
+    }
+}
+
+/// Sets `key`'s deadline to `when` (unix ms) if `cond` allows; a deadline not in the future deletes
+/// the key. Returns whether the key was changed (EXPIRE's 1 / 0).
+pub fn op_expire(db: &mut Db, key: &[u8], when: i64, cond: ExpireCond, now: i64) -> bool {
+    let Some(current) = db.get_mut(key, now).map(|e| e.expire()) else {
+        return false;
+    };
+    if !cond.allows(current, when) {
+        return false;
+    }
+    if when <= now {
+        db.remove(key, now);
+    } else {
+        db.set_expire(key, Some(when), now);
+    }
+    true
+}
+
+/// The absolute deadline in ms for a time argument in seconds (`unit_s`) or ms, relative to `base`
+/// (now, or 0 for the *AT forms), or `invalid expire time` if it overflows.
+pub fn deadline(when: i64, unit_s: bool, base: i64, cmd: &'static str) -> Result<i64, CmdError> {
+    let when = if unit_s {
+        when.checked_mul(1000).ok_or(CmdError::InvalidExpire(cmd))?
+    } else {
+        when
+    };
+    if when > i64::MAX - base {
+        return Err(CmdError::InvalidExpire(cmd));
+    }
+    Ok(when + base)
+}
+
+fn expire_generic(cx: &mut ShardCtx<'_>, name: &'static str, unit_s: bool, at: bool) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    let cond = ExpireCond::parse(&args[3..])?;
+    let when = Args::new(args, 2).next_i64()?;
+    let when = deadline(when, unit_s, if at { 0 } else { now }, name)?;
+    let changed = op_expire(cx.db(), &args[1], when, cond, now);
+    cx.out.int(changed as i64);
+    Ok(())
+}
+
+/// EXPIRE key seconds [NX|XX|GT|LT] → 1 if set, 0 if not.
+fn expire(cx: &mut ShardCtx<'_>) -> CmdResult {
+    expire_generic(cx, "expire", true, false)
+}
+
+/// PEXPIRE key milliseconds [NX|XX|GT|LT] → 1 if set, 0 if not.
+fn pexpire(cx: &mut ShardCtx<'_>) -> CmdResult {
+    expire_generic(cx, "pexpire", false, false)
+}
+
+/// EXPIREAT key unix-time-seconds [NX|XX|GT|LT] → 1 if set, 0 if not.
+fn expireat(cx: &mut ShardCtx<'_>) -> CmdResult {
+    expire_generic(cx, "expireat", true, true)
+}
+
+/// PEXPIREAT key unix-time-milliseconds [NX|XX|GT|LT] → 1 if set, 0 if not.
+fn pexpireat(cx: &mut ShardCtx<'_>) -> CmdResult {
+    expire_generic(cx, "pexpireat", false, true)
+}
+
+/// PERSIST's work: 1 if a TTL was removed, 0 if the key is missing or has none.
+pub fn op_persist(db: &mut Db, key: &[u8], now: i64) -> bool {
+    if db.get_mut(key, now).and_then(|e| e.expire()).is_none() {
+        return false;
+    }
+    db.set_expire(key, None, now)
+}
+
+/// PERSIST key → 1 or 0.
+fn persist(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    let done = op_persist(cx.db(), &args[1], now);
+    cx.out.int(done as i64);
+    Ok(())
+}
+
+// ----- TTL family -----
+
+/// `key`'s deadline: None if the key is missing, Some(None) if it has no TTL.
+pub fn op_deadline(db: &mut Db, key: &[u8], now: i64) -> Option<Option<i64>> {
+    db.get_untouched(key, now).map(Entry::expire)
+}
+
+/// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 missing, -1 no TTL, else the remaining time (or the
+/// deadline with `abs`) in ms, or in seconds rounded to nearest.
+fn ttl_generic(cx: &mut ShardCtx<'_>, ms: bool, abs: bool) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    let reply = match op_deadline(cx.db(), &args[1], now) {
+        None => -2,
+        Some(None) => -1,
+        Some(Some(at)) => {
+            let t = if abs { at } else { at - now }.max(0);
+            if ms {
+                t
+            } else {
+                ((t as i128 + 500) / 1000) as i64
+            }
+        }
+    };
+    cx.out.int(reply);
+    Ok(())
+}
+
+/// TTL key → seconds to live, -1 without TTL, -2 if missing.
+fn ttl(cx: &mut ShardCtx<'_>) -> CmdResult {
+    ttl_generic(cx, false, false)
+}
+
+/// PTTL key → milliseconds to live, -1 without TTL, -2 if missing.
+fn pttl(cx: &mut ShardCtx<'_>) -> CmdResult {
+    ttl_generic(cx, true, false)
+}
+
+/// EXPIRETIME key → deadline in unix seconds, -1 without TTL, -2 if missing.
+fn expiretime(cx: &mut ShardCtx<'_>) -> CmdResult {
+    ttl_generic(cx, false, true)
+}
+
+/// PEXPIRETIME key → deadline in unix ms, -1 without TTL, -2 if missing.
+fn pexpiretime(cx: &mut ShardCtx<'_>) -> CmdResult {
+    ttl_generic(cx, true, true)
+}
+
+// ----- KEYS -----
+
+/// The live keys of `db` matching `pattern` (a lone `*` matches every key, the empty one included).
+pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
+    let all = pattern == b"*";
+    db.iter(now)
+        .filter(|e| all || glob_match(pattern, e.key(), false))
+        .map(|e| Bytes::copy_from_slice(e.key()))
+        .collect()
+}
+
+/// KEYS pattern → every matching key, from every shard, under the database lock so the answer is
+/// a consistent snapshot.
+fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let (db, now) = (cx.session.db, cx.now);
+        let pattern = cx.args[1].clone();
+        let set = cx.shards().clone();
+        let lock = set.lock_dbs(&[db as u32]).await;
+        let parts = lock.shards().map(|shard| {
+            let pattern = pattern.clone();
+            lock.run(shard, move |s| op_keys(&s.dbs[db], &pattern, now))
+        });
+        let parts = join_all(parts).await;
+        lock.release();
+        cx.out.array(parts.iter().map(Vec::len).sum());
+        for k in parts.iter().flatten() {
+            cx.out.bulk(k);
+        }
+        Ok(())
+    })
+}
+
+// ----- SCAN -----
+
+/// The SCAN cursor: which shard, and where in that shard's dictionary.
+///
+/// Encoding: `cursor = (dict_cursor << shard_bits) | shard`, where `shard_bits` is the number of
+/// bits needed for the largest shard index (0 with one shard, so the cursor is then exactly Redis's).
+/// A dictionary cursor never exceeds its table size, so the shift loses nothing for any table that
+/// fits in memory. Cursor 0 is shard 0 at its start, and the iteration ends when the last shard's
+/// dictionary cursor wraps to 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanCursor {
+    pub shard: usize,
+    pub dict: u64,
+}
+
+fn shard_bits(shards: usize) -> u32 {
+    usize::BITS - shards.saturating_sub(1).leading_zeros()
+}
+
+impl ScanCursor {
+    /// Splits a client's cursor for a set of `shards` shards.
+    pub fn decode(cursor: u64, shards: usize) -> ScanCursor {
+        let bits = shard_bits(shards);
+        ScanCursor {
+            shard: (cursor & ((1u64 << bits) - 1)) as usize,
+            dict: cursor >> bits,
+        }
+    }
+
+    /// The cursor handed to the client.
+    pub fn encode(self, shards: usize) -> u64 {
+        (self.dict << shard_bits(shards)) | self.shard as u64
+    }
+}
+
+/// Parses a cursor as Redis does (`strtoul`, base 10): an optional sign, digits, no spaces, no
+/// overflow; a minus negates modulo 2^64 and the empty string is 0.
+pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    if arg.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match arg[0] {
+        b'-' => (true, &arg[1..]),
+        b'+' => (false, &arg[1..]),
+        _ => (false, arg),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// SCAN's MATCH and TYPE filters.
+#[derive(Clone, Debug, Default)]
+pub struct ScanFilter {
+    /// None when absent or `*`.
+    pub pattern: Option<Bytes>,
+    pub type_name: Option<Bytes>,
+}
+
+impl ScanFilter {
+    fn accepts(&self, e: &Entry) -> bool {
+        self.pattern
+            .as_ref()
+            .is_none_or(|p| glob_match(p, e.key(), false))
+            && self
+                .type_name
+                .as_ref()
+                .is_none_or(|t| eq_ci(t, type_name(e.value())))
+    }
+}
+
+/// SCAN's options.
+#[derive(Clone, Debug)]
+pub struct ScanArgs {
+    pub cursor: u64,
+    pub count: usize,
+    pub filter: ScanFilter,
+}
+
+/// Parses `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]` with Redis's errors.
+pub fn parse_scan(args: &[Bytes]) -> Result<ScanArgs, CmdError> {
+    let cursor = parse_cursor(&args[1]).ok_or(CmdError::msg("ERR invalid cursor"))?;
+    let mut out = ScanArgs {
+        cursor,
+        count: 10,
+        filter: ScanFilter::default(),
+    };
+    let mut a = Args::new(args, 2);
+    while let Some(opt) = a.peek() {
+        if a.remaining() < 2 {
+            return Err(CmdError::Syntax);
+        }
+        a.next_bytes()?;
+        if eq_ci(opt, "count") {
+            let n = a.next_i64()?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            out.count = usize::try_from(n).unwrap_or(usize::MAX);
+        } else if eq_ci(opt, "match") {
+            let p = a.next_bytes()?;
+            out.filter.pattern = (p.as_ref() != b"*").then(|| p.clone());
+        } else if eq_ci(opt, "type") {
+            out.filter.type_name = Some(a.next_bytes()?.clone());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(out)
+}
+
+/// One shard's share of a SCAN call.
+#[derive(Debug, Default)]
+pub struct ScanPart {
+    /// The dictionary cursor to continue from (0 = this shard is done).
+    pub next: u64,
+    /// Keys that passed the filters.
+    pub keys: Vec<Bytes>,
+    /// Live keys visited (filtered or not): what COUNT counts, as in Redis.
+    pub visited: usize,
+    /// Buckets visited: what bounds a call over a sparse table.
+    pub steps: usize,
+}
+
+/// Scans `db` from `cursor` until `want` keys were visited, `budget` buckets were visited or the
+/// table ends (at least one bucket is always visited).
+pub fn op_scan(
+    db: &Db,
+    cursor: u64,
+    want: usize,
+    budget: usize,
+    filter: &ScanFilter,
+    now: i64,
+) -> ScanPart {
+    let mut part = ScanPart {
+        next: cursor,
+        ..ScanPart::default()
+    };
+    loop {
+        part.next = db.scan(part.next, now, |e| {
+            part.visited += 1;
+            if filter.accepts(e) {
+                part.keys.push(Bytes::copy_from_slice(e.key()));
+            }
+        });
+        part.steps += 1;
+        if part.next == 0 || part.steps >= budget || part.visited >= want {
+            return part;
+        }
+    }
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] → [next cursor, keys]. Walks the shards in
+/// order from the cursor's, visiting about COUNT keys (at most 10×COUNT buckets) per call.
+fn scan<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let sa = parse_scan(cx.args)?;
+        let (db, now) = (cx.session.db, cx.now);
+        let set = cx.shards().clone();
+        let shards = set.len();
+        let mut at = ScanCursor::decode(sa.cursor, shards);
+        let mut found = Vec::new();
+        let mut want = sa.count;
+        let mut budget = sa.count.saturating_mul(10);
+        let next = loop {
+            if at.shard >= shards {
+                break 0;
+            }
+            let filter = sa.filter.clone();
+            let (cursor, w, b) = (at.dict, want, budget);
+            let part = set
+                .call(at.shard, move |s| {
+                    op_scan(&s.dbs[db], cursor, w, b, &filter, now)
+                })
+                .await;
+            found.extend(part.keys);
+            want = want.saturating_sub(part.visited);
+            budget = budget.saturating_sub(part.steps);
+            at = if part.next == 0 {
+                ScanCursor {
+                    shard: at.shard + 1,
+                    dict: 0,
+                }
+            } else {
+                ScanCursor {
+                    shard: at.shard,
+                    dict: part.next,
+                }
+            };
+            if at.shard >= shards {
+                break 0;
+            }
+            if want == 0 || budget == 0 {
+                break at.encode(shards);
+            }
+        };
+        cx.out.array(2);
+        cx.out.bulk(next.to_string().as_bytes());
+        cx.out.array(found.len());
+        for k in &found {
+            cx.out.bulk(k);
+        }
+        Ok(())
+    })
+}
+
+// ----- RANDOMKEY -----
+
+/// A random live key of the shard's database `db`.
+pub fn op_random_key(s: &mut Shard, db: usize, now: i64) -> Option<Bytes> {
+    let mut x = s.rand() | 1;
+    s.dbs[db].random_key(now, || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    })
+}
+
+/// How many rounds RANDOMKEY tries when the shard it picked has only expired keys left.
+const RANDOMKEY_ROUNDS: usize = 16;
+
+/// RANDOMKEY → a random key, or null when the database is empty. A shard is picked with probability
+/// proportional to its key count, so every key is about equally likely.
+fn randomkey<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let (db, now) = (cx.session.db, cx.now);
+        let set = cx.shards().clone();
+        for _ in 0..RANDOMKEY_ROUNDS {
+            let sizes = set.call_all(move |s| (s.dbs[db].len(), s.rand())).await;
+            let total: usize = sizes.iter().map(|(n, _)| n).sum();
+            if total == 0 {
+                break;
+            }
+            let mut pick = (sizes[0].1 % total as u64) as usize;
+            let shard = sizes
+                .iter()
+                .position(|&(n, _)| {
+                    if pick < n {
+                        true
+                    } else {
+                        pick -= n;
+                        false
+                    }
+                })
+                .unwrap_or(0);
+            if let Some(k) = set.call(shard, move |s| op_random_key(s, db, now)).await {
+                cx.out.bulk(&k);
+                return Ok(());
+            }
+        }
+        cx.out.null();
+        Ok(())
+    })
+}
+
+// ----- OBJECT -----
+
+/// OBJECT ENCODING key → the encoding name, or null.
+fn object_encoding(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    match cx.db().get_untouched(&args[2], now) {
+        Some(e) => {
+            let name = encoding_name(e.value());
+            cx.out.bulk(name.as_bytes());
+        }
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+/// What OBJECT FREQ / IDLETIME / REFCOUNT need of a key: its access field and whether Redis would
+/// hold its value as a shared integer (0..9999).
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    clock: u32,
+    small_int: bool,
+}
+
+/// Integers below this are Redis's shared objects (OBJ_SHARED_INTEGERS).
+const SHARED_INTEGERS: i64 = 10_000;
+
+/// Reads `cx.args[2]` on its shard without recording an access (null reply if missing).
+async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
+    let (db, now) = (cx.session.db, cx.now);
+    let key = cx.args[2].clone();
+    let shard = cx.shards().shard_of_key(&key);
+    cx.shards()
+        .call(shard, move |s| {
+            s.dbs[db].get_untouched(&key, now).map(|e| Probe {
+                clock: e.lru(),
+                small_int: matches!(e.value(), ValueRef::Int(i) if (0..SHARED_INTEGERS).contains(&i)),
+            })
+        })
+        .await
+}
+
+fn policy(cx: &ConnCtx<'_>) -> String {
+    cx.server.config.get("maxmemory-policy").unwrap_or_default()
+}
+
+/// The access tracking the configuration asks for (an `*-lfu` policy tracks frequency).
+pub fn access_for(policy: &str, log_factor: i64, decay_time: i64) -> Access {
+    if policy.ends_with("-lfu") {
+        Access::Lfu {
+            log_factor: log_factor.clamp(0, u32::MAX as i64) as u32,
+            decay_time: decay_time.clamp(0, u32::MAX as i64) as u32,
+        }
+    } else {
+        Access::Lru
+    }
+}
+
+/// OBJECT FREQ key → the key's logarithmic access counter (LFU policies only).
+fn object_freq<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let Some(p) = probe(cx).await else {
+            cx.out.null();
+            return Ok(());
+        };
+        let access = access_for(
+            &policy(cx),
+            cx.server.config.get_i64("lfu-log-factor"),
+            cx.server.config.get_i64("lfu-decay-time"),
+        );
+        let Access::Lfu { decay_time, .. } = access else {
+            return Err(CmdError::msg("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+        };
+        cx.out.int(lfu_decayed(p.clock, cx.now, decay_time) as i64);
+        Ok(())
+    })
+}
+
+/// OBJECT IDLETIME key → seconds since the key was last accessed (not under LFU policies).
+fn object_idletime<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let Some(p) = probe(cx).await else {
+            cx.out.null();
+            return Ok(());
+        };
+        if policy(cx).ends_with("-lfu") {
+            return Err(CmdError::msg("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+        }
+        cx.out.int(idle_seconds(lru_clock(cx.now), p.clock) as i64);
+        Ok(())
+    })
+}
+
+/// Seconds between an entry's LRU clock and the current one, across the 24-bit wrap.
+pub fn idle_seconds(clock_now: u32, clock: u32) -> u32 {
+    const MAX: u32 = 0x00FF_FFFF;
+    if clock_now >= clock {
+        clock_now - clock
+    } else {
+        clock_now + (MAX - clock)
+    }
+}
+
+/// OBJECT REFCOUNT key → 2147483647 for the integers Redis shares (0..9999, unless `maxmemory` is
+/// set with an LRU/LFU policy, which disables sharing), else 1.
+fn object_refcount<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let Some(p) = probe(cx).await else {
+            cx.out.null();
+            return Ok(());
+        };
+        let policy = policy(cx);
+        let sharing = cx.server.config.get_i64("maxmemory") == 0
+            || !(policy.ends_with("-lru") || policy.ends_with("-lfu"));
+        cx.out.int(if p.small_int && sharing {
+            i32::MAX as i64
+        } else {
+            1
+        });
+        Ok(())
+    })
+}
+
+/// OBJECT HELP → the help lines.
+fn object_help(cx: &mut ConnCtx<'_>) -> CmdResult {
+    reply_help(
+        cx.out,
+        b"object",
+        &[
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+        ],
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{run, run_at, shard};
+
+    const T: i64 = 1_700_000_000_000;
+
+    fn at(s: &mut Shard, cmd: &[&str]) -> String {
+        run_at(s, 0, T, cmd)
+    }
+
+    #[test]
+    fn del_unlink_exists_touch_type() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, &["set", "a", "1"]), "+OK");
+        assert_eq!(at(&mut s, &["set", "b", "x"]), "+OK");
+        assert_eq!(at(&mut s, &["exists", "a", "a", "b", "zz"]), ":3");
+        assert_eq!(at(&mut s, &["touch", "a", "zz", "b"]), ":2");
+        assert_eq!(at(&mut s, &["type", "a"]), "+string");
+        assert_eq!(at(&mut s, &["type", "zz"]), "+none");
+        assert_eq!(at(&mut s, &["del", "a", "a", "zz"]), ":1");
+        assert_eq!(at(&mut s, &["unlink", "b", "a"]), ":1");
+        assert_eq!(at(&mut s, &["exists", "a", "b"]), ":0");
+        assert_eq!(
+            at(&mut s, &["exists"]),
+            "-ERR wrong number of arguments for 'exists' command"
+        );
+        // EXISTS and TYPE count hits and misses but do not touch the clock.
+        let db = &s.dbs[0];
+        assert!(db.hits >= 3 && db.misses >= 3);
+    }
+
+    #[test]
+    fn rename_and_renamenx() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, &["rename", "a", "b"]), "-ERR no such key");
+        assert_eq!(at(&mut s, &["renamenx", "a", "a"]), "-ERR no such key");
+        at(&mut s, &["set", "a", "1"]);
+        assert_eq!(at(&mut s, &["rename", "a", "a"]), "+OK");
+        assert_eq!(at(&mut s, &["renamenx", "a", "a"]), ":0");
+        at(&mut s, &["set", "b", "2"]);
+        assert_eq!(at(&mut s, &["renamenx", "a", "b"]), ":0");
+        at(&mut s, &["pexpire", "a", "5000"]);
+        assert_eq!(at(&mut s, &["rename", "a", "b"]), "+OK");
+        assert_eq!(at(&mut s, &["get", "b"]), "$1:1");
+        assert_eq!(at(&mut s, &["pttl", "b"]), ":5000");
+        assert_eq!(at(&mut s, &["exists", "a"]), ":0");
+        assert_eq!(at(&mut s, &["renamenx", "b", "c"]), ":1");
+        assert_eq!(at(&mut s, &["pttl", "c"]), ":5000");
+        // An expired source is missing.
+        assert_eq!(
+            run_at(&mut s, 0, T + 5000, &["rename", "c", "d"]),
+            "-ERR no such key"
+        );
+    }
+
+    #[test]
+    fn copy_options_and_errors() {
+        let mut s = shard();
+        assert_eq!(
+            at(&mut s, &["copy", "a", "a"]),
+            "-ERR source and destination objects are the same"
+        );
+        assert_eq!(at(&mut s, &["copy", "a", "b"]), ":0");
+        at(&mut s, &["set", "a", "hello"]);
+        at(&mut s, &["pexpire", "a", "9000"]);
+        assert_eq!(at(&mut s, &["copy", "a", "b"]), ":1");
+        assert_eq!(at(&mut s, &["pttl", "b"]), ":9000");
+        assert_eq!(at(&mut s, &["copy", "a", "b"]), ":0");
+        at(&mut s, &["set", "a", "world"]);
+        assert_eq!(at(&mut s, &["copy", "a", "b", "REPLACE"]), ":1");
+        assert_eq!(at(&mut s, &["get", "b"]), "$5:world");
+        assert_eq!(at(&mut s, &["pttl", "b"]), ":-1");
+        assert_eq!(at(&mut s, &["copy", "a", "a", "db", "1"]), ":1");
+        assert_eq!(run_at(&mut s, 1, T, &["get", "a"]), "$5:world");
+        assert_eq!(
+            at(&mut s, &["copy", "a", "c", "db", "0", "replace", "db", "2"]),
+            ":1"
+        );
+        assert_eq!(run_at(&mut s, 2, T, &["get", "c"]), "$5:world");
+        for (args, err) in [
+            (
+                &["copy", "a", "b", "db", "16"][..],
+                "-ERR DB index is out of range",
+            ),
+            (
+                &["copy", "a", "b", "db", "-1"],
+                "-ERR DB index is out of range",
+            ),
+            (
+                &["copy", "a", "b", "db", "x"],
+                "-ERR value is not an integer or out of range",
+            ),
+            (
+                &["copy", "a", "b", "db", "4294967296"],
+                "-ERR value is out of range, value must between -2147483648 and 2147483647",
+            ),
+            (&["copy", "a", "b", "db"], "-ERR syntax error"),
+            (&["copy", "a", "b", "foo"], "-ERR syntax error"),
+            (
+                &["copy", "a", "a", "db", "0"],
+                "-ERR source and destination objects are the same",
+            ),
+        ] {
+            assert_eq!(at(&mut s, args), err, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn move_between_databases() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, &["move", "k", "1"]), ":0");
+        assert_eq!(
+            at(&mut s, &["move", "k", "0"]),
+            "-ERR source and destination objects are the same"
+        );
+        assert_eq!(
+            at(&mut s, &["move", "k", "16"]),
+            "-ERR DB index is out of range"
+        );
+        assert_eq!(
+            at(&mut s, &["move", "k", "-1"]),
+            "-ERR DB index is out of range"
+        );
+        assert_eq!(
+            at(&mut s, &["move", "k", "x"]),
+            "-ERR value is not an integer or out of range"
+        );
+        at(&mut s, &["set", "k", "v"]);
+        at(&mut s, &["expire", "k", "100"]);
+        assert_eq!(at(&mut s, &["move", "k", "1"]), ":1");
+        assert_eq!(at(&mut s, &["exists", "k"]), ":0");
+        assert_eq!(run_at(&mut s, 1, T, &["ttl", "k"]), ":100");
+        at(&mut s, &["set", "k", "w"]);
+        assert_eq!(at(&mut s, &["move", "k", "1"]), ":0");
+        assert_eq!(at(&mut s, &["get", "k"]), "$1:w");
+    }
+
+    #[test]
+    fn expire_options_and_errors() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, &["expire", "k", "10"]), ":0");
+        assert_eq!(
+            at(&mut s, &["expire", "k", "10", "foo"]),
+            "-ERR Unsupported option foo"
+        );
+        assert_eq!(
+            at(&mut s, &["expire", "k", "x", "foo"]),
+            "-ERR Unsupported option foo"
+        );
+        assert_eq!(
+            at(&mut s, &["expire", "k", "x"]),
+            "-ERR value is not an integer or out of range"
+        );
+        let nx_err = "-ERR NX and XX, GT or LT options at the same time are not compatible";
+        assert_eq!(at(&mut s, &["expire", "k", "1", "nx", "xx"]), nx_err);
+        assert_eq!(at(&mut s, &["expire", "k", "1", "lt", "NX"]), nx_err);
+        assert_eq!(
+            at(&mut s, &["expire", "k", "1", "gt", "lt"]),
+            "-ERR GT and LT options at the same time are not compatible"
+        );
+        for (cmd, t) in [
+            ("expire", "9223372036854775"),
+            ("expire", "-9223372036854776"),
+            ("pexpire", "9223372036854775807"),
+            ("expireat", "9223372036854776"),
+        ] {
+            assert_eq!(
+                at(&mut s, &[cmd, "k", t]),
+                format!("-ERR invalid expire time in '{cmd}' command")
+            );
+        }
+        at(&mut s, &["set", "k", "v"]);
+        assert_eq!(at(&mut s, &["expire", "k", "10", "xx"]), ":0");
+        assert_eq!(at(&mut s, &["expire", "k", "10", "gt"]), ":0");
+        assert_eq!(at(&mut s, &["expire", "k", "100", "xx", "gt"]), ":0");
+        assert_eq!(at(&mut s, &["expire", "k", "100", "lt"]), ":1");
+        assert_eq!(at(&mut s, &["expire", "k", "50", "NX"]), ":0");
+        assert_eq!(at(&mut s, &["expire", "k", "200", "lt"]), ":0");
+        assert_eq!(at(&mut s, &["expire", "k", "200", "gt"]), ":1");
+        assert_eq!(at(&mut s, &["expire", "k", "150", "xx", "lt"]), ":1");
+        assert_eq!(at(&mut s, &["ttl", "k"]), ":150");
+        assert_eq!(at(&mut s, &["pexpire", "k", "1499"]), ":1");
+        assert_eq!(at(&mut s, &["ttl", "k"]), ":1");
+        assert_eq!(at(&mut s, &["pttl", "k"]), ":1499");
+        assert_eq!(
+            at(&mut s, &["expiretime", "k"]),
+            format!(":{}", (T + 1499 + 500) / 1000)
+        );
+        assert_eq!(at(&mut s, &["pexpiretime", "k"]), format!(":{}", T + 1499));
+        assert_eq!(at(&mut s, &["persist", "k"]), ":1");
+        assert_eq!(at(&mut s, &["persist", "k"]), ":0");
+        assert_eq!(at(&mut s, &["ttl", "k"]), ":-1");
+        assert_eq!(at(&mut s, &["expiretime", "k"]), ":-1");
+        assert_eq!(at(&mut s, &["pexpiretime", "nokey"]), ":-2");
+        assert_eq!(at(&mut s, &["ttl", "nokey"]), ":-2");
+        assert_eq!(at(&mut s, &["persist", "nokey"]), ":0");
+        // A deadline in the past deletes the key (after the conditions pass).
+        assert_eq!(at(&mut s, &["expire", "k", "-1", "gt"]), ":0");
+        assert_eq!(at(&mut s, &["expire", "k", "-1", "lt"]), ":1");
+        assert_eq!(at(&mut s, &["exists", "k"]), ":0");
+        at(&mut s, &["set", "k", "v"]);
+        assert_eq!(at(&mut s, &["pexpireat", "k", &T.to_string()]), ":1");
+        assert_eq!(at(&mut s, &["exists", "k"]), ":0");
+        // Huge deadlines are kept; the seconds view rounds without overflowing.
+        at(&mut s, &["set", "k", "v"]);
+        assert_eq!(at(&mut s, &["pexpireat", "k", "9223372036854775807"]), ":1");
+        assert_eq!(at(&mut s, &["expiretime", "k"]), ":9223372036854776");
+        assert_eq!(at(&mut s, &["expireat", "k", "9223372036854775"]), ":1");
+        assert_eq!(at(&mut s, &["expiretime", "k"]), ":9223372036854775");
+    }
+
+    #[test]
+    fn keys_expire_lazily_with_time() {
+        let mut s = shard();
+        at(&mut s, &["set", "k", "v"]);
+        assert_eq!(at(&mut s, &["expire", "k", "2"]), ":1");
+        assert_eq!(run_at(&mut s, 0, T + 1999, &["exists", "k"]), ":1");
+        assert_eq!(run_at(&mut s, 0, T + 1999, &["ttl", "k"]), ":0");
+        assert_eq!(run_at(&mut s, 0, T + 2000, &["exists", "k"]), ":0");
+        assert_eq!(run_at(&mut s, 0, T + 2000, &["ttl", "k"]), ":-2");
+        assert_eq!(s.dbs[0].len(), 0);
+    }
+
+    #[test]
+    fn object_encoding_and_arity() {
+        let mut s = shard();
+        at(&mut s, &["set", "i", "12345"]);
+        at(&mut s, &["set", "e", "hello"]);
+        let long = "x".repeat(45);
+        at(&mut s, &["set", "r", &long]);
+        assert_eq!(at(&mut s, &["object", "encoding", "i"]), "$3:int");
+        assert_eq!(at(&mut s, &["object", "encoding", "e"]), "$6:embstr");
+        assert_eq!(at(&mut s, &["OBJECT", "ENCODING", "r"]), "$3:raw");
+        assert_eq!(at(&mut s, &["object", "encoding", "none"]), "$-1");
+        assert_eq!(
+            at(&mut s, &["object", "encoding"]),
+            "-ERR wrong number of arguments for 'object|encoding' command"
+        );
+        assert_eq!(
+            at(&mut s, &["object", "foo", "i"]),
+            "-ERR unknown subcommand 'foo'. Try OBJECT HELP."
+        );
+    }
+
+    #[test]
+    fn scan_cursor_encoding_round_trips() {
+        for shards in [1, 2, 3, 4, 7, 8, 1024] {
+            for shard in [0, shards / 2, shards - 1] {
+                for dict in [0u64, 1, 5, 1 << 40] {
+                    let c = ScanCursor { shard, dict };
+                    assert_eq!(ScanCursor::decode(c.encode(shards), shards), c);
+                }
+            }
+        }
+        assert_eq!(
+            ScanCursor::decode(12345, 1),
+            ScanCursor {
+                shard: 0,
+                dict: 12345
+            }
+        );
+        assert_eq!(ScanCursor { shard: 0, dict: 0 }.encode(4), 0);
+    }
+
+    #[test]
+    fn scan_cursor_parses_like_strtoul() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"+7"), Some(7));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            &b"18446744073709551616"[..],
+            b"x",
+            b" 1",
+            b"1 ",
+            b"-",
+            b"+",
+            b"0x1",
+            b"+-1",
+        ] {
+            assert_eq!(
+                parse_cursor(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    fn b(v: &[&str]) -> Vec<Bytes> {
+        v.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn scan_options_and_errors() {
+        let ok = parse_scan(&b(&[
+            "scan", "0", "MATCH", "a*", "count", "5", "type", "STRING",
+        ]));
+        let ok = ok.expect("valid options");
+        assert_eq!((ok.cursor, ok.count), (0, 5));
+        assert_eq!(ok.filter.pattern.as_deref(), Some(&b"a*"[..]));
+        assert!(parse_scan(&b(&["scan", "0", "match", "*"]))
+            .expect("valid")
+            .filter
+            .pattern
+            .is_none());
+        for (args, err) in [
+            (&["scan", "x"][..], "ERR invalid cursor"),
+            (&["scan", "x", "count", "0"], "ERR invalid cursor"),
+            (&["scan", "0", "count", "0"], "ERR syntax error"),
+            (&["scan", "0", "count", "-1"], "ERR syntax error"),
+            (
+                &["scan", "0", "count", "x"],
+                "ERR value is not an integer or out of range",
+            ),
+            (&["scan", "0", "match"], "ERR syntax error"),
+            (&["scan", "0", "foo", "bar"], "ERR syntax error"),
+            (
+                &["scan", "0", "count", "x", "foo"],
+                "ERR value is not an integer or out of range",
+            ),
+        ] {
+            assert_eq!(
+                parse_scan(&b(args))
+                    .map(|_| ())
+                    .map_err(|e| e.message().into_owned()),
+                Err(err.to_string()),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn scan_visits_every_key_with_filters() {
+        let mut s = shard();
+        for i in 0..300 {
+            at(&mut s, &["set", &format!("k{i}"), "v"]);
+        }
+        at(&mut s, &["set", "other", "v"]);
+        at(&mut s, &["set", "gone", "v"]);
+        at(&mut s, &["pexpire", "gone", "1"]);
+        let db = &s.dbs[0];
+        let scan_all = |filter: &ScanFilter| {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut cursor = 0;
+            let mut calls = 0;
+            loop {
+                let part = op_scan(db, cursor, 7, 70, filter, T + 10);
+                assert!(part.visited >= 7 || part.next == 0 || part.steps >= 70);
+                seen.extend(part.keys);
+                cursor = part.next;
+                calls += 1;
+                if cursor == 0 {
+                    return (seen, calls);
+                }
+            }
+        };
+        let (all, calls) = scan_all(&ScanFilter::default());
+        assert_eq!(all.len(), 301);
+        assert!(calls > 10);
+        let only_k = ScanFilter {
+            pattern: Some(Bytes::from_static(b"k1*")),
+            type_name: Some(Bytes::from_static(b"String")),
+        };
+        assert_eq!(scan_all(&only_k).0.len(), 111);
+        let lists = ScanFilter {
+            pattern: None,
+            type_name: Some(Bytes::from_static(b"list")),
+        };
+        assert!(scan_all(&lists).0.is_empty());
+    }
+
+    #[test]
+    fn keys_matches_patterns_and_the_empty_key() {
+        let mut s = shard();
+        for k in ["", "hello", "hallo", "hxllo", "foo"] {
+            at(&mut s, &["set", k, "v"]);
+        }
+        let sorted = |mut v: Vec<Bytes>| {
+            v.sort();
+            v
+        };
+        assert_eq!(op_keys(&s.dbs[0], b"*", T).len(), 5);
+        assert_eq!(
+            sorted(op_keys(&s.dbs[0], b"h[ae]llo", T)),
+            vec![Bytes::from("hallo"), Bytes::from("hello")]
+        );
+        assert_eq!(op_keys(&s.dbs[0], b"*o", T).len(), 4);
+        assert_eq!(op_keys(&s.dbs[0], b"", T), vec![Bytes::new()]);
+    }
+
+    #[test]
+    fn random_key_skips_expired_keys() {
+        let mut s = shard();
+        assert_eq!(op_random_key(&mut s, 0, T), None);
+        at(&mut s, &["set", "a", "1"]);
+        at(&mut s, &["set", "b", "1"]);
+        at(&mut s, &["pexpire", "b", "1"]);
+        for _ in 0..20 {
+            assert_eq!(op_random_key(&mut s, 0, T + 5), Some(Bytes::from("a")));
+        }
+    }
+
+    #[test]
+    fn idle_time_wraps_with_the_clock() {
+        assert_eq!(idle_seconds(100, 40), 60);
+        assert_eq!(idle_seconds(5, 0x00FF_FFFF - 10), 15);
+        let c = lru_clock(T);
+        assert_eq!(idle_seconds(lru_clock(T + 7_000), c), 7);
+    }
+
+    #[test]
+    fn lfu_counter_starts_at_five_and_grows() {
+        let mut s = shard();
+        s.dbs[0].access = access_for("allkeys-lfu", 10, 1);
+        at(&mut s, &["set", "k", "v"]);
+        let field = |s: &mut Shard| s.dbs[0].get_untouched(b"k", T).map(Entry::lru);
+        let f = field(&mut s).expect("key exists");
+        assert_eq!(lfu_decayed(f, T, 1), 5);
+        at(&mut s, &["get", "k"]);
+        let f = field(&mut s).expect("key exists");
+        assert_eq!(lfu_decayed(f, T, 1), 6);
+        // One decay step per minute of inactivity with lfu-decay-time 1.
+        assert_eq!(lfu_decayed(f, T + 3 * 60_000, 1), 3);
+        assert_eq!(lfu_decayed(f, T + 3 * 60_000, 0), 6);
+        for _ in 0..1000 {
+            at(&mut s, &["get", "k"]);
+        }
+        let f = field(&mut s).expect("key exists");
+        let n = lfu_decayed(f, T, 1);
+        assert!((7..255).contains(&n), "counter {n}");
+        assert_eq!(access_for("allkeys-lru", 10, 1), Access::Lru);
+    }
+
+    #[test]
+    fn generic_commands_reject_wrong_arity() {
+        let mut s = shard();
+        for (cmd, name) in [
+            (&["rename", "a"][..], "rename"),
+            (&["copy", "a"], "copy"),
+            (&["move", "a"], "move"),
+            (&["expire", "a"], "expire"),
+            (&["ttl"], "ttl"),
+            (&["persist", "a", "b"], "persist"),
+            (&["type"], "type"),
+        ] {
+            assert_eq!(
+                run(&mut s, cmd),
+                format!("-ERR wrong number of arguments for '{name}' command")
+            );
+        }
+    }
 }

@@ -1,16 +1,32 @@
-//! String commands: GET, SET, MGET, ... (Redis's t_string.c).
+//! String commands (Redis's t_string.c): GET, SET and its variants, GETEX/GETDEL/GETSET, MGET/MSET/MSETNX,
+//! APPEND, STRLEN, the INCR family, INCRBYFLOAT, GETRANGE/SUBSTR, SETRANGE and LCS.
 //!
 //! Strings are stored in one of Redis's three encodings, chosen as Redis chooses them, so that
-//! OBJECT ENCODING answers the same: `int` (canonical 64-bit integers), `embstr` (≤ 44 bytes,
-//! inline in the entry) and `raw` (longer, or modified in place by APPEND/SETRANGE).
+//! OBJECT ENCODING answers the same: `int` (canonical 64-bit integers of at most 20 characters, and
+//! every INCR result), `embstr` (≤ 44 bytes, inline in the entry) and `raw` (longer, or modified in
+//! place by APPEND/SETRANGE, which keep such strings as [`Object::Str`] so repeated appends stay
+//! amortised O(1)).
+//!
+//! Invariants:
+//! * every write goes through [`Db`]'s methods (`set`, `set_keep_ttl`, `replace_value`, `get_mut`,
+//!   `remove`, `set_expire`), so the TTL bookkeeping and the expiry heap stay right;
+//! * no command makes a string longer than [`MAX_STRING_LEN`] (Redis's default proto-max-bulk-len);
+//! * expiry arguments are validated exactly where Redis validates them (e.g. GETEX on a missing key
+//!   answers nil even with an invalid expire time), so the same input fails with the same error;
+//! * multi-key commands (MGET, MSET, MSETNX, LCS) run on the owning shard when all keys live on one,
+//!   and otherwise as a coordinator that holds intent locks on every key for the whole command, so no
+//!   other client sees them half done.
+
+use std::borrow::Cow;
 
 use bytes::Bytes;
 use futures_util::future::{join_all, LocalBoxFuture};
-use strata_core::num::parse_i64;
+use strata_core::num::{format_human_f64, parse_f64, parse_i64};
 use strata_core::{Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
-use strata_shard::{Db, Mode};
+use strata_shard::{Db, Mode, MultiLock, ShardSet};
 
+use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
 use crate::table::{CommandSpec, Flags, Handler, KeySpec};
@@ -20,6 +36,21 @@ const W: Flags = Flags::WRITE;
 const FAST: Flags = Flags::FAST;
 const DENYOOM: Flags = Flags::DENYOOM;
 
+/// MSET / MSETNX: key, value, key, value...
+const PAIRS: KeySpec = KeySpec {
+    first: 1,
+    last: -1,
+    step: 2,
+};
+
+/// LCS: the two keys at arguments 1 and 2.
+const TWO: KeySpec = KeySpec {
+    first: 1,
+    last: 2,
+    step: 1,
+};
+
+#[allow(clippy::too_many_arguments)]
 const fn cmd(
     name: &'static str,
     arity: i32,
@@ -46,32 +77,89 @@ const fn cmd(
     }
 }
 
+/// `spec` with command tips (COMMAND INFO's request/response policies).
+const fn with_tips(spec: CommandSpec, tips: &'static [&'static str]) -> CommandSpec {
+    CommandSpec { tips, ..spec }
+}
+
+const GETRANGE_COMPLEXITY: &str =
+    "O(N) where N is the length of the returned string. The complexity \
+is ultimately determined by the returned length, but because creating a substring from an existing \
+string is very cheap, it can be considered O(1) for small strings.";
+
 /// The string family.
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("get", 2, R.or(FAST), KeySpec::ONE, "Returns the string value of a key.", "1.0.0", "O(1)", Handler::Shard(get)),
-    cmd(
-        "set",
-        -3,
-        W.or(DENYOOM),
-        KeySpec::ONE,
-        "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
-        "1.0.0",
-        "O(1)",
-        Handler::Shard(set),
+    cmd("get", 2, R.or(FAST), KeySpec::ONE, "Get the value of a key", "1.0.0", "O(1)", Handler::Shard(get)),
+    cmd("set", -3, W.or(DENYOOM), KeySpec::ONE, "Set the string value of a key", "1.0.0", "O(1)", Handler::Shard(set)),
+    cmd("setnx", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+        "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)", Handler::Shard(setnx)),
+    cmd("setex", 4, W.or(DENYOOM), KeySpec::ONE, "Set the value and expiration of a key", "2.0.0", "O(1)",
+        Handler::Shard(setex)),
+    cmd("psetex", 4, W.or(DENYOOM), KeySpec::ONE, "Set the value and expiration in milliseconds of a key",
+        "2.6.0", "O(1)", Handler::Shard(psetex)),
+    cmd("getex", -2, W.or(FAST), KeySpec::ONE, "Get the value of a key and optionally set its expiration",
+        "6.2.0", "O(1)", Handler::Shard(getex)),
+    cmd("getdel", 2, W.or(FAST), KeySpec::ONE, "Get the value of a key and delete the key", "6.2.0", "O(1)",
+        Handler::Shard(getdel)),
+    cmd("getset", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+        "Set the string value of a key and return its old value", "1.0.0", "O(1)", Handler::Shard(getset)),
+    with_tips(
+        cmd("mget", -2, R.or(FAST), KeySpec::ALL, "Get the values of all the given keys", "1.0.0",
+            "O(N) where N is the number of keys to retrieve.",
+            Handler::Keys { shard: mget, multi: mget_multi }),
+        &["request_policy:multi_shard"],
     ),
-    cmd(
-        "mget",
-        -2,
-        R.or(FAST),
-        KeySpec::ALL,
-        "Atomically returns the string values of one or more keys.",
-        "1.0.0",
-        "O(N) where N is the number of keys to retrieve.",
-        Handler::Keys { shard: mget, multi: mget_multi },
+    with_tips(
+        cmd("mset", -3, W.or(DENYOOM), PAIRS, "Set multiple keys to multiple values", "1.0.1",
+            "O(N) where N is the number of keys to set.",
+            Handler::Keys { shard: mset, multi: mset_multi }),
+        &["request_policy:multi_shard", "response_policy:all_succeeded"],
     ),
+    with_tips(
+        cmd("msetnx", -3, W.or(DENYOOM), PAIRS,
+            "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1",
+            "O(N) where N is the number of keys to set.",
+            Handler::Keys { shard: msetnx, multi: msetnx_multi }),
+        &["request_policy:multi_shard", "response_policy:agg_min"],
+    ),
+    cmd("append", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Append a value to a key", "2.0.0",
+        "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already \
+present value is of any size, since the dynamic string library used by Redis will double the free space \
+available on every reallocation.",
+        Handler::Shard(append)),
+    cmd("strlen", 2, R.or(FAST), KeySpec::ONE, "Get the length of the value stored in a key", "2.2.0", "O(1)",
+        Handler::Shard(strlen)),
+    cmd("incr", 2, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Increment the integer value of a key by one",
+        "1.0.0", "O(1)", Handler::Shard(incr)),
+    cmd("decr", 2, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Decrement the integer value of a key by one",
+        "1.0.0", "O(1)", Handler::Shard(decr)),
+    cmd("incrby", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+        "Increment the integer value of a key by the given amount", "1.0.0", "O(1)", Handler::Shard(incrby)),
+    cmd("decrby", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+        "Decrement the integer value of a key by the given number", "1.0.0", "O(1)", Handler::Shard(decrby)),
+    cmd("incrbyfloat", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+        "Increment the float value of a key by the given amount", "2.6.0", "O(1)",
+        Handler::Shard(incrbyfloat)),
+    cmd("getrange", 4, R, KeySpec::ONE, "Get a substring of the string stored at a key", "2.4.0",
+        GETRANGE_COMPLEXITY, Handler::Shard(getrange)),
+    cmd("substr", 4, R, KeySpec::ONE, "Get a substring of the string stored at a key", "1.0.0",
+        GETRANGE_COMPLEXITY, Handler::Shard(getrange)),
+    cmd("setrange", 4, W.or(DENYOOM), KeySpec::ONE,
+        "Overwrite part of a string at key starting at the specified offset", "2.2.0",
+        "O(1), not counting the time taken to copy the new string in place. Usually, this string is very \
+small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the \
+value argument.",
+        Handler::Shard(setrange)),
+    cmd("lcs", -3, R, TWO, "Find longest common substring", "7.0.0",
+        "O(N*M) where N and M are the lengths of s1 and s2, respectively",
+        Handler::Keys { shard: lcs, multi: lcs_multi }),
 ];
 
-// ----- the string type -----
+// ===== the string type =====
+
+/// The longest string any command may build (Redis's default `proto-max-bulk-len`, 512 MB).
+pub const MAX_STRING_LEN: usize = 512 * 1024 * 1024;
 
 /// A string value as stored: bytes, or an integer to be formatted on output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +168,7 @@ pub enum Str<'a> {
     Int(i64),
 }
 
-impl Str<'_> {
+impl<'a> Str<'a> {
     /// Writes the value as a bulk string.
     pub fn reply(self, out: &mut ReplyBuf) {
         match self {
@@ -96,19 +184,49 @@ impl Str<'_> {
             Str::Int(i) => Bytes::from(i.to_string()),
         }
     }
+
+    /// The value's bytes, formatting integers.
+    pub fn as_bytes(self) -> Cow<'a, [u8]> {
+        match self {
+            Str::Bytes(b) => Cow::Borrowed(b),
+            Str::Int(i) => Cow::Owned(i.to_string().into_bytes()),
+        }
+    }
+
+    /// Length in bytes (of the decimal form for integers).
+    pub fn len(self) -> usize {
+        match self {
+            Str::Bytes(b) => b.len(),
+            Str::Int(i) => {
+                let (mut n, mut u) = (1 + usize::from(i < 0), i.unsigned_abs());
+                while u >= 10 {
+                    u /= 10;
+                    n += 1;
+                }
+                n
+            }
+        }
+    }
+
+    /// True for the empty string.
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The string in `v`, or WRONGTYPE.
+#[allow(unreachable_patterns)] // other families add object types; they are all WRONGTYPE here
 pub fn as_str(v: ValueRef<'_>) -> Result<Str<'_>, CmdError> {
     match v {
         ValueRef::Inline(b) => Ok(Str::Bytes(b)),
         ValueRef::Int(i) => Ok(Str::Int(i)),
         ValueRef::Obj(Object::Str(s)) => Ok(Str::Bytes(s)),
+        _ => Err(CmdError::WrongType),
     }
 }
 
 /// The value Redis would store for `bytes` (tryObjectEncoding): int-encoded when it is a canonical
-/// integer of at most 20 characters, else a string.
+/// integer of at most 20 characters, else a string (embstr up to 44 bytes, raw beyond).
 pub fn encode(bytes: &Bytes) -> Value {
     match parse_i64(bytes) {
         Some(i) if bytes.len() <= 20 => Value::Int(i),
@@ -116,7 +234,131 @@ pub fn encode(bytes: &Bytes) -> Value {
     }
 }
 
-// ----- GET / SET -----
+/// A raw-encoded string (the result of APPEND and SETRANGE, whatever its length).
+pub fn raw(bytes: Vec<u8>) -> Value {
+    Value::Obj(Box::new(Object::Str(bytes)))
+}
+
+/// `ERR string exceeds maximum allowed size` unless `len + extra` fits [`MAX_STRING_LEN`].
+fn check_len(len: usize, extra: usize) -> Result<(), CmdError> {
+    match len.checked_add(extra) {
+        Some(total) if total <= MAX_STRING_LEN => Ok(()),
+        _ => Err(CmdError::msg(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        )),
+    }
+}
+
+// ===== expiry options (SET, SETEX, PSETEX, GETEX) =====
+
+/// Which expiry option was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpireKind {
+    /// EX seconds (SETEX)
+    Ex,
+    /// PX milliseconds (PSETEX)
+    Px,
+    /// EXAT unix-seconds
+    ExAt,
+    /// PXAT unix-milliseconds
+    PxAt,
+}
+
+impl ExpireKind {
+    fn parse(word: &[u8]) -> Option<ExpireKind> {
+        [
+            ("ex", ExpireKind::Ex),
+            ("px", ExpireKind::Px),
+            ("exat", ExpireKind::ExAt),
+            ("pxat", ExpireKind::PxAt),
+        ]
+        .into_iter()
+        .find(|(name, _)| eq_ci(word, name))
+        .map(|(_, kind)| kind)
+    }
+
+    fn in_seconds(self) -> bool {
+        matches!(self, ExpireKind::Ex | ExpireKind::ExAt)
+    }
+
+    fn absolute(self) -> bool {
+        matches!(self, ExpireKind::ExAt | ExpireKind::PxAt)
+    }
+}
+
+/// An expiry argument as the client gave it. Redis validates it only when it is about to be used,
+/// so it stays unparsed until then.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpireArg<'a> {
+    pub kind: ExpireKind,
+    pub value: &'a [u8],
+}
+
+impl ExpireArg<'_> {
+    /// The absolute deadline in unix ms. Errors as Redis: not an integer, or `ERR invalid expire time
+    /// in '<cmd>' command` for a value ≤ 0 or one that overflows once converted to absolute ms.
+    pub fn deadline(&self, now: i64, cmd: &'static str) -> Result<i64, CmdError> {
+        let v = parse_i64(self.value).ok_or(CmdError::NotInteger)?;
+        let seconds = self.kind.in_seconds();
+        if v <= 0 || (seconds && v > i64::MAX / 1000) {
+            return Err(CmdError::InvalidExpire(cmd));
+        }
+        let ms = if seconds { v * 1000 } else { v };
+        let at = if self.kind.absolute() {
+            Some(ms)
+        } else {
+            ms.checked_add(now)
+        };
+        at.filter(|&at| at > 0).ok_or(CmdError::InvalidExpire(cmd))
+    }
+}
+
+/// Options of SET (NX, XX, GET, KEEPTTL, EX/PX/EXAT/PXAT) or GETEX (PERSIST, EX/PX/EXAT/PXAT).
+#[derive(Default)]
+struct StrOpts<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    expire: Option<ExpireArg<'a>>,
+}
+
+/// Parses SET's (`for_set`) or GETEX's options with Redis's exact acceptance rules: conflicting options
+/// are a syntax error, repeating one is not (the last expiry wins, unvalidated earlier ones included).
+fn parse_opts(args: &[Bytes], for_set: bool) -> Result<StrOpts<'_>, CmdError> {
+    let mut o = StrOpts::default();
+    let mut i = 0;
+    while i < args.len() {
+        let opt = &args[i][..];
+        if for_set && eq_ci(opt, "nx") && !o.xx {
+            o.nx = true;
+        } else if for_set && eq_ci(opt, "xx") && !o.nx {
+            o.xx = true;
+        } else if for_set && eq_ci(opt, "get") {
+            o.get = true;
+        } else if for_set && eq_ci(opt, "keepttl") && o.expire.is_none() {
+            o.keepttl = true;
+        } else if !for_set && eq_ci(opt, "persist") && o.expire.is_none() {
+            o.persist = true;
+        } else {
+            let kind = ExpireKind::parse(opt).ok_or(CmdError::Syntax)?;
+            let value = args.get(i + 1).ok_or(CmdError::Syntax)?;
+            if o.keepttl || o.persist || o.expire.is_some_and(|e| e.kind != kind) {
+                return Err(CmdError::Syntax);
+            }
+            o.expire = Some(ExpireArg {
+                kind,
+                value: &value[..],
+            });
+            i += 1;
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+// ===== GET / SET and friends =====
 
 /// Reads the string at `key`: None if absent, WRONGTYPE if not a string.
 pub fn op_get<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<Str<'a>>, CmdError> {
@@ -124,6 +366,73 @@ pub fn op_get<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<Str<'a>
         None => Ok(None),
         Some(e) => as_str(e.value()).map(Some),
     }
+}
+
+/// When SET writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    Always,
+    /// Only if the key does not exist (NX).
+    Nx,
+    /// Only if the key exists (XX).
+    Xx,
+}
+
+/// What SET does with the key's TTL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// Remove it (plain SET).
+    Clear,
+    /// Keep it (KEEPTTL).
+    Keep,
+    /// Expire at this unix ms.
+    At(i64),
+}
+
+/// How SET writes.
+#[derive(Clone, Copy, Debug)]
+pub struct SetHow {
+    pub cond: Cond,
+    pub ttl: Ttl,
+    /// Return the old value (SET GET, GETSET); the old value must then be a string.
+    pub get: bool,
+}
+
+/// What SET did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SetOutcome {
+    /// False when NX/XX stopped the write.
+    pub written: bool,
+    /// The previous value, when asked for.
+    pub old: Option<Bytes>,
+}
+
+/// SET in all its forms. With `get`, a non-string old value fails with WRONGTYPE before anything is
+/// written.
+pub fn op_set(
+    db: &mut Db,
+    key: &[u8],
+    value: Value,
+    how: SetHow,
+    now: i64,
+) -> Result<SetOutcome, CmdError> {
+    let old = match how.get {
+        true => op_get(db, key, now)?.map(Str::to_bytes),
+        false => None,
+    };
+    let written = match how.cond {
+        Cond::Always => true,
+        Cond::Nx => !db.contains(key, now),
+        Cond::Xx => db.contains(key, now),
+    };
+    if written {
+        match how.ttl {
+            Ttl::Clear => db.set(key, value, None, now),
+            Ttl::Keep => db.set_keep_ttl(key, value, now),
+            Ttl::At(at) => db.set(key, value, Some(at), now),
+        };
+    }
+    Ok(SetOutcome { written, old })
 }
 
 /// GET key → bulk string or null.
@@ -137,19 +446,167 @@ fn get(cx: &mut ShardCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// SET key value → OK. (Options are parsed by the full implementation.)
+/// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT unix-s | PXAT unix-ms | KEEPTTL]
+/// → OK, or null when NX/XX stopped it; with GET, the old value (or null) instead.
 fn set(cx: &mut ShardCtx<'_>) -> CmdResult {
     let mut a = cx.args();
     let key = a.next_bytes()?;
     let value = a.next_bytes()?;
-    a.finish()?;
+    let o = parse_opts(a.take_rest(), true)?;
     let now = cx.now;
-    cx.db().set(key, encode(value), None, now);
+    let ttl = match o.expire {
+        Some(e) => Ttl::At(e.deadline(now, "set")?),
+        None if o.keepttl => Ttl::Keep,
+        None => Ttl::Clear,
+    };
+    let cond = match (o.nx, o.xx) {
+        (true, _) => Cond::Nx,
+        (_, true) => Cond::Xx,
+        _ => Cond::Always,
+    };
+    let how = SetHow {
+        cond,
+        ttl,
+        get: o.get,
+    };
+    let r = op_set(cx.db(), key, encode(value), how, now)?;
+    match (o.get, r) {
+        (true, SetOutcome { old: Some(old), .. }) => cx.out.bulk(&old),
+        (true, _) | (false, SetOutcome { written: false, .. }) => cx.out.null(),
+        (false, _) => cx.out.ok(),
+    }
+    Ok(())
+}
+
+/// SETNX key value → 1 if set, 0 if the key existed.
+fn setnx(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (key, value, now) = (&cx.args[1], &cx.args[2], cx.now);
+    let how = SetHow {
+        cond: Cond::Nx,
+        ttl: Ttl::Clear,
+        get: false,
+    };
+    let r = op_set(cx.db(), key, encode(value), how, now)?;
+    cx.out.int(i64::from(r.written));
+    Ok(())
+}
+
+/// SETEX / PSETEX: key, time in `kind`'s unit, value → OK.
+fn set_with_expire(cx: &mut ShardCtx<'_>, kind: ExpireKind, name: &'static str) -> CmdResult {
+    let (key, value, now) = (&cx.args[1], &cx.args[3], cx.now);
+    let expire = ExpireArg {
+        kind,
+        value: &cx.args[2],
+    };
+    let how = SetHow {
+        cond: Cond::Always,
+        ttl: Ttl::At(expire.deadline(now, name)?),
+        get: false,
+    };
+    op_set(cx.db(), key, encode(value), how, now)?;
     cx.out.ok();
     Ok(())
 }
 
-// ----- MGET -----
+/// SETEX key seconds value → OK.
+fn setex(cx: &mut ShardCtx<'_>) -> CmdResult {
+    set_with_expire(cx, ExpireKind::Ex, "setex")
+}
+
+/// PSETEX key milliseconds value → OK.
+fn psetex(cx: &mut ShardCtx<'_>) -> CmdResult {
+    set_with_expire(cx, ExpireKind::Px, "psetex")
+}
+
+/// What GETEX does to the TTL.
+#[derive(Clone, Copy, Debug)]
+pub enum GetEx<'a> {
+    Keep,
+    Persist,
+    Expire(ExpireArg<'a>),
+}
+
+/// GETEX: the value (None if absent), after changing the TTL. The expire time is validated only once
+/// the key is known to hold a string, as Redis does; an absolute time already past deletes the key.
+pub fn op_getex(
+    db: &mut Db,
+    key: &[u8],
+    ttl: GetEx<'_>,
+    now: i64,
+) -> Result<Option<Bytes>, CmdError> {
+    let Some(value) = op_get(db, key, now)?.map(Str::to_bytes) else {
+        return Ok(None);
+    };
+    match ttl {
+        GetEx::Keep => {}
+        GetEx::Persist => {
+            db.set_expire(key, None, now);
+        }
+        GetEx::Expire(e) => {
+            let at = e.deadline(now, "getex")?;
+            if e.kind.absolute() && at <= now {
+                db.remove(key, now);
+            } else {
+                db.set_expire(key, Some(at), now);
+            }
+        }
+    }
+    Ok(Some(value))
+}
+
+/// GETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST] → bulk string or null.
+fn getex(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let mut a = cx.args();
+    let key = a.next_bytes()?;
+    let o = parse_opts(a.take_rest(), false)?;
+    let ttl = match (o.expire, o.persist) {
+        (Some(e), _) => GetEx::Expire(e),
+        (None, true) => GetEx::Persist,
+        (None, false) => GetEx::Keep,
+    };
+    let now = cx.now;
+    match op_getex(cx.db(), key, ttl, now)? {
+        Some(v) => cx.out.bulk(&v),
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+/// GETDEL: the value (None if absent), then deletes the key.
+pub fn op_getdel(db: &mut Db, key: &[u8], now: i64) -> Result<Option<Bytes>, CmdError> {
+    let value = op_get(db, key, now)?.map(Str::to_bytes);
+    if value.is_some() {
+        db.remove(key, now);
+    }
+    Ok(value)
+}
+
+/// GETDEL key → bulk string or null.
+fn getdel(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let now = cx.now;
+    match op_getdel(&mut cx.shard.dbs[cx.db], &cx.args[1], now)? {
+        Some(v) => cx.out.bulk(&v),
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+/// GETSET key value → the old value or null; the key loses its TTL.
+fn getset(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (key, value, now) = (&cx.args[1], &cx.args[2], cx.now);
+    let how = SetHow {
+        cond: Cond::Always,
+        ttl: Ttl::Clear,
+        get: true,
+    };
+    match op_set(cx.db(), key, encode(value), how, now)?.old {
+        Some(old) => cx.out.bulk(&old),
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+// ===== MGET / MSET / MSETNX =====
 
 /// Values of `keys` (None for missing or non-string keys, as MGET answers).
 pub fn op_mget(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Option<Bytes>> {
@@ -158,7 +615,30 @@ pub fn op_mget(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Option<Bytes>> {
         .collect()
 }
 
-/// MGET on one shard: replies straight from the shard.
+/// Sets every (key, value) in order; the keys lose their TTLs.
+pub fn op_mset(db: &mut Db, pairs: &[(Bytes, Bytes)], now: i64) {
+    for (k, v) in pairs {
+        db.set(k, encode(v), None, now);
+    }
+}
+
+/// True if any of the keys of `pairs` exists (MSETNX's check).
+pub fn op_any_exists(db: &mut Db, pairs: &[(Bytes, Bytes)], now: i64) -> bool {
+    pairs.iter().any(|(k, _)| db.contains(k, now))
+}
+
+/// MGET's reply.
+fn reply_values(out: &mut ReplyBuf, values: &[Option<Bytes>]) {
+    out.array(values.len());
+    for v in values {
+        match v {
+            Some(b) => out.bulk(b),
+            None => out.null(),
+        }
+    }
+}
+
+/// MGET key [key ...] on one shard: replies straight from the shard.
 fn mget(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
     let db = &mut cx.shard.dbs[cx.db];
@@ -176,43 +656,638 @@ fn mget(cx: &mut ShardCtx<'_>) -> CmdResult {
 fn mget_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let (db, now) = (cx.session.db, cx.now);
-        let keys = &cx.args[1..];
         let set = cx.shards().clone();
+        let keys = cx.args[1..].to_vec();
         let lock = set
             .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
             .await;
-        let parts = lock.shards().map(|shard| {
-            let (idx, ks): (Vec<usize>, Vec<Bytes>) = keys
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| set.shard_of_key(k) == shard)
-                .map(|(i, k)| (i, k.clone()))
-                .unzip();
-            let run = lock.run(shard, move |s| op_mget(&mut s.dbs[db], &ks, now));
-            async move { (idx, run.await) }
-        });
-        let parts = join_all(parts).await;
+        let parts = scatter(&lock, &set, db, now, &keys, |k| k, op_mget).await;
         lock.release();
-        let mut values = vec![None; keys.len()];
-        for (idx, vals) in parts {
-            for (i, v) in idx.into_iter().zip(vals) {
-                values[i] = v;
-            }
-        }
-        cx.out.array(values.len());
-        for v in values {
-            match v {
-                Some(b) => cx.out.bulk(&b),
-                None => cx.out.null(),
-            }
-        }
+        reply_values(cx.out, &in_order(keys.len(), parts));
         Ok(())
+    })
+}
+
+/// The (key, value) pairs of MSET/MSETNX, or the arity error Redis gives for an odd count.
+fn pairs(args: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
+    let rest = &args[1..];
+    if !rest.len().is_multiple_of(2) {
+        return Err(CmdError::WrongArity(name.into()));
+    }
+    Ok(rest
+        .chunks_exact(2)
+        .map(|kv| (kv[0].clone(), kv[1].clone()))
+        .collect())
+}
+
+fn pair_key(pair: &(Bytes, Bytes)) -> &Bytes {
+    &pair.0
+}
+
+/// MSET key value [key value ...] → OK.
+fn mset(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let pairs = pairs(cx.args, "mset")?;
+    let now = cx.now;
+    op_mset(cx.db(), &pairs, now);
+    cx.out.ok();
+    Ok(())
+}
+
+/// MSET across shards: exclusive locks on every key, then each shard sets its pairs.
+fn mset_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let pairs = pairs(cx.args, "mset")?;
+        let (db, now) = (cx.session.db, cx.now);
+        let set = cx.shards().clone();
+        let lock = set
+            .lock_keys(
+                db as u32,
+                pairs.iter().map(|(k, _)| (k.clone(), Mode::Exclusive)),
+            )
+            .await;
+        scatter(&lock, &set, db, now, &pairs, pair_key, op_mset).await;
+        lock.release();
+        cx.out.ok();
+        Ok(())
+    })
+}
+
+/// MSETNX key value [key value ...] → 1 if every key was set, 0 (setting nothing) if any existed.
+fn msetnx(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let pairs = pairs(cx.args, "msetnx")?;
+    let now = cx.now;
+    let db = cx.db();
+    let set = !op_any_exists(db, &pairs, now);
+    if set {
+        op_mset(db, &pairs, now);
+    }
+    cx.out.int(i64::from(set));
+    Ok(())
+}
+
+/// MSETNX across shards: exclusive locks on every key are held from the existence check through the
+/// writes, so no other client can create one of the keys in between.
+fn msetnx_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let pairs = pairs(cx.args, "msetnx")?;
+        let (db, now) = (cx.session.db, cx.now);
+        let set = cx.shards().clone();
+        let lock = set
+            .lock_keys(
+                db as u32,
+                pairs.iter().map(|(k, _)| (k.clone(), Mode::Exclusive)),
+            )
+            .await;
+        let exists = scatter(&lock, &set, db, now, &pairs, pair_key, op_any_exists).await;
+        let write = !exists.iter().any(|(_, found)| *found);
+        if write {
+            scatter(&lock, &set, db, now, &pairs, pair_key, op_mset).await;
+        }
+        lock.release();
+        cx.out.int(i64::from(write));
+        Ok(())
+    })
+}
+
+/// Runs `op` on every shard `lock` spans, each with its share of `items` (in their original order),
+/// concurrently. Returns each shard's result with the indices in `items` of the items it got.
+async fn scatter<I, T>(
+    lock: &MultiLock,
+    set: &ShardSet,
+    db: usize,
+    now: i64,
+    items: &[I],
+    key: fn(&I) -> &Bytes,
+    op: fn(&mut Db, &[I], i64) -> T,
+) -> Vec<(Vec<usize>, T)>
+where
+    I: Clone + Send + 'static,
+    T: Send + 'static,
+{
+    let parts = lock.shards().map(|shard| {
+        let (idx, mine): (Vec<usize>, Vec<I>) = items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| set.shard_of_key(key(item)) == shard)
+            .map(|(i, item)| (i, item.clone()))
+            .unzip();
+        let run = lock.run(shard, move |s| op(&mut s.dbs[db], &mine, now));
+        async move { (idx, run.await) }
+    });
+    join_all(parts).await
+}
+
+/// Merges per-shard per-item results from [`scatter`] back into item order.
+fn in_order<T>(n: usize, parts: Vec<(Vec<usize>, Vec<T>)>) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
+    for (idx, values) in parts {
+        for (i, v) in idx.into_iter().zip(values) {
+            slots[i] = Some(v);
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
+// ===== APPEND / STRLEN / SETRANGE / GETRANGE =====
+
+/// APPEND: the new length. A new key gets the value encoded as SET would; an existing string becomes
+/// raw and grows in place.
+pub fn op_append(db: &mut Db, key: &[u8], tail: &Bytes, now: i64) -> Result<usize, CmdError> {
+    let Some(e) = db.get_mut(key, now) else {
+        db.set(key, encode(tail), None, now);
+        return Ok(tail.len());
+    };
+    if let Some(Object::Str(s)) = e.object_mut() {
+        check_len(s.len(), tail.len())?;
+        s.extend_from_slice(tail);
+        return Ok(s.len());
+    }
+    let cur = as_str(e.value())?;
+    check_len(cur.len(), tail.len())?;
+    let mut s = cur.as_bytes().into_owned();
+    s.extend_from_slice(tail);
+    let len = s.len();
+    db.replace_value(key, raw(s));
+    Ok(len)
+}
+
+/// APPEND key value → the new length.
+fn append(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let now = cx.now;
+    let n = op_append(&mut cx.shard.dbs[cx.db], &cx.args[1], &cx.args[2], now)?;
+    cx.out.int(n as i64);
+    Ok(())
+}
+
+/// STRLEN: the length of the string (0 if absent).
+pub fn op_strlen(db: &mut Db, key: &[u8], now: i64) -> Result<usize, CmdError> {
+    Ok(op_get(db, key, now)?.map_or(0, Str::len))
+}
+
+/// STRLEN key → integer.
+fn strlen(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let now = cx.now;
+    let n = op_strlen(&mut cx.shard.dbs[cx.db], &cx.args[1], now)?;
+    cx.out.int(n as i64);
+    Ok(())
+}
+
+/// Writes `value` at `offset` of `s`, zero-padding as needed.
+fn write_at(s: &mut Vec<u8>, offset: usize, value: &[u8]) {
+    let end = offset + value.len();
+    if s.len() < end {
+        s.resize(end, 0);
+    }
+    s[offset..end].copy_from_slice(value);
+}
+
+/// SETRANGE: the new length. Writing nothing changes nothing (and creates no key); the result is a raw
+/// string modified in place.
+pub fn op_setrange(
+    db: &mut Db,
+    key: &[u8],
+    offset: usize,
+    value: &[u8],
+    now: i64,
+) -> Result<usize, CmdError> {
+    let Some(e) = db.get_mut(key, now) else {
+        if value.is_empty() {
+            return Ok(0);
+        }
+        check_len(offset, value.len())?;
+        let mut s = Vec::new();
+        write_at(&mut s, offset, value);
+        let len = s.len();
+        db.set(key, raw(s), None, now);
+        return Ok(len);
+    };
+    if let Some(Object::Str(s)) = e.object_mut() {
+        if !value.is_empty() {
+            check_len(offset, value.len())?;
+            write_at(s, offset, value);
+        }
+        return Ok(s.len());
+    }
+    let cur = as_str(e.value())?;
+    if value.is_empty() {
+        return Ok(cur.len());
+    }
+    check_len(offset, value.len())?;
+    let mut s = cur.as_bytes().into_owned();
+    write_at(&mut s, offset, value);
+    let len = s.len();
+    db.replace_value(key, raw(s));
+    Ok(len)
+}
+
+/// SETRANGE key offset value → the new length.
+fn setrange(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let mut a = cx.args();
+    let key = a.next_bytes()?;
+    let offset = a.next_i64()?;
+    let value = a.next_bytes()?;
+    let offset =
+        usize::try_from(offset).map_err(|_| CmdError::msg("ERR offset is out of range"))?;
+    let now = cx.now;
+    let n = op_setrange(cx.db(), key, offset, value, now)?;
+    cx.out.int(n as i64);
+    Ok(())
+}
+
+/// The byte range GETRANGE answers for `start..=end` (negative counts from the end) of a `len`-byte
+/// string, clamped as Redis clamps it; None for an empty answer.
+pub fn clamp_range(len: usize, start: i64, end: i64) -> Option<std::ops::Range<usize>> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    // len ≤ MAX_STRING_LEN, so adding a negative index cannot overflow.
+    let len = len as i64;
+    let start = if start < 0 { len + start } else { start }.max(0);
+    let end = if end < 0 { len + end } else { end }.max(0).min(len - 1);
+    (len > 0 && start <= end).then(|| start as usize..end as usize + 1)
+}
+
+/// GETRANGE: the bytes of the string in `start..=end` (empty if the key is absent).
+pub fn op_getrange<'a>(
+    db: &'a mut Db,
+    key: &[u8],
+    start: i64,
+    end: i64,
+    now: i64,
+) -> Result<Cow<'a, [u8]>, CmdError> {
+    let Some(s) = op_get(db, key, now)? else {
+        return Ok(Cow::Borrowed(&[]));
+    };
+    Ok(match (clamp_range(s.len(), start, end), s.as_bytes()) {
+        (None, _) => Cow::Borrowed(&[]),
+        (Some(r), Cow::Borrowed(b)) => Cow::Borrowed(&b[r]),
+        (Some(r), Cow::Owned(b)) => Cow::Owned(b[r].to_vec()),
+    })
+}
+
+/// GETRANGE key start end (and SUBSTR) → bulk string.
+fn getrange(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let mut a = cx.args();
+    let key = a.next_bytes()?;
+    let start = a.next_i64()?;
+    let end = a.next_i64()?;
+    let now = cx.now;
+    let bytes = op_getrange(&mut cx.shard.dbs[cx.db], key, start, end, now)?;
+    cx.out.bulk(&bytes);
+    Ok(())
+}
+
+// ===== INCR / DECR / INCRBY / DECRBY / INCRBYFLOAT =====
+
+/// Adds `by` to the integer at `key` (0 if absent) and returns the result, int-encoded, keeping the TTL.
+pub fn op_incr_by(db: &mut Db, key: &[u8], by: i64, now: i64) -> Result<i64, CmdError> {
+    let Some(e) = db.get_mut(key, now) else {
+        db.set(key, Value::Int(by), None, now);
+        return Ok(by);
+    };
+    let cur = match as_str(e.value())? {
+        Str::Int(i) => i,
+        Str::Bytes(b) => parse_i64(b).ok_or(CmdError::NotInteger)?,
+    };
+    let new = cur.checked_add(by).ok_or(CmdError::Overflow)?;
+    if !e.set_int(new) {
+        db.replace_value(key, Value::Int(new));
+    }
+    Ok(new)
+}
+
+fn incr_by(cx: &mut ShardCtx<'_>, by: i64) -> CmdResult {
+    let now = cx.now;
+    let v = op_incr_by(&mut cx.shard.dbs[cx.db], &cx.args[1], by, now)?;
+    cx.out.int(v);
+    Ok(())
+}
+
+/// INCR key → the new value.
+fn incr(cx: &mut ShardCtx<'_>) -> CmdResult {
+    incr_by(cx, 1)
+}
+
+/// DECR key → the new value.
+fn decr(cx: &mut ShardCtx<'_>) -> CmdResult {
+    incr_by(cx, -1)
+}
+
+/// INCRBY key increment → the new value.
+fn incrby(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let by = Args::new(cx.args, 2).next_i64()?;
+    incr_by(cx, by)
+}
+
+/// DECRBY key decrement → the new value.
+fn decrby(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let by = Args::new(cx.args, 2).next_i64()?;
+    let by = by
+        .checked_neg()
+        .ok_or(CmdError::msg("ERR decrement would overflow"))?;
+    incr_by(cx, by)
+}
+
+/// Adds the float `by` to the number at `key` (0 if absent) and returns the result as INCRBYFLOAT
+/// formats it; the result is stored as a string, keeping the TTL. The stored value is checked before
+/// the increment, as Redis does (both fail with `ERR value is not a valid float`).
+pub fn op_incr_by_float(db: &mut Db, key: &[u8], by: &[u8], now: i64) -> Result<Bytes, CmdError> {
+    let cur = match db.get_mut(key, now) {
+        None => None,
+        Some(e) => Some(match as_str(e.value())? {
+            Str::Int(i) => Num::Int(i),
+            Str::Bytes(b) => Num::parse(b).ok_or(CmdError::NotFloat)?,
+        }),
+    };
+    let inc = Num::parse(by).ok_or(CmdError::NotFloat)?;
+    let text = cur
+        .unwrap_or(Num::Int(0))
+        .add(inc)
+        .ok_or(CmdError::msg("ERR increment would produce NaN or Infinity"))?;
+    let value = Value::Str(text.clone());
+    if cur.is_some() {
+        db.replace_value(key, value);
+    } else {
+        db.set(key, value, None, now);
+    }
+    Ok(text)
+}
+
+/// An INCRBYFLOAT operand. Redis adds in `long double`, which holds every 64-bit integer exactly; sums of
+/// two integers are therefore done exactly here too, and everything else in f64.
+#[derive(Clone, Copy)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    fn parse(b: &[u8]) -> Option<Num> {
+        match parse_i64(b) {
+            Some(i) => Some(Num::Int(i)),
+            None => parse_f64(b).map(Num::Float),
+        }
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+
+    /// The sum as INCRBYFLOAT prints it, or None if it is not finite.
+    fn add(self, other: Num) -> Option<Bytes> {
+        if let (Num::Int(a), Num::Int(b)) = (self, other) {
+            return Some(Bytes::from((i128::from(a) + i128::from(b)).to_string()));
+        }
+        let sum = self.as_f64() + other.as_f64();
+        sum.is_finite().then(|| Bytes::from(format_human_f64(sum)))
+    }
+}
+
+/// INCRBYFLOAT key increment → the new value as a bulk string.
+fn incrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let now = cx.now;
+    let v = op_incr_by_float(&mut cx.shard.dbs[cx.db], &cx.args[1], &cx.args[2], now)?;
+    cx.out.bulk(&v);
+    Ok(())
+}
+
+// ===== LCS =====
+
+/// LCS reads both keys before looking at its options, so a non-string key is reported first.
+fn lcs_operand(db: &mut Db, key: &[u8], now: i64) -> Result<Bytes, CmdError> {
+    match op_get(db, key, now) {
+        Ok(v) => Ok(v.map(Str::to_bytes).unwrap_or_default()),
+        Err(_) => Err(CmdError::msg(
+            "ERR The specified keys must contain string values",
+        )),
+    }
+}
+
+/// The LCS operands of `keys` (missing keys read as empty strings).
+pub fn op_lcs_operands(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Result<Bytes, CmdError>> {
+    keys.iter().map(|k| lcs_operand(db, k, now)).collect()
+}
+
+/// One common run of an LCS: `a[a_start..=a_end]` equals `b[b_start..=b_end]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LcsMatch {
+    pub a_start: usize,
+    pub a_end: usize,
+    pub b_start: usize,
+    pub b_end: usize,
+}
+
+impl LcsMatch {
+    /// Length of the run.
+    pub fn match_len(&self) -> usize {
+        self.a_end - self.a_start + 1
+    }
+}
+
+/// The longest common subsequence of two strings.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Lcs {
+    pub len: usize,
+    /// The subsequence itself.
+    pub text: Vec<u8>,
+    /// Its runs, from the end of the strings backwards (Redis's order).
+    pub matches: Vec<LcsMatch>,
+}
+
+/// Computes the LCS of `a` and `b` with Redis's dynamic programme and backtracking, so that among
+/// several longest subsequences the same one is found. The table is bounded like Redis bounds it.
+pub fn lcs_of(a: &[u8], b: &[u8]) -> Result<Lcs, CmdError> {
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u64 + 1).saturating_mul(blen as u64 + 1);
+    if cells.saturating_mul(4) > MAX_STRING_LEN as u64 {
+        return Err(CmdError::msg(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let cells = cells as usize;
+    let mut t: Vec<u32> = Vec::new();
+    t.try_reserve_exact(cells).map_err(|_| {
+        CmdError::msg("ERR Insufficient memory, failed allocating transient memory for LCS")
+    })?;
+    t.resize(cells, 0);
+    let w = blen + 1;
+    for i in 1..=alen {
+        for j in 1..=blen {
+            t[i * w + j] = if a[i - 1] == b[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    let len = t[alen * w + blen] as usize;
+    let mut text = vec![0; len];
+    let mut matches = Vec::new();
+    let mut run: Option<LcsMatch> = None;
+    let (mut i, mut j, mut k) = (alen, blen, len);
+    while i > 0 && j > 0 {
+        let emit;
+        if a[i - 1] == b[j - 1] {
+            text[k - 1] = a[i - 1];
+            // After a match the walk steps diagonally, so a following match always extends the run.
+            let r = run.get_or_insert(LcsMatch {
+                a_start: i,
+                a_end: i - 1,
+                b_start: j,
+                b_end: j - 1,
+            });
+            r.a_start -= 1;
+            r.b_start -= 1;
+            emit = r.a_start == 0 || r.b_start == 0;
+            i -= 1;
+            j -= 1;
+            k -= 1;
+        } else {
+            if t[(i - 1) * w + j] > t[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit = run.is_some();
+        }
+        if emit {
+            matches.extend(run.take());
+        }
+    }
+    Ok(Lcs { len, text, matches })
+}
+
+/// LCS options.
+#[derive(Default)]
+struct LcsOpts {
+    len: bool,
+    idx: bool,
+    min_match_len: usize,
+    with_match_len: bool,
+}
+
+fn parse_lcs_opts(args: &[Bytes]) -> Result<LcsOpts, CmdError> {
+    let mut o = LcsOpts::default();
+    let mut a = Args::new(args, 3);
+    while let Some(opt) = a.peek() {
+        if a.eat("idx") {
+            o.idx = true;
+        } else if a.eat("len") {
+            o.len = true;
+        } else if a.eat("withmatchlen") {
+            o.with_match_len = true;
+        } else if eq_ci(opt, "minmatchlen") && a.remaining() > 1 {
+            a.next_bytes()?;
+            o.min_match_len = usize::try_from(a.next_i64()?).unwrap_or(0);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if o.len && o.idx {
+        return Err(CmdError::msg(
+            "ERR If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    Ok(o)
+}
+
+/// Parses LCS's options from `args`, computes the LCS of `a` and `b` and writes the reply: the string,
+/// its length (LEN), or a map of `matches` and `len` (IDX).
+fn lcs_reply(a: &[u8], b: &[u8], args: &[Bytes], out: &mut ReplyBuf) -> CmdResult {
+    let o = parse_lcs_opts(args)?;
+    let lcs = lcs_of(a, b)?;
+    if o.idx {
+        let shown: Vec<&LcsMatch> = lcs
+            .matches
+            .iter()
+            .filter(|m| m.match_len() >= o.min_match_len)
+            .collect();
+        out.map(2);
+        out.bulk(b"matches");
+        out.array(shown.len());
+        for m in shown {
+            out.array(2 + usize::from(o.with_match_len));
+            out.array(2);
+            out.int(m.a_start as i64);
+            out.int(m.a_end as i64);
+            out.array(2);
+            out.int(m.b_start as i64);
+            out.int(m.b_end as i64);
+            if o.with_match_len {
+                out.int(m.match_len() as i64);
+            }
+        }
+        out.bulk(b"len");
+        out.int(lcs.len as i64);
+    } else if o.len {
+        out.int(lcs.len as i64);
+    } else {
+        out.bulk(&lcs.text);
+    }
+    Ok(())
+}
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN] with both keys on one shard.
+fn lcs(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let a = lcs_operand(db, &cx.args[1], now)?;
+    let b = lcs_operand(db, &cx.args[2], now)?;
+    lcs_reply(&a, &b, cx.args, cx.out)
+}
+
+/// LCS with the keys on two shards: both values are read under shared locks, then the LCS is computed
+/// here, on the connection's thread.
+fn lcs_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let (db, now) = (cx.session.db, cx.now);
+        let set = cx.shards().clone();
+        let keys = cx.args[1..3].to_vec();
+        let lock = set
+            .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
+            .await;
+        let parts = scatter(&lock, &set, db, now, &keys, |k| k, op_lcs_operands).await;
+        lock.release();
+        let mut operands = in_order(keys.len(), parts).into_iter();
+        let (Some(a), Some(b)) = (operands.next(), operands.next()) else {
+            return Err(CmdError::msg(
+                "ERR internal error: an LCS operand was not read",
+            ));
+        };
+        lcs_reply(&a?, &b?, cx.args, cx.out)
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::{run, shard};
+    use super::*;
+    use crate::testing::{run, run_at, shard};
+    use strata_shard::Shard;
+
+    const T0: i64 = 1_700_000_000_000;
+
+    /// Runs at the fixed time T0 + `dt` ms.
+    fn at(s: &mut Shard, dt: i64, cmd: &[&str]) -> String {
+        run_at(s, 0, T0 + dt, cmd)
+    }
+
+    fn expire_of(s: &mut Shard, key: &str, dt: i64) -> Option<i64> {
+        s.dbs[0]
+            .peek(key.as_bytes(), T0 + dt)
+            .and_then(|e| e.expire())
+    }
+
+    fn encoding(s: &mut Shard, key: &str) -> &'static str {
+        match s.dbs[0].peek(key.as_bytes(), T0).map(|e| e.value()) {
+            Some(ValueRef::Int(_)) => "int",
+            Some(ValueRef::Inline(_)) => "embstr",
+            Some(ValueRef::Obj(_)) => "raw",
+            None => "none",
+        }
+    }
 
     #[test]
     fn get_set_mget() {
@@ -226,5 +1301,518 @@ mod tests {
             run(&mut s, &["get"]),
             "-ERR wrong number of arguments for 'get' command"
         );
+    }
+
+    #[test]
+    fn set_chooses_redis_encodings() {
+        let mut s = shard();
+        let long = "x".repeat(45);
+        for (v, enc) in [
+            ("12", "int"),
+            ("-9223372036854775808", "int"),
+            ("012", "embstr"),
+            ("9223372036854775808", "embstr"),
+            (&"y".repeat(44), "embstr"),
+            (&long, "raw"),
+        ] {
+            at(&mut s, 0, &["set", "k", v]);
+            assert_eq!(encoding(&mut s, "k"), enc, "{v}");
+            assert_eq!(at(&mut s, 0, &["get", "k"]), format!("${}:{v}", v.len()));
+        }
+    }
+
+    #[test]
+    fn set_nx_xx_get() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["set", "k", "1", "xx"]), "$-1");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$-1");
+        assert_eq!(at(&mut s, 0, &["set", "k", "1", "nx"]), "+OK");
+        assert_eq!(at(&mut s, 0, &["set", "k", "2", "NX"]), "$-1");
+        assert_eq!(at(&mut s, 0, &["set", "k", "3", "Xx"]), "+OK");
+        assert_eq!(at(&mut s, 0, &["set", "k", "4", "get"]), "$1:3");
+        assert_eq!(at(&mut s, 0, &["set", "k", "5", "nx", "get"]), "$1:4");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$1:4");
+        assert_eq!(at(&mut s, 0, &["set", "new", "v", "nx", "get"]), "$-1");
+        assert_eq!(at(&mut s, 0, &["get", "new"]), "$1:v");
+        assert_eq!(at(&mut s, 0, &["set", "none", "v", "xx", "get"]), "$-1");
+        assert_eq!(at(&mut s, 0, &["get", "none"]), "$-1");
+        // Repeating an option is allowed, as in Redis.
+        assert_eq!(at(&mut s, 0, &["set", "k", "6", "nx", "nx"]), "$-1");
+        assert_eq!(at(&mut s, 0, &["set", "k", "7", "get", "get"]), "$1:4");
+    }
+
+    #[test]
+    fn set_syntax_errors() {
+        let mut s = shard();
+        let syntax = "-ERR syntax error";
+        for bad in [
+            &["set", "k", "v", "nx", "xx"][..],
+            &["set", "k", "v", "xx", "nx"],
+            &["set", "k", "v", "ex"],
+            &["set", "k", "v", "ex", "10", "px", "10"],
+            &["set", "k", "v", "px", "10", "ex", "10"],
+            &["set", "k", "v", "exat", "10", "pxat", "10"],
+            &["set", "k", "v", "ex", "10", "keepttl"],
+            &["set", "k", "v", "keepttl", "ex", "10"],
+            &["set", "k", "v", "persist"],
+            &["set", "k", "v", "foo"],
+            &["set", "k", "v", "nxx"],
+            &["set", "k", "v", "10"],
+        ] {
+            assert_eq!(at(&mut s, 0, bad), syntax, "{bad:?}");
+        }
+        assert_eq!(
+            at(&mut s, 0, &["set", "k"]),
+            "-ERR wrong number of arguments for 'set' command"
+        );
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$-1");
+    }
+
+    #[test]
+    fn set_expiry_options() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["set", "k", "v", "ex", "10"]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 10_000));
+        assert_eq!(at(&mut s, 0, &["set", "k", "v", "px", "1500"]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 1500));
+        let exat = ((T0 + 60_000) / 1000).to_string();
+        assert_eq!(at(&mut s, 0, &["set", "k", "v", "exat", &exat]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 60_000));
+        let pxat = (T0 + 70_001).to_string();
+        assert_eq!(at(&mut s, 0, &["set", "k", "v", "PXAT", &pxat]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 70_001));
+        // KEEPTTL keeps it, a plain SET clears it.
+        assert_eq!(at(&mut s, 0, &["set", "k", "w", "keepttl"]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 70_001));
+        assert_eq!(at(&mut s, 0, &["set", "k", "w"]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), None);
+        // The last expiry wins; an earlier one is never validated (as in Redis).
+        assert_eq!(
+            at(&mut s, 0, &["set", "k", "v", "ex", "abc", "ex", "5"]),
+            "+OK"
+        );
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 5000));
+        // The key expires on time.
+        assert_eq!(at(&mut s, 4999, &["get", "k"]), "$1:v");
+        assert_eq!(at(&mut s, 5000, &["get", "k"]), "$-1");
+        // An absolute time in the past stores a key that is already gone.
+        assert_eq!(at(&mut s, 0, &["set", "k", "v", "pxat", "1"]), "+OK");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$-1");
+    }
+
+    #[test]
+    fn set_invalid_expire_times() {
+        let mut s = shard();
+        let invalid = "-ERR invalid expire time in 'set' command";
+        for bad in [
+            &["set", "k", "v", "ex", "0"][..],
+            &["set", "k", "v", "ex", "-1"],
+            &["set", "k", "v", "px", "0"],
+            &["set", "k", "v", "exat", "0"],
+            &["set", "k", "v", "pxat", "-5"],
+            &["set", "k", "v", "ex", "9223372036854776"],
+            &["set", "k", "v", "exat", "9223372036854776"],
+            &["set", "k", "v", "px", "9223372036854775807"],
+        ] {
+            assert_eq!(at(&mut s, 0, bad), invalid, "{bad:?}");
+        }
+        assert_eq!(
+            at(&mut s, 0, &["set", "k", "v", "ex", "1.5"]),
+            "-ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            at(&mut s, 0, &["set", "k", "v", "exat", "9223372036854775"]),
+            "+OK"
+        );
+        assert_eq!(
+            at(&mut s, 0, &["set", "k", "v", "pxat", "9223372036854775807"]),
+            "+OK"
+        );
+        assert_eq!(expire_of(&mut s, "k", 0), Some(i64::MAX));
+        assert_eq!(
+            at(&mut s, 0, &["setex", "k", "0", "v"]),
+            "-ERR invalid expire time in 'setex' command"
+        );
+        assert_eq!(
+            at(&mut s, 0, &["psetex", "k", "-1", "v"]),
+            "-ERR invalid expire time in 'psetex' command"
+        );
+        assert_eq!(
+            at(&mut s, 0, &["setex", "k", "x", "v"]),
+            "-ERR value is not an integer or out of range"
+        );
+    }
+
+    #[test]
+    fn setnx_setex_psetex_getset() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["setnx", "k", "a"]), ":1");
+        assert_eq!(at(&mut s, 0, &["setnx", "k", "b"]), ":0");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$1:a");
+        assert_eq!(at(&mut s, 0, &["setex", "k", "10", "b"]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 10_000));
+        assert_eq!(at(&mut s, 0, &["psetex", "k", "250", "c"]), "+OK");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 250));
+        assert_eq!(at(&mut s, 0, &["getset", "k", "d"]), "$1:c");
+        assert_eq!(expire_of(&mut s, "k", 0), None);
+        assert_eq!(at(&mut s, 0, &["getset", "new", "1"]), "$-1");
+        assert_eq!(encoding(&mut s, "new"), "int");
+        assert_eq!(at(&mut s, 300, &["get", "k"]), "$1:d");
+    }
+
+    #[test]
+    fn getex_options() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["getex", "k"]), "$-1");
+        // A missing key answers nil before the expire time is looked at.
+        assert_eq!(at(&mut s, 0, &["getex", "k", "ex", "-1"]), "$-1");
+        at(&mut s, 0, &["set", "k", "v"]);
+        assert_eq!(at(&mut s, 0, &["getex", "k", "ex", "10"]), "$1:v");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 10_000));
+        assert_eq!(at(&mut s, 0, &["getex", "k", "px", "20"]), "$1:v");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 20));
+        let exat = ((T0 + 30_000) / 1000).to_string();
+        assert_eq!(at(&mut s, 0, &["getex", "k", "exat", &exat]), "$1:v");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 30_000));
+        assert_eq!(at(&mut s, 0, &["getex", "k"]), "$1:v");
+        assert_eq!(expire_of(&mut s, "k", 0), Some(T0 + 30_000));
+        assert_eq!(at(&mut s, 0, &["getex", "k", "persist"]), "$1:v");
+        assert_eq!(expire_of(&mut s, "k", 0), None);
+        assert_eq!(at(&mut s, 0, &["getex", "k", "persist", "persist"]), "$1:v");
+        // An absolute time already past deletes the key after answering.
+        let past = (T0 - 1).to_string();
+        assert_eq!(at(&mut s, 0, &["getex", "k", "pxat", &past]), "$1:v");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$-1");
+        at(&mut s, 0, &["set", "k", "v"]);
+        for (bad, err) in [
+            (
+                &["getex", "k", "ex", "0"][..],
+                "-ERR invalid expire time in 'getex' command",
+            ),
+            (
+                &["getex", "k", "ex", "x"],
+                "-ERR value is not an integer or out of range",
+            ),
+            (&["getex", "k", "ex", "10", "persist"], "-ERR syntax error"),
+            (&["getex", "k", "persist", "px", "10"], "-ERR syntax error"),
+            (&["getex", "k", "ex", "10", "px", "10"], "-ERR syntax error"),
+            (&["getex", "k", "keepttl"], "-ERR syntax error"),
+            (&["getex", "k", "nx"], "-ERR syntax error"),
+            (&["getex", "k", "get"], "-ERR syntax error"),
+            (&["getex", "k", "ex"], "-ERR syntax error"),
+        ] {
+            assert_eq!(at(&mut s, 0, bad), err, "{bad:?}");
+        }
+        assert_eq!(expire_of(&mut s, "k", 0), None);
+    }
+
+    #[test]
+    fn getdel() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["getdel", "k"]), "$-1");
+        at(&mut s, 0, &["set", "k", "7"]);
+        assert_eq!(at(&mut s, 0, &["getdel", "k"]), "$1:7");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$-1");
+        assert!(s.dbs[0].is_empty());
+    }
+
+    #[test]
+    fn mset_msetnx_on_one_shard() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["set", "a", "x", "ex", "10"]), "+OK");
+        assert_eq!(
+            at(&mut s, 0, &["mset", "a", "1", "b", "2", "a", "3"]),
+            "+OK"
+        );
+        assert_eq!(at(&mut s, 0, &["mget", "a", "b"]), "*2[$1:3,$1:2]");
+        assert_eq!(expire_of(&mut s, "a", 0), None);
+        assert_eq!(
+            at(&mut s, 0, &["mset", "a", "1", "b"]),
+            "-ERR wrong number of arguments for 'mset' command"
+        );
+        assert_eq!(at(&mut s, 0, &["msetnx", "c", "1", "a", "9"]), ":0");
+        assert_eq!(at(&mut s, 0, &["mget", "a", "c"]), "*2[$1:3,$-1]");
+        assert_eq!(at(&mut s, 0, &["msetnx", "c", "1", "d", "2"]), ":1");
+        assert_eq!(at(&mut s, 0, &["mget", "c", "d"]), "*2[$1:1,$1:2]");
+        assert_eq!(
+            at(&mut s, 0, &["msetnx", "e", "1", "f"]),
+            "-ERR wrong number of arguments for 'msetnx' command"
+        );
+        // An expired key does not count as existing.
+        at(&mut s, 0, &["set", "g", "v", "px", "5"]);
+        assert_eq!(at(&mut s, 5, &["msetnx", "g", "w"]), ":1");
+    }
+
+    #[test]
+    fn append_and_strlen() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["strlen", "k"]), ":0");
+        assert_eq!(at(&mut s, 0, &["append", "k", "12"]), ":2");
+        assert_eq!(encoding(&mut s, "k"), "int");
+        assert_eq!(at(&mut s, 0, &["append", "k", ""]), ":2");
+        assert_eq!(encoding(&mut s, "k"), "raw");
+        assert_eq!(at(&mut s, 0, &["append", "k", "34"]), ":4");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$4:1234");
+        assert_eq!(at(&mut s, 0, &["strlen", "k"]), ":4");
+        at(&mut s, 0, &["set", "n", "-100"]);
+        assert_eq!(at(&mut s, 0, &["strlen", "n"]), ":4");
+        at(&mut s, 0, &["set", "e", "hello", "ex", "10"]);
+        assert_eq!(at(&mut s, 0, &["append", "e", " world"]), ":11");
+        assert_eq!(encoding(&mut s, "e"), "raw");
+        assert_eq!(expire_of(&mut s, "e", 0), Some(T0 + 10_000));
+        assert_eq!(at(&mut s, 0, &["get", "e"]), "$11:hello world");
+        assert_eq!(at(&mut s, 0, &["append", "new", "hello"]), ":5");
+        assert_eq!(encoding(&mut s, "new"), "embstr");
+    }
+
+    #[test]
+    fn incr_family() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["incr", "n"]), ":1");
+        assert_eq!(at(&mut s, 0, &["incrby", "n", "10"]), ":11");
+        assert_eq!(at(&mut s, 0, &["decr", "n"]), ":10");
+        assert_eq!(at(&mut s, 0, &["decrby", "n", "-5"]), ":15");
+        assert_eq!(encoding(&mut s, "n"), "int");
+        at(&mut s, 0, &["set", "t", "5", "ex", "10"]);
+        assert_eq!(at(&mut s, 0, &["incr", "t"]), ":6");
+        assert_eq!(expire_of(&mut s, "t", 0), Some(T0 + 10_000));
+        at(&mut s, 0, &["append", "r", "4"]);
+        at(&mut s, 0, &["append", "r", "1"]);
+        assert_eq!(encoding(&mut s, "r"), "raw");
+        assert_eq!(at(&mut s, 0, &["incr", "r"]), ":42");
+        assert_eq!(encoding(&mut s, "r"), "int");
+        at(&mut s, 0, &["set", "max", "9223372036854775807"]);
+        let overflow = "-ERR increment or decrement would overflow";
+        assert_eq!(at(&mut s, 0, &["incr", "max"]), overflow);
+        assert_eq!(at(&mut s, 0, &["decrby", "max", "-1"]), overflow);
+        at(&mut s, 0, &["set", "min", "-9223372036854775808"]);
+        assert_eq!(at(&mut s, 0, &["decr", "min"]), overflow);
+        assert_eq!(
+            at(&mut s, 0, &["decrby", "n", "-9223372036854775808"]),
+            "-ERR decrement would overflow"
+        );
+        assert_eq!(
+            at(&mut s, 0, &["incrby", "n", "-9223372036854775808"]),
+            ":-9223372036854775793"
+        );
+        let not_int = "-ERR value is not an integer or out of range";
+        for v in ["abc", " 1", "1 ", "01", "+1", "1.0", ""] {
+            at(&mut s, 0, &["set", "bad", v]);
+            assert_eq!(at(&mut s, 0, &["incr", "bad"]), not_int, "{v:?}");
+        }
+        assert_eq!(at(&mut s, 0, &["incrby", "n", "x"]), not_int);
+        assert_eq!(
+            at(&mut s, 0, &["incrby", "n", "9223372036854775808"]),
+            not_int
+        );
+    }
+
+    #[test]
+    fn incrbyfloat() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "f", "10.5"]), "$4:10.5");
+        assert_eq!(encoding(&mut s, "f"), "embstr");
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "f", "0.1"]), "$4:10.6");
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "f", "-10.6"]), "$1:0");
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "f", "5.0e3"]), "$4:5000");
+        at(&mut s, 0, &["set", "i", "9223372036854775807"]);
+        assert_eq!(
+            at(&mut s, 0, &["incrbyfloat", "i", "1"]),
+            "$19:9223372036854775808"
+        );
+        at(&mut s, 0, &["set", "t", "1", "px", "100"]);
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "t", "1.5"]), "$3:2.5");
+        assert_eq!(expire_of(&mut s, "t", 0), Some(T0 + 100));
+        let not_float = "-ERR value is not a valid float";
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "f", "x"]), not_float);
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "f", "nan"]), not_float);
+        at(&mut s, 0, &["set", "bad", "1x"]);
+        assert_eq!(at(&mut s, 0, &["incrbyfloat", "bad", "1"]), not_float);
+        assert_eq!(
+            at(&mut s, 0, &["incrbyfloat", "f", "inf"]),
+            "-ERR increment would produce NaN or Infinity"
+        );
+        assert_eq!(at(&mut s, 0, &["get", "f"]), "$4:5000");
+    }
+
+    #[test]
+    fn getrange_and_substr() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["getrange", "k", "0", "-1"]), "$0:");
+        at(&mut s, 0, &["set", "k", "This is a string"]);
+        for (start, end, want) in [
+            ("0", "3", "This"),
+            ("-3", "-1", "ing"),
+            ("0", "-1", "This is a string"),
+            ("10", "100", "string"),
+            ("5", "3", ""),
+            ("-1", "-5", ""),
+            ("-100", "2", "Thi"),
+            ("100", "200", ""),
+            (
+                "-9223372036854775808",
+                "9223372036854775807",
+                "This is a string",
+            ),
+        ] {
+            assert_eq!(
+                at(&mut s, 0, &["getrange", "k", start, end]),
+                format!("${}:{want}", want.len()),
+                "{start} {end}"
+            );
+        }
+        at(&mut s, 0, &["set", "n", "-1234"]);
+        assert_eq!(at(&mut s, 0, &["substr", "n", "1", "2"]), "$2:12");
+        at(&mut s, 0, &["set", "e", ""]);
+        assert_eq!(at(&mut s, 0, &["getrange", "e", "0", "-1"]), "$0:");
+        assert_eq!(
+            at(&mut s, 0, &["getrange", "k", "a", "1"]),
+            "-ERR value is not an integer or out of range"
+        );
+    }
+
+    #[test]
+    fn setrange() {
+        let mut s = shard();
+        assert_eq!(at(&mut s, 0, &["setrange", "k", "5", ""]), ":0");
+        assert!(s.dbs[0].is_empty());
+        assert_eq!(at(&mut s, 0, &["setrange", "k", "2", "ab"]), ":4");
+        assert_eq!(at(&mut s, 0, &["get", "k"]), "$4:\0\0ab");
+        assert_eq!(encoding(&mut s, "k"), "raw");
+        at(&mut s, 0, &["set", "h", "Hello World", "ex", "10"]);
+        assert_eq!(at(&mut s, 0, &["setrange", "h", "6", "Redis"]), ":11");
+        assert_eq!(at(&mut s, 0, &["get", "h"]), "$11:Hello Redis");
+        assert_eq!(expire_of(&mut s, "h", 0), Some(T0 + 10_000));
+        assert_eq!(at(&mut s, 0, &["setrange", "h", "100", ""]), ":11");
+        at(&mut s, 0, &["set", "n", "123"]);
+        assert_eq!(at(&mut s, 0, &["setrange", "n", "1", "9"]), ":3");
+        assert_eq!(at(&mut s, 0, &["get", "n"]), "$3:193");
+        assert_eq!(encoding(&mut s, "n"), "raw");
+        assert_eq!(
+            at(&mut s, 0, &["setrange", "k", "-1", "x"]),
+            "-ERR offset is out of range"
+        );
+        assert_eq!(
+            at(&mut s, 0, &["setrange", "k", "x", "x"]),
+            "-ERR value is not an integer or out of range"
+        );
+        let too_big = "-ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+        assert_eq!(at(&mut s, 0, &["setrange", "k", "536870912", "x"]), too_big);
+        assert_eq!(
+            at(&mut s, 0, &["setrange", "z", "9223372036854775807", "x"]),
+            too_big
+        );
+        assert_eq!(at(&mut s, 0, &["get", "z"]), "$-1");
+    }
+
+    #[test]
+    fn string_length_limit() {
+        assert!(check_len(MAX_STRING_LEN - 1, 1).is_ok());
+        assert!(check_len(MAX_STRING_LEN, 1).is_err());
+        assert!(check_len(usize::MAX, 1).is_err());
+    }
+
+    #[test]
+    fn lcs_command() {
+        let mut s = shard();
+        at(
+            &mut s,
+            0,
+            &["mset", "{x}a", "ohmytext", "{x}b", "mynewtext"],
+        );
+        assert_eq!(at(&mut s, 0, &["lcs", "{x}a", "{x}b"]), "$6:mytext");
+        assert_eq!(at(&mut s, 0, &["lcs", "{x}a", "{x}b", "len"]), ":6");
+        assert_eq!(
+            at(&mut s, 0, &["lcs", "{x}a", "{x}b", "idx"]),
+            "*4[$7:matches,*2[*2[*2[:4,:7],*2[:5,:8]],*2[*2[:2,:3],*2[:0,:1]]],$3:len,:6]"
+        );
+        assert_eq!(
+            at(
+                &mut s,
+                0,
+                &[
+                    "lcs",
+                    "{x}a",
+                    "{x}b",
+                    "idx",
+                    "minmatchlen",
+                    "4",
+                    "withmatchlen"
+                ]
+            ),
+            "*4[$7:matches,*1[*3[*2[:4,:7],*2[:5,:8],:4]],$3:len,:6]"
+        );
+        assert_eq!(
+            at(
+                &mut s,
+                0,
+                &["lcs", "{x}a", "{x}b", "idx", "minmatchlen", "-3"]
+            ),
+            "*4[$7:matches,*2[*2[*2[:4,:7],*2[:5,:8]],*2[*2[:2,:3],*2[:0,:1]]],$3:len,:6]"
+        );
+        assert_eq!(at(&mut s, 0, &["lcs", "{x}a", "{x}missing"]), "$0:");
+        assert_eq!(
+            at(&mut s, 0, &["lcs", "{x}a", "{x}b", "len", "idx"]),
+            "-ERR If you want both the length and indexes, please just use IDX."
+        );
+        assert_eq!(
+            at(&mut s, 0, &["lcs", "{x}a", "{x}b", "minmatchlen"]),
+            "-ERR syntax error"
+        );
+        assert_eq!(
+            at(&mut s, 0, &["lcs", "{x}a", "{x}b", "minmatchlen", "x"]),
+            "-ERR value is not an integer or out of range"
+        );
+        at(&mut s, 0, &["set", "{x}n", "12345"]);
+        assert_eq!(at(&mut s, 0, &["lcs", "{x}n", "{x}a"]), "$0:");
+        assert_eq!(at(&mut s, 0, &["lcs", "{x}n", "{x}n", "len"]), ":5");
+    }
+
+    #[test]
+    fn lcs_backtracking_matches_redis() {
+        let l = lcs_of(b"ohmytext", b"mynewtext").unwrap();
+        assert_eq!((l.len, &l.text[..]), (6, &b"mytext"[..]));
+        assert_eq!(l.matches.len(), 2);
+        let l = lcs_of(b"", b"abc").unwrap();
+        assert_eq!((l.len, l.text.len(), l.matches.len()), (0, 0, 0));
+        let l = lcs_of(b"abc", b"abc").unwrap();
+        assert_eq!(
+            l.matches,
+            vec![LcsMatch {
+                a_start: 0,
+                a_end: 2,
+                b_start: 0,
+                b_end: 2
+            }]
+        );
+        let big = vec![b'a'; 20_000];
+        assert_eq!(
+            lcs_of(&big, &big).map(|l| l.len),
+            Err(CmdError::msg(
+                "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"
+            ))
+        );
+    }
+
+    #[test]
+    fn expired_keys_read_as_missing_everywhere() {
+        let mut s = shard();
+        for cmd in [
+            &["get", "k"][..],
+            &["getex", "k"],
+            &["getdel", "k"],
+            &["getrange", "k", "0", "-1"],
+            &["strlen", "k"],
+            &["append", "k", "x"],
+            &["incr", "k"],
+            &["setrange", "k", "0", "x"],
+            &["incrbyfloat", "k", "1"],
+        ] {
+            at(&mut s, 0, &["set", "k", "abc", "px", "10"]);
+            let fresh = at(&mut s, 10, cmd);
+            s.dbs[0].clear();
+            assert_eq!(fresh, at(&mut s, 10, cmd), "{cmd:?}");
+            s.dbs[0].clear();
+        }
     }
 }

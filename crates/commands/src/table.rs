@@ -140,6 +140,32 @@ pub enum Handler {
 /// An async handler: borrows the connection context for the duration of the command.
 pub type AsyncHandler = for<'a, 'b> fn(&'a mut ConnCtx<'b>) -> LocalBoxFuture<'a, CmdResult>;
 
+/// Redis's ACL categories in the order of its category table (acl.c), which is the order
+/// COMMAND INFO lists them in.
+const ACL_ORDER: &[&str] = &[
+    "@keyspace",
+    "@read",
+    "@write",
+    "@set",
+    "@sortedset",
+    "@list",
+    "@hash",
+    "@string",
+    "@bitmap",
+    "@hyperloglog",
+    "@geo",
+    "@stream",
+    "@pubsub",
+    "@admin",
+    "@fast",
+    "@slow",
+    "@blocking",
+    "@dangerous",
+    "@connection",
+    "@transaction",
+    "@scripting",
+];
+
 /// One command (or subcommand).
 pub struct CommandSpec {
     /// Lowercase name; subcommands use their own word (e.g. "getname"), the table prefixes the parent.
@@ -165,36 +191,44 @@ impl CommandSpec {
     /// ACL categories: derived from flags (`write` → @write, no `fast` → @slow, `admin` →
     /// @admin @dangerous, ...) and group, plus the explicit extras.
     pub fn acl_categories(&self) -> Vec<&'static str> {
-        let mut cats = Vec::new();
         let f = self.flags;
+        let mut cats: Vec<&'static str> = Vec::new();
+        let mut add = |c: &'static str| {
+            if !cats.contains(&c) {
+                cats.push(c)
+            }
+        };
         if f.has(Flags::WRITE) {
-            cats.push("@write");
+            add("@write");
         }
         if f.has(Flags::READONLY) {
-            cats.push("@read");
+            add("@read");
         }
-        match self.group {
-            "string" => cats.push("@string"),
-            "generic" => cats.push("@keyspace"),
-            "connection" => cats.push("@connection"),
-            _ => {}
-        }
-        if f.has(Flags::ADMIN) {
-            cats.push("@admin");
-            cats.push("@dangerous");
-        }
-        if f.has(Flags::PUBSUB) {
-            cats.push("@pubsub");
-        }
-        if f.has(Flags::BLOCKING) {
-            cats.push("@blocking");
-        }
-        cats.push(if f.has(Flags::FAST) { "@fast" } else { "@slow" });
-        for c in self.acl {
-            if !cats.contains(c) {
-                cats.push(c);
+        // A container's category is its subcommands' business; Redis lists only @slow for it.
+        if !matches!(self.handler, Handler::Container) {
+            match self.group {
+                "string" => add("@string"),
+                "generic" => add("@keyspace"),
+                "connection" => add("@connection"),
+                _ => {}
             }
         }
+        if f.has(Flags::ADMIN) {
+            add("@admin");
+            add("@dangerous");
+        }
+        if f.has(Flags::PUBSUB) {
+            add("@pubsub");
+        }
+        if f.has(Flags::BLOCKING) {
+            add("@blocking");
+        }
+        add(if f.has(Flags::FAST) { "@fast" } else { "@slow" });
+        for c in self.acl {
+            add(c);
+        }
+        // Redis lists categories in the order of its category table.
+        cats.sort_by_key(|c| ACL_ORDER.iter().position(|o| o == c).unwrap_or(usize::MAX));
         cats
     }
 
@@ -309,7 +343,9 @@ impl Table {
                 cmd.name
             ));
         }
-        if !cmd.spec.subcommands.is_empty() {
+        // A container always names a subcommand (its arity is -2); a command with a bare form
+        // and subcommands (COMMAND) runs its own handler when called alone.
+        if !cmd.spec.subcommands.is_empty() && args.len() > 1 {
             let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
             let Some(sub) = self.get(&format!("{}|{}", cmd.name, sub)) else {
                 return Lookup::Unknown(format!(
@@ -410,9 +446,10 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
             )
         }
         Handler::Conn(_) | Handler::Async(_) => {
+            // Like Redis's COMMAND: the handler serves the bare form, subcommands the rest.
             assert!(
-                spec.subcommands.is_empty(),
-                "{name}: only containers have subcommands"
+                spec.subcommands.is_empty() || (spec.arity == -1 && parent.is_none()),
+                "{name}: a command with subcommands and a bare form has arity -1"
             );
         }
     }

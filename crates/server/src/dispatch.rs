@@ -200,7 +200,9 @@ impl Batch<'_> {
                 }
             };
             let mode_after = self.session.reply_mode;
-            let suppress = mode_before != ReplyMode::On || mode_after != ReplyMode::On;
+            // As in Redis, a reply is dropped when the mode in force once the command has run is
+            // not ON: CLIENT REPLY ON and RESET are answered even when replies were off.
+            let suppress = mode_after != ReplyMode::On;
             if mode_before == ReplyMode::Skip && mode_after == ReplyMode::Skip {
                 self.session.reply_mode = ReplyMode::On;
             }

@@ -25,6 +25,79 @@ pub fn lru_clock(now: i64) -> u32 {
     ((now / 1000) as u32) & 0x00FF_FFFF
 }
 
+/// How entries' 24-bit access field is kept: Redis's LRU clock (seconds), or, under an LFU
+/// `maxmemory-policy`, Redis's LFU pair: 16 bits of minutes (when last decremented) and an 8-bit
+/// logarithmic access counter. Set by the server from `maxmemory-policy`, `lfu-log-factor` and
+/// `lfu-decay-time`; entries keep their field when the mode changes, as in Redis.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    #[default]
+    Lru,
+    Lfu {
+        log_factor: u32,
+        decay_time: u32,
+    },
+}
+
+/// The counter a new key starts with under LFU (Redis's LFU_INIT_VAL), so it is not evicted at once.
+pub const LFU_INIT_VAL: u32 = 5;
+
+fn lfu_minutes(now: i64) -> u32 {
+    ((now / 60_000) & 0xFFFF) as u32
+}
+
+/// The LFU counter of an access field after decay: one step per `decay_time` minutes since it was
+/// last decremented (Redis's LFUDecrAndReturn).
+pub fn lfu_decayed(field: u32, now: i64, decay_time: u32) -> u32 {
+    let (ldt, counter) = (field >> 8, field & 0xFF);
+    let now = lfu_minutes(now);
+    let elapsed = if now >= ldt {
+        now - ldt
+    } else {
+        65535 - ldt + now
+    };
+    let periods = elapsed.checked_div(decay_time).unwrap_or(0);
+    counter.saturating_sub(periods)
+}
+
+impl Access {
+    /// The field of a key created at `now`.
+    pub fn fresh(self, now: i64) -> u32 {
+        match self {
+            Access::Lru => lru_clock(now),
+            Access::Lfu { .. } => (lfu_minutes(now) << 8) | LFU_INIT_VAL,
+        }
+    }
+
+    /// Records an access to `e` (Redis's updateLFU, or a new LRU clock). `rng` is the caller's
+    /// xorshift state for the counter's probabilistic increment.
+    fn touch(self, e: &mut Entry, now: i64, rng: &mut u64) {
+        match self {
+            Access::Lru => e.set_lru(lru_clock(now)),
+            Access::Lfu {
+                log_factor,
+                decay_time,
+            } => {
+                let mut counter = lfu_decayed(e.lru(), now, decay_time);
+                if counter < 255 {
+                    if *rng == 0 {
+                        *rng = 0x9E37_79B9_7F4A_7C15;
+                    }
+                    *rng ^= *rng << 13;
+                    *rng ^= *rng >> 7;
+                    *rng ^= *rng << 17;
+                    let r = (*rng >> 11) as f64 / (1u64 << 53) as f64;
+                    let base = counter.saturating_sub(LFU_INIT_VAL) as f64;
+                    if r < 1.0 / (base * log_factor as f64 + 1.0) {
+                        counter += 1;
+                    }
+                }
+                e.set_lru((lfu_minutes(now) << 8) | counter);
+            }
+        }
+    }
+}
+
 /// A database: its entries plus the expiry heap.
 #[derive(Default)]
 pub struct Db {
@@ -36,6 +109,9 @@ pub struct Db {
     /// Read lookups that found / did not find the key (INFO stats `keyspace_hits/misses`).
     pub hits: u64,
     pub misses: u64,
+    /// How accesses are recorded in each entry (LRU clock or LFU counter).
+    pub access: Access,
+    rng: u64,
 }
 
 impl Db {
@@ -87,7 +163,7 @@ impl Db {
         match self.dict.get_mut(key) {
             Some(e) => {
                 self.hits += 1;
-                e.set_lru(lru_clock(now));
+                self.access.touch(e, now, &mut self.rng);
                 Some(e)
             }
             None => {
@@ -101,8 +177,24 @@ impl Db {
     pub fn get_mut(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
         self.expire_if_needed(key, now);
         let e = self.dict.get_mut(key)?;
-        e.set_lru(lru_clock(now));
+        self.access.touch(e, now, &mut self.rng);
         Some(e)
+    }
+
+    /// Looks a key up for reading without recording the access (EXISTS, TYPE, TTL, OBJECT): expires
+    /// it if due and counts a hit or miss, as Redis's LOOKUP_NOTOUCH does.
+    pub fn get_untouched(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
+        self.expire_if_needed(key, now);
+        match self.dict.get(key) {
+            Some(e) => {
+                self.hits += 1;
+                Some(e)
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
     }
 
     /// Looks a key up without touching anything but expiry (OBJECT, TYPE-like introspection).
@@ -131,7 +223,7 @@ impl Db {
         }
         let old = self
             .dict
-            .insert(Entry::new(key, value, expire, lru_clock(now)));
+            .insert(Entry::new(key, value, expire, self.access.fresh(now)));
         if old.as_ref().is_some_and(|e| e.expire().is_some()) {
             self.volatile -= 1;
         }

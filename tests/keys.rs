@@ -1,0 +1,710 @@
+//! The generic (keyspace) family, reply for reply against redis-server: DEL, UNLINK, EXISTS, TYPE, TOUCH,
+//! RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN, RANDOMKEY, the EXPIRE and TTL families, PERSIST and OBJECT,
+//! with every option and error reply.
+//!
+//! Strata runs with two threads, so keys in the lower half of the slot space live on one shard and keys in
+//! the upper half on the other; the cross-shard tests pick their keys accordingly (and check that they do).
+//! Relative TTLs are compared with a tolerance, KEYS and SCAN as sets, everything else byte for byte. The
+//! SCAN-while-writing and active-expiry tests check strata's guarantees directly.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::harness::{Conn, Diff, Reply, Server};
+
+/// CRC16/XMODEM of the key modulo 16384: the hash slot of a key without a hashtag.
+fn hash_slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in key.as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// The shard owning `key` when strata runs with two threads (slots are split in two halves).
+fn shard_of(key: &str) -> usize {
+    usize::from(hash_slot(key) >= 8192)
+}
+
+/// The first key `<tag>:<n>` that lives on `shard` (with two threads).
+fn key_on(shard: usize, tag: &str) -> String {
+    (0..)
+        .map(|n| format!("{tag}:{n}"))
+        .find(|k| shard_of(k) == shard)
+        .expect("some key lands on every shard")
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Asserts both servers report a PTTL for `key` in `(want - 3000, want]` ms.
+fn pttl_near(d: &mut Diff, key: &str, want: i64) {
+    d.run_matching(
+        &["PTTL", key],
+        |r| matches!(r.as_int(), Some(t) if t <= want && t > want - 3000),
+    );
+}
+
+#[test]
+fn cross_shard_test_keys_are_on_different_shards() {
+    assert_eq!(hash_slot("123456789"), 0x31C3 % 16384);
+    assert_eq!((shard_of("foo"), shard_of("bar")), (1, 0));
+    assert_eq!(shard_of(&key_on(0, "x")), 0);
+    assert_eq!(shard_of(&key_on(1, "x")), 1);
+}
+
+#[test]
+fn del_unlink_exists_touch_and_type_across_shards() {
+    let mut d = Diff::new();
+    let (a, b) = (key_on(0, "k"), key_on(1, "k"));
+    let (a, b) = (a.as_str(), b.as_str());
+    d.run(&["EXISTS", a, b]);
+    d.run(&["SET", a, "1"]);
+    d.run(&["SET", b, "x"]);
+    d.run(&["EXISTS", a, b, a, b, "nokey"]);
+    d.run(&["EXISTS", a]);
+    d.run(&["TOUCH", a, b, "nokey", b]);
+    d.run(&["TYPE", a]);
+    d.run(&["TYPE", b]);
+    d.run(&["TYPE", "nokey"]);
+    d.run(&["DEL", a, b, a, "nokey"]);
+    d.run(&["EXISTS", a, b]);
+    d.run(&["SET", a, "1"]);
+    d.run(&["SET", b, "2"]);
+    d.run(&["UNLINK", b, "nokey", a, b]);
+    d.run(&["EXISTS", a, b]);
+    d.run(&["DBSIZE"]);
+    for bad in [
+        &["DEL"][..],
+        &["UNLINK"],
+        &["EXISTS"],
+        &["TOUCH"],
+        &["TYPE"],
+        &["TYPE", "a", "b"],
+    ] {
+        d.run(bad);
+    }
+}
+
+#[test]
+fn rename_and_renamenx_on_one_shard_and_across_shards() {
+    let mut d = Diff::new();
+    let (s0, s0b, s1) = (key_on(0, "src"), key_on(0, "dst"), key_on(1, "dst"));
+    let (s0, s0b, s1) = (s0.as_str(), s0b.as_str(), s1.as_str());
+    for (src, dst) in [(s0, s0b), (s0, s1)] {
+        d.run(&["FLUSHALL"]);
+        d.run(&["RENAME", src, dst]);
+        d.run(&["RENAMENX", src, dst]);
+        d.run(&["RENAME", src, src]);
+        d.run(&["RENAMENX", src, src]);
+        d.run(&["SET", src, "v1"]);
+        d.run(&["RENAME", src, src]);
+        d.run(&["RENAMENX", src, src]);
+        d.run(&["GET", src]);
+        d.run(&["PEXPIRE", src, "100000"]);
+        d.run(&["RENAME", src, dst]);
+        d.run(&["EXISTS", src]);
+        d.run(&["GET", dst]);
+        pttl_near(&mut d, dst, 100_000);
+        // RENAMENX onto an existing key refuses and leaves both keys alone.
+        d.run(&["SET", src, "v2"]);
+        d.run(&["RENAMENX", src, dst]);
+        d.run(&["GET", src]);
+        d.run(&["GET", dst]);
+        // RENAME overwrites, and the destination takes the source's (absent) TTL.
+        d.run(&["RENAME", src, dst]);
+        d.run(&["GET", dst]);
+        d.run(&["TTL", dst]);
+        d.run(&["EXISTS", src]);
+        d.run(&["RENAMENX", dst, src]);
+        d.run(&["GET", src]);
+        d.run(&["EXISTS", dst]);
+        d.run(&["DBSIZE"]);
+    }
+    d.run(&["RENAME", "a"]);
+    d.run(&["RENAMENX", "a", "b", "c"]);
+}
+
+#[test]
+fn copy_with_db_and_replace_on_one_shard_and_across_shards() {
+    let mut d = Diff::new();
+    let (s0, s0b, s1) = (key_on(0, "src"), key_on(0, "dst"), key_on(1, "dst"));
+    let (s0, s0b, s1) = (s0.as_str(), s0b.as_str(), s1.as_str());
+    for (src, dst) in [(s0, s0b), (s0, s1)] {
+        d.run(&["FLUSHALL"]);
+        d.run(&["COPY", src, dst]);
+        d.run(&["SET", src, "hello"]);
+        d.run(&["PEXPIRE", src, "100000"]);
+        d.run(&["COPY", src, dst]);
+        d.run(&["GET", dst]);
+        pttl_near(&mut d, dst, 100_000);
+        d.run(&["SET", src, "world"]);
+        d.run(&["COPY", src, dst]);
+        d.run(&["GET", dst]);
+        d.run(&["COPY", src, dst, "REPLACE"]);
+        d.run(&["GET", dst]);
+        d.run(&["TTL", dst]);
+        d.run(&["GET", src]);
+        // Into other databases, also the same key name, also with the last DB winning.
+        d.run(&["COPY", src, src, "DB", "1"]);
+        d.run(&["COPY", src, dst, "db", "0", "replace", "DB", "2"]);
+        d.run(&["COPY", src, dst, "DB", "2"]);
+        d.run(&["SELECT", "1"]);
+        d.run(&["GET", src]);
+        d.run(&["SELECT", "2"]);
+        d.run(&["GET", dst]);
+        d.run(&["COPY", dst, src, "DB", "0", "REPLACE"]);
+        d.run(&["SELECT", "0"]);
+        d.run(&["GET", src]);
+        d.run(&["SET", dst, "12345"]);
+        d.run(&["COPY", dst, src, "REPLACE"]);
+        d.run(&["GET", src]);
+        d.run(&["OBJECT", "ENCODING", src]);
+    }
+    for bad in [
+        &["COPY", "a", "a"][..],
+        &["COPY", "a", "a", "DB", "0"],
+        &["COPY", "a", "b", "DB", "16"],
+        &["COPY", "a", "b", "DB", "-1"],
+        &["COPY", "a", "b", "DB", "x"],
+        &["COPY", "a", "b", "DB", "99999999999"],
+        &["COPY", "a", "b", "DB"],
+        &["COPY", "a", "b", "REPLACE", "foo"],
+        &["COPY", "a", "b", "DB", "x", "foo"],
+        &["COPY", "a"],
+    ] {
+        d.run(bad);
+    }
+}
+
+#[test]
+fn move_between_databases_with_errors() {
+    let mut d = Diff::new();
+    d.run(&["MOVE", "k", "1"]);
+    d.run(&["SET", "k", "v"]);
+    d.run(&["EXPIRE", "k", "100"]);
+    d.run(&["MOVE", "k", "1"]);
+    d.run(&["EXISTS", "k"]);
+    d.run(&["SELECT", "1"]);
+    d.run(&["GET", "k"]);
+    pttl_near(&mut d, "k", 100_000);
+    d.run(&["SELECT", "0"]);
+    d.run(&["SET", "k", "w"]);
+    d.run(&["MOVE", "k", "1"]);
+    d.run(&["GET", "k"]);
+    for bad in [
+        &["MOVE", "k", "0"][..],
+        &["MOVE", "nokey", "0"],
+        &["MOVE", "k", "16"],
+        &["MOVE", "k", "-1"],
+        &["MOVE", "k", "x"],
+        &["MOVE", "k", "4294967296"],
+        &["MOVE", "k"],
+        &["MOVE", "k", "1", "2"],
+    ] {
+        d.run(bad);
+    }
+}
+
+#[test]
+fn expire_family_options_and_errors() {
+    let mut d = Diff::new();
+    for cmd in ["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"] {
+        d.run(&[cmd, "nokey", "100"]);
+        d.run(&[cmd, "nokey", "100", "foo"]);
+        d.run(&[cmd, "nokey", "abc", "bar"]);
+        d.run(&[cmd, "nokey", "abc"]);
+        d.run(&[cmd, "nokey", "1.5"]);
+        d.run(&[cmd, "nokey", "100", "nx", "xx"]);
+        d.run(&[cmd, "nokey", "100", "NX", "GT"]);
+        d.run(&[cmd, "nokey", "100", "lt", "nx"]);
+        d.run(&[cmd, "nokey", "100", "GT", "lt"]);
+        d.run(&[cmd, "nokey"]);
+        for t in [
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775",
+            "9223372036854776",
+            "-9223372036854776",
+        ] {
+            d.run(&[cmd, "nokey", t]);
+            d.run(&["SET", "k", "v"]);
+            d.run(&[cmd, "k", t]);
+            d.run(&["EXISTS", "k"]);
+        }
+    }
+    d.run(&["SET", "k", "v"]);
+    d.run_all(&[
+        &["EXPIRE", "k", "100", "XX"][..],
+        &["EXPIRE", "k", "100", "GT"],
+        &["EXPIRE", "k", "100", "xx", "gt"],
+        &["TTL", "k"],
+        &["EXPIRE", "k", "100", "lt"],
+        &["TTL", "k"],
+        &["EXPIRE", "k", "50", "nx"],
+        &["EXPIRE", "k", "200", "LT"],
+        &["EXPIRE", "k", "200", "GT"],
+        &["TTL", "k"],
+        &["EXPIRE", "k", "150", "XX", "LT"],
+        &["EXPIRE", "k", "150", "xx", "xx"],
+        &["TTL", "k"],
+        &["PERSIST", "k"],
+        &["PERSIST", "k"],
+        &["PERSIST", "nokey"],
+        &["TTL", "k"],
+        &["PTTL", "k"],
+        &["EXPIRETIME", "k"],
+        &["PEXPIRETIME", "k"],
+        &["EXPIRE", "k", "10", "nx", "nx"],
+        &["TTL", "k"],
+        // Deadlines not in the future delete the key, once the conditions pass.
+        &["EXPIRE", "k", "-1", "GT"],
+        &["EXPIRE", "k", "-1", "LT"],
+        &["EXISTS", "k"],
+        &["SET", "k", "v"],
+        &["EXPIRE", "k", "0"],
+        &["EXISTS", "k"],
+        &["SET", "k", "v"],
+        &["PEXPIREAT", "k", "1"],
+        &["EXISTS", "k"],
+        &["SET", "k", "v"],
+        &["EXPIREAT", "k", "-5"],
+        &["EXISTS", "k"],
+        &["TTL", "k"],
+        &["PTTL", "k"],
+        &["EXPIRETIME", "k"],
+        &["PEXPIRETIME", "k"],
+    ]);
+    // Absolute deadlines read back exactly; relative ones within a tolerance.
+    let at = now_ms() / 1000 + 1000;
+    d.run(&["SET", "k", "v"]);
+    d.run(&["EXPIREAT", "k", &at.to_string()]);
+    d.run(&["EXPIRETIME", "k"]);
+    d.run(&["PEXPIRETIME", "k"]);
+    pttl_near(&mut d, "k", 1_000_000);
+    let pat = now_ms() + 1_234_567;
+    d.run(&["PEXPIREAT", "k", &pat.to_string()]);
+    d.run(&["PEXPIRETIME", "k"]);
+    d.run(&["EXPIRETIME", "k"]);
+    d.run(&["PEXPIRE", "k", "5000"]);
+    pttl_near(&mut d, "k", 5000);
+    d.run_matching(&["TTL", "k"], |r| matches!(r.as_int(), Some(4 | 5)));
+    d.run(&["PEXPIREAT", "k", "9223372036854775807"]);
+    d.run(&["PEXPIRETIME", "k"]);
+    d.run(&["EXPIRETIME", "k"]);
+    d.run(&["EXPIREAT", "k", "9223372036854775"]);
+    d.run(&["EXPIRETIME", "k"]);
+    for bad in [
+        &["TTL"][..],
+        &["PTTL", "a", "b"],
+        &["EXPIRETIME"],
+        &["PEXPIRETIME"],
+        &["PERSIST"],
+    ] {
+        d.run(bad);
+    }
+}
+
+#[test]
+fn expired_keys_are_gone_for_every_command() {
+    let mut d = Diff::new();
+    let (a, b) = (key_on(0, "e"), key_on(1, "e"));
+    let (a, b) = (a.as_str(), b.as_str());
+    for k in [a, b] {
+        d.run(&["SET", k, "v", "PX", "50"]);
+    }
+    d.run(&["SET", "live", "v"]);
+    std::thread::sleep(Duration::from_millis(120));
+    d.run(&["EXISTS", a, b]);
+    d.run(&["TYPE", a]);
+    d.run(&["TTL", b]);
+    d.run(&["RENAME", a, b]);
+    d.run(&["COPY", b, a]);
+    d.run(&["MOVE", b, "1"]);
+    d.run(&["EXPIRE", a, "100"]);
+    d.run(&["PERSIST", b]);
+    d.run(&["OBJECT", "ENCODING", a]);
+    d.run_unordered(&["KEYS", "*"]);
+    d.run_scan(&["SCAN", "0"], 1);
+    d.run(&["RANDOMKEY"]);
+}
+
+/// Keys spread over both shards, with names that exercise the glob syntax.
+fn populate(d: &mut Diff) {
+    for i in 0..150 {
+        d.run(&["SET", &format!("user:{i}"), "v"]);
+        d.run(&["SET", &format!("item:{i}"), &i.to_string()]);
+    }
+    for k in [
+        "", "hello", "hallo", "hxllo", "h*llo", "h[llo", "a\\b", "UPPER",
+    ] {
+        d.run(&["SET", k, "v"]);
+    }
+}
+
+#[test]
+fn keys_and_scan_return_the_same_keys_as_redis() {
+    let mut d = Diff::new();
+    d.run(&["KEYS", "*"]);
+    d.run_scan(&["SCAN", "0"], 1);
+    populate(&mut d);
+    for pattern in [
+        "*",
+        "user:*",
+        "*:1?",
+        "item:1[0-4]",
+        "item:[^1]*",
+        "h?llo",
+        "h[ae]llo",
+        "h\\*llo",
+        "h[\\[]llo",
+        "a\\\\b",
+        "",
+        "upper",
+        "*U*",
+        "nomatch*",
+        "item:[9-7]",
+        "[",
+    ] {
+        d.run_unordered(&["KEYS", pattern]);
+        d.run_scan(&["SCAN", "0", "MATCH", pattern], 1);
+        d.run_scan(&["SCAN", "0", "MATCH", pattern, "COUNT", "3"], 1);
+    }
+    for count in ["1", "7", "1000"] {
+        d.run_scan(&["SCAN", "0", "COUNT", count], 1);
+    }
+    d.run_scan(&["SCAN", "0", "TYPE", "string"], 1);
+    d.run_scan(
+        &[
+            "SCAN", "0", "type", "STRING", "match", "user:1*", "count", "5",
+        ],
+        1,
+    );
+    d.run_scan(&["SCAN", "0", "TYPE", "list"], 1);
+    d.run_scan(&["SCAN", "0", "TYPE", "nosuchtype"], 1);
+    // Options repeat; the last wins.
+    d.run_scan(&["SCAN", "0", "MATCH", "user:*", "MATCH", "item:*"], 1);
+    d.run(&["DBSIZE"]);
+    // Other databases are separate.
+    d.run(&["SELECT", "3"]);
+    d.run(&["KEYS", "*"]);
+    d.run_scan(&["SCAN", "0"], 1);
+}
+
+#[test]
+fn scan_cursor_and_option_errors() {
+    let mut d = Diff::new();
+    d.run(&["SET", "k", "v"]);
+    for bad in [
+        &["SCAN", "x"][..],
+        &["SCAN", "-"],
+        &["SCAN", " 1"],
+        &["SCAN", "1 "],
+        &["SCAN", "0x10"],
+        &["SCAN", "18446744073709551616"],
+        &["SCAN", "x", "COUNT", "0"],
+        &["SCAN", "0", "COUNT", "0"],
+        &["SCAN", "0", "COUNT", "-1"],
+        &["SCAN", "0", "COUNT", "x"],
+        &["SCAN", "0", "COUNT", "99999999999999999999"],
+        &["SCAN", "0", "COUNT", "x", "FOO"],
+        &["SCAN", "0", "MATCH"],
+        &["SCAN", "0", "TYPE"],
+        &["SCAN", "0", "FOO", "bar"],
+        &["SCAN", "0", "MATCH", "*", "COUNT"],
+        &["SCAN"],
+        &["KEYS"],
+        &["KEYS", "a", "b"],
+        &["RANDOMKEY", "x"],
+    ] {
+        d.run(bad);
+    }
+    // Cursors Redis accepts: a sign, the empty string (0) and the whole unsigned range. With one key the
+    // iteration ends at once on both servers whatever the cursor's digits say.
+    d.run(&["SCAN", ""]);
+    d.run(&["SCAN", "+0"]);
+    d.run(&["SCAN", "0", "COUNT", "9223372036854775807"]);
+    for cursor in ["-1", "18446744073709551615", "5"] {
+        d.run_matching(&["SCAN", cursor], |r| {
+            r.as_array().map(<[Reply]>::len) == Some(2)
+        });
+    }
+}
+
+/// Runs SCAN with COUNT 10 to completion on `conn`, calling `between` after every call.
+fn scan_all(conn: &mut Conn, mut between: impl FnMut(usize)) -> BTreeSet<Vec<u8>> {
+    let mut seen = BTreeSet::new();
+    let mut cursor = b"0".to_vec();
+    for round in 0..100_000 {
+        let reply = conn.call_decoded(&[&b"SCAN"[..], &cursor, b"COUNT", b"10"]);
+        let Some([next, Reply::Array(Some(keys))]) = reply.as_array() else {
+            panic!("unexpected SCAN reply {reply}");
+        };
+        for k in keys {
+            seen.insert(k.as_bytes().expect("SCAN returns bulk keys").to_vec());
+        }
+        cursor = next
+            .as_bytes()
+            .expect("SCAN cursor is a bulk string")
+            .to_vec();
+        if cursor == b"0" {
+            return seen;
+        }
+        between(round);
+    }
+    panic!("SCAN did not finish");
+}
+
+#[test]
+fn scan_while_writing_returns_every_key_present_throughout() {
+    let strata = Server::strata(&["--threads", "2"]);
+    let mut reader = strata.conn();
+    let mut writer = strata.conn();
+    let stable: Vec<String> = (0..2000).map(|i| format!("stable:{i}")).collect();
+    for chunk in stable.chunks(100) {
+        let mut cmd = vec!["MSET".to_string()];
+        for k in chunk {
+            cmd.push(k.clone());
+            cmd.push("v".into());
+        }
+        assert_eq!(writer.call_decoded(&cmd), Reply::Simple(b"OK".to_vec()));
+    }
+    // Between SCAN calls, grow and shrink both shards' tables with churn keys.
+    let seen = scan_all(&mut reader, |round| {
+        let base = round * 50;
+        for i in base..base + 50 {
+            writer.call(&["SET", &format!("churn:{i}"), "x"]);
+        }
+        if round % 3 == 2 {
+            for i in (base - 100)..base + 50 {
+                writer.call(&["DEL", &format!("churn:{i}")]);
+            }
+        }
+    });
+    for k in &stable {
+        assert!(seen.contains(k.as_bytes()), "SCAN missed {k}");
+    }
+    // A SCAN on a quiet server returns each key exactly once per full iteration round trip.
+    let quiet = scan_all(&mut reader, |_| {});
+    assert!(stable.iter().all(|k| quiet.contains(k.as_bytes())));
+}
+
+#[test]
+fn randomkey_returns_existing_keys() {
+    let mut d = Diff::new();
+    d.run(&["RANDOMKEY"]);
+    d.run(&["SET", "only", "v"]);
+    d.run(&["RANDOMKEY"]);
+    d.run(&["DEL", "only"]);
+    d.run(&["RANDOMKEY"]);
+    let keys: Vec<String> = (0..40).map(|i| format!("r:{i}")).collect();
+    for k in &keys {
+        d.run(&["SET", k, "v"]);
+    }
+    let mut seen_shards = BTreeSet::new();
+    for _ in 0..200 {
+        let r = d.strata.call_decoded(&["RANDOMKEY"]);
+        let k = String::from_utf8(r.as_bytes().expect("a key").to_vec()).expect("utf-8 key");
+        assert!(keys.contains(&k), "RANDOMKEY returned unknown key {k}");
+        seen_shards.insert(shard_of(&k));
+    }
+    assert_eq!(
+        seen_shards.len(),
+        2,
+        "RANDOMKEY never picked one of the shards"
+    );
+    // Only expired keys left: nil, as Redis answers.
+    d.run(&["FLUSHALL"]);
+    d.run(&["SET", "x", "v", "PX", "20"]);
+    std::thread::sleep(Duration::from_millis(60));
+    d.run(&["RANDOMKEY"]);
+}
+
+#[test]
+fn active_expiry_removes_keys_without_access() {
+    let mut d = Diff::new();
+    for i in 0..200 {
+        d.run(&["SET", &format!("t:{i}"), "v", "PX", "100"]);
+    }
+    d.run(&["SET", "keep", "v"]);
+    d.run(&["DBSIZE"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = d.strata.call_decoded(&["DBSIZE"]).as_int();
+        if n == Some(1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "strata still has {n:?} keys 10 s after they expired"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d.run(&["EXISTS", "keep"]);
+}
+
+#[test]
+fn object_subcommands_match_redis() {
+    let mut d = Diff::new();
+    let long = "x".repeat(45);
+    let values = [
+        "0",
+        "5",
+        "9999",
+        "10000",
+        "-1",
+        "12345678901234567890",
+        "hello",
+        "",
+        long.as_str(),
+        "01",
+    ];
+    for v in values {
+        d.run(&["SET", "k", v]);
+        d.run(&["OBJECT", "ENCODING", "k"]);
+        d.run(&["OBJECT", "REFCOUNT", "k"]);
+        d.run(&["OBJECT", "FREQ", "k"]);
+    }
+    d.run(&["APPEND", "k", "y"]);
+    d.run(&["OBJECT", "ENCODING", "k"]);
+    d.run(&["SET", "s", "not an integer"]);
+    d.run_matching(&["OBJECT", "IDLETIME", "s"], |r| {
+        matches!(r.as_int(), Some(0..=1))
+    });
+    for sub in ["ENCODING", "REFCOUNT", "FREQ", "IDLETIME"] {
+        d.run(&["OBJECT", sub, "nokey"]);
+        d.run(&["OBJECT", sub]);
+        d.run(&["OBJECT", sub, "k", "extra"]);
+    }
+    d.run(&["OBJECT", "HELP"]);
+    d.run(&["object", "help"]);
+    d.run(&["OBJECT", "HELP", "extra"]);
+    d.run(&["OBJECT"]);
+    d.run(&["OBJECT", "NOSUCH"]);
+    d.run(&["OBJECT", "NOSUCH", "k"]);
+}
+
+#[test]
+fn object_under_lfu_and_maxmemory_policies() {
+    let mut d = Diff::with_config(&["--maxmemory-policy", "allkeys-lfu"]);
+    d.run(&["SET", "k", "hello"]);
+    d.run(&["OBJECT", "FREQ", "k"]);
+    d.run(&["GET", "k"]);
+    d.run(&["OBJECT", "FREQ", "k"]);
+    d.run(&["OBJECT", "IDLETIME", "k"]);
+    d.run(&["OBJECT", "IDLETIME", "nokey"]);
+    d.run(&["OBJECT", "FREQ", "nokey"]);
+    d.run(&["SET", "n", "5"]);
+    d.run(&["OBJECT", "REFCOUNT", "n"]);
+    // With a memory limit, LRU/LFU policies stop sharing small integers (decided when the value is
+    // stored, so each case stores it again).
+    d.run(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    d.run(&["SET", "n", "5"]);
+    d.run(&["OBJECT", "REFCOUNT", "n"]);
+    d.run(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    d.run(&["SET", "n", "5"]);
+    d.run(&["OBJECT", "REFCOUNT", "n"]);
+    d.run(&["OBJECT", "FREQ", "n"]);
+    d.run(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+    d.run(&["SET", "n", "6"]);
+    d.run(&["OBJECT", "REFCOUNT", "n"]);
+    d.run(&["OBJECT", "ENCODING", "n"]);
+    d.run_matching(&["OBJECT", "IDLETIME", "n"], |r| {
+        matches!(r.as_int(), Some(0..=1))
+    });
+    d.run(&["CONFIG", "SET", "maxmemory", "0"]);
+}
+
+#[test]
+fn resp3_null_replies() {
+    let mut d = Diff::new();
+    d.run_matching(&["HELLO", "3"], |r| !r.is_error());
+    d.run(&["OBJECT", "ENCODING", "nokey"]);
+    d.run(&["RANDOMKEY"]);
+    d.run(&["SCAN", "0"]);
+    d.run(&["KEYS", "*"]);
+    d.run(&["TYPE", "nokey"]);
+    d.run(&["TTL", "nokey"]);
+    d.run(&["OBJECT", "HELP"]);
+}
+
+/// COMMAND INFO fields the family's table controls: name, arity, flags, key positions, ACL categories
+/// (as a set: their order is the table's concern) and tips. Key specs are not compared.
+fn command_info_core(reply: &Reply) -> Vec<String> {
+    fn set_of(r: &Reply) -> String {
+        let mut v: Vec<String> = r
+            .as_array()
+            .unwrap_or_default()
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        v.sort();
+        v.join(" ")
+    }
+    let mut out = Vec::new();
+    let Some(items) = reply.as_array() else {
+        return vec![reply.to_string()];
+    };
+    for info in items {
+        let Some(f) = info.as_array() else {
+            out.push(info.to_string());
+            continue;
+        };
+        let mut line: Vec<String> = f.iter().take(6).map(|x| x.to_string()).collect();
+        line.push(f.get(6).map(set_of).unwrap_or_default());
+        line.push(f.get(7).map(|x| x.to_string()).unwrap_or_default());
+        if let Some(subs) = f.get(9) {
+            // Redis lists subcommands in its dict's order: compare them sorted.
+            let mut subs = command_info_core(&Reply::Array(Some(
+                subs.as_array().unwrap_or_default().to_vec(),
+            )));
+            subs.sort();
+            line.extend(subs);
+        }
+        out.push(line.join(" | "));
+    }
+    out
+}
+
+#[test]
+fn command_info_matches_redis_for_the_family() {
+    let mut d = Diff::new();
+    let names = [
+        "del",
+        "unlink",
+        "exists",
+        "type",
+        "touch",
+        "rename",
+        "renamenx",
+        "copy",
+        "move",
+        "keys",
+        "scan",
+        "randomkey",
+        "expire",
+        "pexpire",
+        "expireat",
+        "pexpireat",
+        "ttl",
+        "pttl",
+        "expiretime",
+        "pexpiretime",
+        "persist",
+        "object",
+    ];
+    let mut cmd = vec!["COMMAND", "INFO"];
+    cmd.extend(names);
+    d.both(|c| command_info_core(&c.call_decoded(&cmd)));
+}

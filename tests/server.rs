@@ -1,0 +1,1404 @@
+//! Connection and server commands against redis-server: PING, ECHO, SELECT, HELLO, AUTH, QUIT, RESET,
+//! CLIENT, COMMAND, CONFIG, INFO, DBSIZE, FLUSHDB, FLUSHALL, SWAPDB, TIME, LASTSAVE, SHUTDOWN and DEBUG.
+//!
+//! Deterministic replies (errors included) are compared byte for byte, in RESP2 and RESP3. Replies that
+//! legitimately differ between servers (client ids, addresses, INFO values, clocks) are checked for shape:
+//! the same fields, in the same order, with plausible values. A few tests are Strata-only: they pin down
+//! where Strata deliberately differs from Redis (DEBUG SLEEP suspends only its own connection, SHUTDOWN
+//! refuses to drop a save schedule, CLIENT SETINFO from Redis 7.2).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use crate::harness::{encode_command, Conn, Diff, Reply, Server};
+
+/// `field:value` lines of an INFO reply, by section: `[(section, [(field, value)])]`.
+fn info_sections(reply: &Reply) -> Vec<(String, Vec<(String, String)>)> {
+    let text =
+        String::from_utf8_lossy(reply.as_bytes().expect("INFO replies with text")).into_owned();
+    let mut sections: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for line in text.split("\r\n").filter(|l| !l.is_empty()) {
+        if let Some(title) = line.strip_prefix("# ") {
+            sections.push((title.to_string(), Vec::new()));
+        } else if let (Some((_, fields)), Some((k, v))) =
+            (sections.last_mut(), line.split_once(':'))
+        {
+            fields.push((k.to_string(), v.to_string()));
+        } else {
+            panic!("INFO line outside a section or without ':': {line:?}");
+        }
+    }
+    sections
+}
+
+fn info_field<'a>(sections: &'a [(String, Vec<(String, String)>)], name: &str) -> Option<&'a str> {
+    sections
+        .iter()
+        .flat_map(|(_, fields)| fields)
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// The `name=value` fields of one CLIENT LIST/INFO line.
+fn client_fields(line: &str) -> Vec<(String, String)> {
+    line.trim_end_matches('\n')
+        .split(' ')
+        .map(|kv| {
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("field without '=': {kv:?}"));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn client_line(reply: &Reply) -> String {
+    let text = reply.as_bytes().expect("CLIENT INFO replies with text");
+    let text = String::from_utf8_lossy(text).into_owned();
+    // A RESP3 verbatim string carries its `txt:` format tag.
+    text.strip_prefix("txt:")
+        .map(str::to_string)
+        .unwrap_or(text)
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no field {name} in {fields:?}"))
+}
+
+fn pipeline(commands: &[&[&str]]) -> Vec<u8> {
+    commands.iter().flat_map(|c| encode_command(c)).collect()
+}
+
+fn int_of(conn: &mut Conn, args: &[&str]) -> i64 {
+    conn.call_decoded(args)
+        .as_int()
+        .unwrap_or_else(|| panic!("{}: {args:?} did not reply with an integer", conn.label()))
+}
+
+// ------------------------------------------------------------------------------------------------
+// PING, ECHO, SELECT
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn ping_echo_and_select_match_redis() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["PING"][..],
+        &["PING", "hello"],
+        &["PING", "a", "b"],
+        &["ECHO"],
+        &["ECHO", "hi"],
+        &["ECHO", ""],
+        &["SELECT", "1"],
+        &["SELECT", "15"],
+        &["SELECT", "16"],
+        &["SELECT", "-1"],
+        &["SELECT", "abc"],
+        &["SELECT", "99999999999"],
+        &["SELECT"],
+        &["SELECT", "0"],
+    ]);
+}
+
+#[test]
+fn select_switches_the_database_of_this_connection_only() {
+    let mut d = Diff::new();
+    d.run(&["SET", "k", "db0"]);
+    d.run(&["SELECT", "3"]);
+    d.run(&["GET", "k"]);
+    d.run(&["SET", "k", "db3"]);
+    d.run(&["GET", "k"]);
+    let mut other = d.new_conns();
+    other.run(&["GET", "k"]);
+    d.run(&["SELECT", "0"]);
+    d.run(&["GET", "k"]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// HELLO, AUTH, QUIT, RESET
+// ------------------------------------------------------------------------------------------------
+
+fn hello_is_well_formed(r: &Reply, proto: i64) -> bool {
+    let text = |k: &str| r.get(k).and_then(Reply::as_bytes).map(<[u8]>::to_vec);
+    text("server") == Some(b"redis".to_vec())
+        && text("version") == Some(b"7.0.15".to_vec())
+        && r.get("proto").and_then(Reply::as_int) == Some(proto)
+        && r.get("id").and_then(Reply::as_int).is_some_and(|id| id > 0)
+        && text("mode") == Some(b"standalone".to_vec())
+        && text("role") == Some(b"master".to_vec())
+        && r.get("modules")
+            .and_then(Reply::as_array)
+            .is_some_and(<[Reply]>::is_empty)
+}
+
+#[test]
+fn hello_negotiates_the_protocol() {
+    let mut d = Diff::new();
+    d.run_matching(&["HELLO"], |r| {
+        matches!(r, Reply::Array(_)) && hello_is_well_formed(r, 2)
+    });
+    d.run_all(&[
+        &["HELLO", "1"][..],
+        &["HELLO", "4"],
+        &["HELLO", "abc"],
+        &["HELLO", "3", "SETNAME", "a b"],
+        &["HELLO", "2", "foo"],
+        &["HELLO", "2", "AUTH", "default"],
+        &["HELLO", "2", "AUTH", "someone", "x"],
+        &["HELLO", "2", "AUTH", "default", "x", "SETNAME"],
+    ]);
+    // The default user has no password: any password authenticates it.
+    d.run_matching(
+        &["HELLO", "2", "AUTH", "default", "x", "SETNAME", "me"],
+        |r| hello_is_well_formed(r, 2),
+    );
+    d.run(&["CLIENT", "GETNAME"]);
+    // The handshake reply itself is already in RESP3.
+    d.run_matching(&["HELLO", "3"], |r| {
+        matches!(r, Reply::Map(_)) && hello_is_well_formed(r, 3)
+    });
+    d.run_all(&[
+        &["CONFIG", "GET", "maxmemory"][..],
+        &["GET", "missing"],
+        &["CLIENT", "GETNAME"],
+        &["HELLO", "5"],
+    ]);
+    d.run_matching(&["HELLO"], |r| {
+        matches!(r, Reply::Map(_)) && hello_is_well_formed(r, 3)
+    });
+    d.run_matching(&["HELLO", "2"], |r| {
+        matches!(r, Reply::Array(_)) && hello_is_well_formed(r, 2)
+    });
+    d.run(&["GET", "missing"]);
+}
+
+#[test]
+fn auth_without_a_configured_password() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["AUTH", "x"][..],
+        &["AUTH", "someone", "x"],
+        &["AUTH", "default", "anything"],
+        &["AUTH", "a", "b", "c"],
+        &["AUTH"],
+    ]);
+}
+
+#[test]
+fn auth_and_noauth_with_requirepass() {
+    let mut d = Diff::with_config(&["--requirepass", "pw"]);
+    d.run_all(&[
+        &["PING"][..],
+        &["GET", "k"],
+        &["CLIENT", "ID"],
+        &["AUTH", "x"],
+        &["HELLO", "3"],
+        &["HELLO", "4"],
+        &["HELLO", "2", "SETNAME", "x"],
+        &["HELLO", "3", "AUTH", "default", "x"],
+        &["HELLO", "2", "AUTH", "someone", "pw"],
+        &["AUTH", "someone", "pw"],
+        &["PING"],
+    ]);
+    d.run_matching(
+        &["HELLO", "2", "AUTH", "default", "pw", "SETNAME", "bob"],
+        |r| hello_is_well_formed(r, 2),
+    );
+    d.run_all(&[
+        &["CLIENT", "GETNAME"][..],
+        // A failed AUTH keeps the earlier success.
+        &["AUTH", "wrong"],
+        &["PING"],
+        &["AUTH", "pw"],
+        &["AUTH", "default", "pw"],
+        // RESET logs out again.
+        &["RESET"],
+        &["PING"],
+        &["AUTH", "pw"],
+        // Clearing the password lets everyone in, also connections that never authenticated.
+        &["CONFIG", "SET", "requirepass", ""],
+        &["RESET"],
+        &["PING"],
+    ]);
+    let mut fresh = d.new_conns();
+    fresh.run(&["PING"]);
+    d.run(&["CONFIG", "SET", "requirepass", "pw"]);
+    // Connections keep their authentication; new ones need the new password.
+    fresh.run(&["PING"]);
+    let mut newest = d.new_conns();
+    newest.run(&["PING"]);
+    newest.run(&["AUTH", "pw"]);
+    newest.run(&["PING"]);
+}
+
+#[test]
+fn quit_replies_ok_then_closes() {
+    let mut d = Diff::new();
+    d.run_raw(&pipeline(&[&["QUIT"], &["PING"]]));
+    let mut more = d.new_conns();
+    more.run_raw(&pipeline(&[
+        &["PING"],
+        &["QUIT", "extra", "args"],
+        &["PING"],
+    ]));
+}
+
+#[test]
+fn reset_restores_connection_defaults() {
+    let mut d = Diff::new();
+    d.run(&["SET", "k", "db0"]);
+    d.run(&["SELECT", "2"]);
+    d.run(&["CLIENT", "SETNAME", "named"]);
+    d.run(&["CLIENT", "NO-EVICT", "on"]);
+    d.run_matching(&["HELLO", "3"], |r| hello_is_well_formed(r, 3));
+    d.run(&["RESET"]);
+    // Back to RESP2 (a null is `$-1` again), database 0, no name.
+    d.run(&["GET", "missing"]);
+    d.run(&["GET", "k"]);
+    d.run(&["CLIENT", "GETNAME"]);
+    d.run_matching(&["CLIENT", "INFO"], |r| {
+        let f = client_fields(&client_line(r));
+        // NO-EVICT survives RESET in Redis 7.0.
+        field(&f, "flags") == "e" && field(&f, "db") == "0" && field(&f, "resp") == "2"
+    });
+    d.run(&["RESET", "extra"]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// CLIENT
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn client_names_and_errors() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["CLIENT", "GETNAME"][..],
+        &["CLIENT", "SETNAME", "my-conn"],
+        &["CLIENT", "GETNAME"],
+        &["CLIENT", "SETNAME", "a b"],
+        &["CLIENT", "SETNAME", "a\nb"],
+        &["CLIENT", "SETNAME", "caf\u{e9}"],
+        &["CLIENT", "GETNAME"],
+        &["CLIENT", "SETNAME", ""],
+        &["CLIENT", "GETNAME"],
+        &["CLIENT", "SETNAME"],
+        &["CLIENT", "SETNAME", "x", "y"],
+        &["CLIENT"],
+        &["CLIENT", "nosuch"],
+        &["client", "GetName"],
+        &["CLIENT", "ID", "extra"],
+        &["CLIENT", "NO-EVICT", "maybe"],
+        &["CLIENT", "NO-EVICT", "on"],
+        &["CLIENT", "NO-EVICT", "OFF"],
+        &["CLIENT", "NO-EVICT"],
+        &["CLIENT", "REPLY", "maybe"],
+        &["CLIENT", "INFO", "extra"],
+    ]);
+    d.run_matching(&["CLIENT", "ID"], |r| r.as_int().is_some_and(|id| id > 0));
+}
+
+#[test]
+fn client_list_and_info_have_redis_fields() {
+    let mut d = Diff::new();
+    let (redis, strata) = d.run_matching(&["CLIENT", "INFO"], |r| client_line(r).ends_with('\n'));
+    let (redis, strata) = (
+        client_fields(&client_line(&redis)),
+        client_fields(&client_line(&strata)),
+    );
+    let names = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    // Redis 7.0's fields in Redis's order, then Redis 7.2's lib-name and lib-ver.
+    let mut expected = names(&redis);
+    expected.extend(["lib-name".to_string(), "lib-ver".to_string()]);
+    assert_eq!(names(&strata), expected);
+    for f in [&redis, &strata] {
+        assert_eq!(field(f, "cmd"), "client|info");
+        assert_eq!(field(f, "flags"), "N");
+        assert_eq!(field(f, "user"), "default");
+        assert_eq!(field(f, "argv-mem"), "10");
+    }
+    // The same for every client of CLIENT LIST, in both protocols.
+    d.run(&["CLIENT", "SETNAME", "lister"]);
+    d.run(&["SELECT", "5"]);
+    let mut other = d.new_conns();
+    other.run(&["CLIENT", "SETNAME", "other"]);
+    other.run(&["PING"]);
+    for proto in ["2", "3"] {
+        d.run_matching(&["HELLO", proto], |r| {
+            hello_is_well_formed(r, proto.parse().unwrap())
+        });
+        d.run_matching(&["CLIENT", "LIST"], |r| {
+            let text = client_line(r);
+            let lines: Vec<&str> = text.lines().collect();
+            let me = lines
+                .iter()
+                .map(|l| client_fields(l))
+                .find(|f| field(f, "name") == "lister");
+            let them = lines
+                .iter()
+                .map(|l| client_fields(l))
+                .find(|f| field(f, "name") == "other");
+            matches!((me, them), (Some(me), Some(them))
+                if field(&me, "db") == "5" && field(&me, "cmd") == "client|list"
+                    && field(&them, "db") == "0" && field(&them, "cmd") == "ping"
+                    && field(&them, "resp") == "2"
+                    && field(&me, "resp") == proto)
+        });
+    }
+}
+
+#[test]
+fn client_list_filters() {
+    let mut d = Diff::new();
+    let mut other = d.new_conns();
+    other.run(&["CLIENT", "SETNAME", "other"]);
+    d.run_all(&[
+        &["CLIENT", "LIST", "TYPE", "nosuch"][..],
+        &["CLIENT", "LIST", "TYPE", "master"],
+        &["CLIENT", "LIST", "TYPE", "replica"],
+        &["CLIENT", "LIST", "TYPE", "slave"],
+        &["CLIENT", "LIST", "TYPE", "pubsub"],
+        &["CLIENT", "LIST", "TYPE"],
+        &["CLIENT", "LIST", "TYPE", "normal", "extra"],
+        &["CLIENT", "LIST", "ID"],
+        &["CLIENT", "LIST", "ID", "1", "abc"],
+        &["CLIENT", "LIST", "ID", "999999"],
+        &["CLIENT", "LIST", "nosuch"],
+    ]);
+    d.run_matching(&["CLIENT", "LIST", "TYPE", "NORMAL"], |r| {
+        client_line(r).lines().count() == 2
+    });
+    // ID lists the clients asked for, in the order asked, skipping unknown ids.
+    let ids = |conn: &mut Conn| int_of(conn, &["CLIENT", "ID"]).to_string();
+    let (r_other, s_other) = (ids(&mut other.redis), ids(&mut other.strata));
+    let (r_me, s_me) = (ids(&mut d.redis), ids(&mut d.strata));
+    let names = |conn: &mut Conn, a: &str, b: &str| {
+        let r = conn.call_decoded(&["CLIENT", "LIST", "ID", a, "424242", b, a]);
+        client_line(&r)
+            .lines()
+            .map(|l| field(&client_fields(l), "name").to_string())
+            .collect::<Vec<_>>()
+    };
+    let want = vec!["other".to_string(), String::new(), "other".to_string()];
+    assert_eq!(names(&mut d.redis, &r_other, &r_me), want);
+    assert_eq!(names(&mut d.strata, &s_other, &s_me), want);
+}
+
+#[test]
+fn client_kill_by_filters_and_address() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["CLIENT", "KILL"][..],
+        &["CLIENT", "KILL", "1.2.3.4:5"],
+        &["CLIENT", "KILL", "ID", "999999"],
+        &["CLIENT", "KILL", "ID", "abc"],
+        &["CLIENT", "KILL", "ID", "0"],
+        &["CLIENT", "KILL", "ID"],
+        &["CLIENT", "KILL", "nosuch", "x"],
+        &["CLIENT", "KILL", "SKIPME", "maybe"],
+        &["CLIENT", "KILL", "ADDR", "1.1.1.1:1", "SKIPME", "no"],
+        &["CLIENT", "KILL", "LADDR", "1.1.1.1:1"],
+        &["CLIENT", "KILL", "TYPE", "nosuch"],
+        &["CLIENT", "KILL", "TYPE", "pubsub"],
+        &["CLIENT", "KILL", "TYPE", "master"],
+        &["CLIENT", "KILL", "USER", "nobody"],
+        &["CLIENT", "KILL", "MAXAGE", "1"],
+        &["CLIENT", "KILL", "ID", "1", "TYPE"],
+    ]);
+    // By id (new form): replies how many were killed; the victim's connection closes.
+    let mut victim = d.new_conns();
+    let r_id = int_of(&mut victim.redis, &["CLIENT", "ID"]).to_string();
+    let s_id = int_of(&mut victim.strata, &["CLIENT", "ID"]).to_string();
+    assert_eq!(d.redis.call(&["CLIENT", "KILL", "ID", &r_id]), b":1\r\n");
+    assert_eq!(d.strata.call(&["CLIENT", "KILL", "ID", &s_id]), b":1\r\n");
+    assert!(victim.redis.is_closed() && victim.strata.is_closed());
+    // Killed clients are gone from CLIENT LIST.
+    d.run_matching(&["CLIENT", "LIST"], |r| client_line(r).lines().count() == 1);
+    // By address (old form): OK, or an error when nobody is there any more.
+    let mut victim = d.new_conns();
+    let addr = |c: &mut Conn| {
+        field(
+            &client_fields(&client_line(&c.call_decoded(&["CLIENT", "INFO"]))),
+            "addr",
+        )
+        .to_string()
+    };
+    let (r_addr, s_addr) = (addr(&mut victim.redis), addr(&mut victim.strata));
+    assert_eq!(d.redis.call(&["CLIENT", "KILL", &r_addr]), b"+OK\r\n");
+    assert_eq!(d.strata.call(&["CLIENT", "KILL", &s_addr]), b"+OK\r\n");
+    assert!(victim.redis.is_closed() && victim.strata.is_closed());
+    // TYPE normal spares the caller (SKIPME yes is the default)...
+    let mut victim = d.new_conns();
+    victim.run(&["PING"]);
+    d.run(&["CLIENT", "KILL", "TYPE", "normal", "USER", "default"]);
+    assert!(victim.redis.is_closed() && victim.strata.is_closed());
+    // ...and with SKIPME no the caller is answered, then disconnected.
+    let mut me = d.new_conns();
+    let r_id = int_of(&mut me.redis, &["CLIENT", "ID"]).to_string();
+    let s_id = int_of(&mut me.strata, &["CLIENT", "ID"]).to_string();
+    assert_eq!(
+        me.redis
+            .call(&["CLIENT", "KILL", "ID", &r_id, "SKIPME", "no"]),
+        b":1\r\n"
+    );
+    assert_eq!(
+        me.strata
+            .call(&["CLIENT", "KILL", "ID", &s_id, "SKIPME", "no"]),
+        b":1\r\n"
+    );
+    assert!(me.redis.is_closed() && me.strata.is_closed());
+}
+
+#[test]
+fn client_reply_off_on_and_skip() {
+    let mut d = Diff::new();
+    d.run_raw(&pipeline(&[
+        &["CLIENT", "REPLY", "OFF"],
+        &["SET", "k", "1"],
+        &["PING"],
+        &["CLIENT", "REPLY", "ON"],
+        &["GET", "k"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["PING", "skipped"],
+        &["PING", "answered"],
+        &["CLIENT", "REPLY", "OFF"],
+        &["CLIENT", "REPLY", "SKIP"],
+        &["PING", "still off"],
+        &["CLIENT", "REPLY", "ON"],
+        &["CLIENT", "REPLY", "OFF"],
+        &["RESET"],
+        &["PING", "after reset"],
+    ]));
+}
+
+#[test]
+fn client_setinfo_is_shown_by_client_info() {
+    // CLIENT SETINFO is Redis 7.2's; the 7.0 oracle does not have it.
+    let server = Server::strata(&[]);
+    let mut c = server.conn();
+    assert_eq!(
+        c.call(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.call(&["CLIENT", "SETINFO", "lib-ver", "5.0.1"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.call(&["CLIENT", "SETINFO", "lib-ver", "1 2"]),
+        b"-ERR lib-ver cannot contain spaces, newlines or special characters.\r\n"
+    );
+    assert_eq!(
+        c.call(&["CLIENT", "SETINFO", "lib-foo", "x"]),
+        b"-ERR Unrecognized option 'lib-foo'\r\n"
+    );
+    assert_eq!(
+        c.call(&["CLIENT", "SETINFO", "lib-name"]),
+        b"-ERR wrong number of arguments for 'client|setinfo' command\r\n"
+    );
+    let f = client_fields(&client_line(&c.call_decoded(&["CLIENT", "INFO"])));
+    assert_eq!(
+        (field(&f, "lib-name"), field(&f, "lib-ver")),
+        ("redis-py", "5.0.1")
+    );
+    assert_eq!(c.call(&["CLIENT", "SETINFO", "lib-ver", ""]), b"+OK\r\n");
+    let f = client_fields(&client_line(&c.call_decoded(&["CLIENT", "INFO"])));
+    assert_eq!(field(&f, "lib-ver"), "");
+}
+
+// ------------------------------------------------------------------------------------------------
+// COMMAND
+// ------------------------------------------------------------------------------------------------
+
+/// Commands whose COMMAND INFO Strata answers exactly as Redis 7.0 does.
+const SAME_INFO: &[&str] = &[
+    "get",
+    "ping",
+    "echo",
+    "select",
+    "hello",
+    "auth",
+    "quit",
+    "reset",
+    "dbsize",
+    "info",
+    "time",
+    "lastsave",
+    "flushdb",
+    "flushall",
+    "swapdb",
+    "shutdown",
+    "debug",
+    "client|id",
+    "client|getname",
+    "client|setname",
+    "client|kill",
+    "client|list",
+    "client|reply",
+    "client|no-evict",
+    "client|help",
+    "client|info",
+    "config|get",
+    "config|set",
+    "config|resetstat",
+    "config|rewrite",
+    "config|help",
+    "command|count",
+    "command|docs",
+    "command|getkeys",
+    "command|getkeysandflags",
+    "command|info",
+    "command|list",
+    "command|help",
+];
+
+/// Commands whose COMMAND DOCS Strata answers exactly as Redis 7.0 does (those without arguments or
+/// history, which the command table does not describe).
+const SAME_DOCS: &[&str] = &[
+    "dbsize",
+    "time",
+    "lastsave",
+    "quit",
+    "reset",
+    "client|id",
+    "client|getname",
+    "client|help",
+    "client|info",
+    "command|count",
+    "command|help",
+    "command|getkeys",
+    "config|help",
+    "config|resetstat",
+    "config|rewrite",
+];
+
+#[test]
+fn command_info_and_docs_match_redis() {
+    let mut d = Diff::new();
+    for proto in ["2", "3"] {
+        d.run_matching(&["HELLO", proto], |r| {
+            hello_is_well_formed(r, proto.parse().unwrap())
+        });
+        for name in SAME_INFO {
+            d.run(&["COMMAND", "INFO", name]);
+        }
+        let mut all = vec!["COMMAND", "INFO", "nosuch"];
+        all.extend(SAME_INFO);
+        all.extend(["CLIENT|ID", "GET|foo", "client|nosuch"]);
+        d.run(&all);
+        for name in SAME_DOCS {
+            d.run(&["COMMAND", "DOCS", name]);
+        }
+        d.run(&["COMMAND", "DOCS", "nosuch", "dbsize", "also-nosuch"]);
+        d.run(&["COMMAND", "DOCS", "nosuch"]);
+    }
+}
+
+#[test]
+fn command_info_describes_containers_and_subcommands() {
+    let mut d = Diff::new();
+    // Containers list their subcommands (Redis's order is its hash order, so compare by name).
+    for container in ["client", "config", "command"] {
+        let (redis, strata) = d.run_matching(&["COMMAND", "INFO", container], |r| {
+            r.as_array()
+                .and_then(|a| a.first())
+                .and_then(Reply::as_array)
+                .is_some_and(|e| e.len() == 10)
+        });
+        let parts = |r: &Reply| -> (Vec<Reply>, HashSet<Vec<u8>>) {
+            let entry = r.as_array().unwrap()[0].as_array().unwrap().to_vec();
+            let subs = entry[9]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_array().unwrap()[0].as_bytes().unwrap().to_vec())
+                .collect();
+            (entry[..9].to_vec(), subs)
+        };
+        let ((redis_head, redis_subs), (strata_head, strata_subs)) =
+            (parts(&redis), parts(&strata));
+        assert_eq!(redis_head, strata_head, "COMMAND INFO {container}");
+        assert!(
+            strata_subs.is_subset(&redis_subs) || container == "client",
+            "{container}: {strata_subs:?}"
+        );
+        if container != "client" {
+            assert_eq!(redis_subs, strata_subs, "{container}");
+        }
+    }
+}
+
+#[test]
+fn command_list_count_and_getkeys() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["COMMAND", "GETKEYS"][..],
+        &["COMMAND", "GETKEYS", "get"],
+        &["COMMAND", "GETKEYS", "nosuch", "a"],
+        &["COMMAND", "GETKEYS", "get", "a", "b"],
+        &["COMMAND", "GETKEYS", "ping", "x"],
+        &["COMMAND", "GETKEYS", "get", "k"],
+        &["COMMAND", "GETKEYS", "GET", "k"],
+        &["COMMAND", "GETKEYS", "mget", "a", "b", "c"],
+        &["COMMAND", "GETKEYS", "mset", "a", "1", "b", "2"],
+        &["COMMAND", "GETKEYS", "client", "list"],
+        &["COMMAND", "GETKEYS", "client", "nosuch"],
+        &["COMMAND", "GETKEYS", "config", "get", "x"],
+        &["COMMAND", "GETKEYSANDFLAGS", "get", "k"],
+        &["COMMAND", "GETKEYSANDFLAGS", "mget", "a", "b"],
+        &["COMMAND", "GETKEYSANDFLAGS", "ping", "x"],
+        &["COMMAND", "LIST", "FILTERBY", "MODULE", "foo"],
+        &["COMMAND", "LIST", "FILTERBY", "bogus", "x"],
+        &["COMMAND", "LIST", "FILTERBY", "pattern"],
+        &["COMMAND", "LIST", "FILTERBY", "aclcat", "nosuchcat"],
+        &["COMMAND", "LIST", "foo"],
+        &["COMMAND", "COUNT", "extra"],
+        &["COMMAND", "nosuch"],
+        &["COMMAND", "HELP"],
+    ]);
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "config*"]);
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "pattern", "COMMAND*"]);
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "pattern", "?ing"]);
+    // Strata's own command set: COUNT counts top-level commands, LIST also names subcommands, and
+    // COMMAND describes each command once.
+    let s = &mut d.strata;
+    let count = int_of(s, &["COMMAND", "COUNT"]) as usize;
+    let all = s.call_decoded(&["COMMAND"]);
+    let entries = all.as_array().expect("COMMAND replies with an array");
+    assert_eq!(entries.len(), count);
+    let names: HashSet<Vec<u8>> = entries
+        .iter()
+        .map(|e| e.as_array().unwrap()[0].as_bytes().unwrap().to_vec())
+        .collect();
+    assert_eq!(names.len(), count);
+    let list = s.call_decoded(&["COMMAND", "LIST"]);
+    let listed: HashSet<Vec<u8>> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_bytes().unwrap().to_vec())
+        .collect();
+    assert!(names.is_subset(&listed) && listed.contains(&b"client|list"[..].to_vec()));
+    let connection = s.call_decoded(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "connection"]);
+    let connection: HashSet<Vec<u8>> = connection
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_bytes().unwrap().to_vec())
+        .collect();
+    for name in ["ping", "hello", "client|list", "command", "command|info"] {
+        assert!(
+            connection.contains(name.as_bytes()),
+            "{name} is @connection"
+        );
+    }
+    assert!(
+        !connection.contains(&b"client"[..].to_vec()) && !connection.contains(&b"get"[..].to_vec())
+    );
+    let docs = s.call_decoded(&["COMMAND", "DOCS"]);
+    assert_eq!(docs.as_pairs().map(|p| p.len()), Some(count));
+}
+
+// ------------------------------------------------------------------------------------------------
+// CONFIG
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn config_get_and_set_match_redis() {
+    let mut d = Diff::new();
+    for proto in ["2", "3"] {
+        d.run_matching(&["HELLO", proto], |r| {
+            hello_is_well_formed(r, proto.parse().unwrap())
+        });
+        for name in [
+            "maxmemory",
+            "MAXMEMORY",
+            "maxmemory-policy",
+            "timeout",
+            "hz",
+            "databases",
+            "appendonly",
+            "requirepass",
+            "maxclients",
+            "tcp-keepalive",
+            "tcp-backlog",
+            "loglevel",
+            "logfile",
+            "daemonize",
+            "save",
+            "bind",
+            "dbfilename",
+            "protected-mode",
+            "proto-max-bulk-len",
+            "client-query-buffer-limit",
+            "lfu-log-factor",
+            "lfu-decay-time",
+            "enable-debug-command",
+            "nosuch",
+        ] {
+            d.run(&["CONFIG", "GET", name]);
+        }
+        d.run(&["CONFIG", "GET", "maxmemory", "maxmemory", "MAXMEMORY"]);
+        d.run_unordered(&[
+            "CONFIG",
+            "GET",
+            "maxmemory-pol*",
+            "lfu-*",
+            "dbfile?ame",
+            "timeout",
+        ]);
+        d.run(&["CONFIG", "GET", "no*such*"]);
+        d.run(&["CONFIG", "GET"]);
+    }
+    d.run_all(&[
+        &["CONFIG", "SET", "maxmemory-policy", "foo"][..],
+        &["CONFIG", "SET", "nosuch", "bar"],
+        &["CONFIG", "SET", "maxmemory", "1x"],
+        &["CONFIG", "SET", "maxmemory", "-1"],
+        &["CONFIG", "SET", "hz", "abc"],
+        &["CONFIG", "SET", "hz", "-1"],
+        &["CONFIG", "SET", "timeout", "-1"],
+        &["CONFIG", "SET", "maxclients", "0"],
+        &["CONFIG", "SET", "appendonly", "maybe"],
+        &["CONFIG", "SET", "loglevel", "FOO"],
+        &["CONFIG", "SET", "databases", "3"],
+        &["CONFIG", "SET", "daemonize", "no"],
+        &["CONFIG", "SET", "maxmemory", "10mb", "maxmemory", "5"],
+        &["CONFIG", "SET", "maxmemory", "10mb", "nosuch", "1"],
+        &["CONFIG", "SET", "databases", "3", "nosuch", "1"],
+        &[
+            "CONFIG",
+            "SET",
+            "timeout",
+            "3",
+            "nosuch",
+            "1",
+            "databases",
+            "3",
+        ],
+        &[
+            "CONFIG", "SET", "timeout", "3", "timeout", "4", "nosuch", "1",
+        ],
+        &["CONFIG", "SET", "maxmemory"],
+        &["CONFIG", "SET", "a", "b", "c"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "SET", "maxmemory", "1GB"],
+        &["CONFIG", "GET", "maxmemory"],
+        &[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "100kb",
+            "maxmemory-policy",
+            "ALLKEYS-LRU",
+            "timeout",
+            "30",
+        ],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["CONFIG", "GET", "timeout"],
+        &[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "0",
+            "maxmemory-policy",
+            "noeviction",
+            "timeout",
+            "0",
+        ],
+        &["CONFIG", "SET", "appendonly", "YES"],
+        &["CONFIG", "GET", "appendonly"],
+        &["CONFIG", "SET", "appendonly", "no"],
+        // hz is clamped to 1..500.
+        &["CONFIG", "SET", "hz", "100000"],
+        &["CONFIG", "GET", "hz"],
+        &["CONFIG", "SET", "hz", "0"],
+        &["CONFIG", "GET", "hz"],
+        &["CONFIG", "SET", "hz", "10"],
+        &["CONFIG", "nosuch"],
+        &["CONFIG"],
+        &["CONFIG", "HELP"],
+    ]);
+}
+
+#[test]
+fn config_set_applies_all_or_nothing() {
+    let mut d = Diff::new();
+    // The first pair is valid, the second is not: neither takes effect.
+    d.run(&["CONFIG", "SET", "timeout", "25", "hz", "not-a-number"]);
+    d.run(&["CONFIG", "GET", "timeout"]);
+    d.run(&["CONFIG", "SET", "timeout", "25", "maxmemory-policy", "nope"]);
+    d.run(&["CONFIG", "GET", "timeout"]);
+    d.run(&["CONFIG", "SET", "timeout", "25", "databases", "2"]);
+    d.run(&["CONFIG", "GET", "timeout"]);
+}
+
+#[test]
+fn config_rewrite_without_and_with_a_config_file() {
+    let mut d = Diff::new();
+    d.run(&["CONFIG", "REWRITE"]);
+    d.run(&["CONFIG", "RESETSTAT"]);
+    d.run(&["CONFIG", "RESETSTAT", "extra"]);
+
+    // Strata-only: REWRITE keeps the file's comments and writes the live values. The harness passes its
+    // flags first, and a config file must come first, so this server is started here.
+    let dir = crate::harness::TempDir::new("config-rewrite");
+    let path = dir.path().join("strata.conf");
+    std::fs::write(&path, "# my settings\ntimeout 0\nhz 10\n").unwrap();
+    let port = crate::harness::free_port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg(&path)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start strata");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Kill(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stream = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e) => assert!(Instant::now() < deadline, "strata did not start: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stream);
+    let mut c = Conn::connect(port, "strata");
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "timeout", "42", "maxmemory", "2mb"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.call(&["CONFIG", "REWRITE"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.starts_with("# my settings\ntimeout 42\nhz 10\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nmaxmemory 2097152\n"), "{text}");
+    let info = c.call_decoded(&["INFO", "server"]);
+    assert_eq!(
+        info_field(&info_sections(&info), "config_file"),
+        path.to_str()
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// INFO
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn info_sections_and_fields_match_redis() {
+    let mut d = Diff::new();
+    for args in [
+        &["INFO"][..],
+        &["INFO", "default"],
+        &["INFO", "all"],
+        &["INFO", "everything"],
+        &["INFO", "SERVER"],
+        &["INFO", "keyspace", "cpu"],
+        &["INFO", "clients", "memory", "stats"],
+        &["INFO", "modules"],
+        &["INFO", "nosuch"],
+    ] {
+        let (redis, strata) = d.run_matching(args, |r| r.as_bytes().is_some());
+        let (redis, strata) = (info_sections(&redis), info_sections(&strata));
+        let titles = |s: &[(String, Vec<(String, String)>)]| {
+            s.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>()
+        };
+        // Strata's sections come in Redis's order; Strata keeps no error or latency statistics and adds
+        // its own section at the end.
+        let mut expected: Vec<String> = titles(&redis)
+            .into_iter()
+            .filter(|t| t != "Errorstats" && t != "Latencystats")
+            .collect();
+        let strata_titles = titles(&strata);
+        if strata_titles.last().map(String::as_str) == Some("Strata") {
+            expected.push("Strata".into());
+        }
+        assert_eq!(strata_titles, expected, "INFO {args:?}");
+        // Every field Strata reports in a Redis section is one Redis reports there too.
+        for (title, fields) in &strata {
+            let Some((_, redis_fields)) = redis.iter().find(|(t, _)| t == title) else {
+                continue;
+            };
+            for (k, _) in fields {
+                assert!(
+                    redis_fields.iter().any(|(rk, _)| rk == k),
+                    "{title} field {k} is not Redis's"
+                );
+            }
+        }
+    }
+    let (_, strata) = d.run_matching(&["INFO", "everything"], |r| {
+        let s = info_sections(r);
+        [
+            "redis_version",
+            "redis_mode",
+            "os",
+            "arch_bits",
+            "multiplexing_api",
+            "process_id",
+            "run_id",
+            "tcp_port",
+            "uptime_in_seconds",
+            "uptime_in_days",
+            "hz",
+            "executable",
+            "config_file",
+            "io_threads_active",
+            "connected_clients",
+            "blocked_clients",
+            "maxclients",
+            "used_memory",
+            "used_memory_human",
+            "used_memory_rss",
+            "used_memory_peak",
+            "maxmemory",
+            "maxmemory_policy",
+            "mem_allocator",
+            "total_connections_received",
+            "total_commands_processed",
+            "instantaneous_ops_per_sec",
+            "total_net_input_bytes",
+            "total_net_output_bytes",
+            "rejected_connections",
+            "expired_keys",
+            "keyspace_hits",
+            "keyspace_misses",
+            "used_cpu_sys",
+            "used_cpu_user",
+            "role",
+            "loading",
+            "cluster_enabled",
+        ]
+        .iter()
+        .all(|f| info_field(&s, f).is_some())
+    });
+    let s = info_sections(&strata);
+    assert_eq!(info_field(&s, "redis_version"), Some("7.0.15"));
+    assert_eq!(
+        info_field(&s, "tcp_port"),
+        Some(d.strata_server.port().to_string().as_str())
+    );
+    assert_eq!(
+        info_field(&s, "process_id"),
+        Some(d.strata_server.pid().to_string().as_str())
+    );
+    assert_eq!(info_field(&s, "threads"), Some("2"));
+    assert!(
+        info_field(&s, "used_memory")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        info_field(&s, "used_memory_rss")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(info_field(&s, "run_id").map(str::len), Some(40));
+    // RESP3 sends INFO as a verbatim string.
+    d.run_matching(&["HELLO", "3"], |r| hello_is_well_formed(r, 3));
+    d.run_matching(
+        &["INFO", "server"],
+        |r| matches!(r, Reply::Verbatim(t) if t.starts_with(b"txt:# Server\r\n")),
+    );
+    d.run(&["INFO", "nosuch"]);
+}
+
+#[test]
+fn info_keyspace_and_commandstats_count_like_redis() {
+    let mut d = Diff::new();
+    // Keys on both shards and in two databases.
+    for k in ["a", "b", "c", "d", "foo", "bar"] {
+        d.run(&["SET", k, "v"]);
+    }
+    d.run(&["SET", "ttl", "v", "EX", "1000"]);
+    d.run(&["SELECT", "9"]);
+    d.run(&["SET", "x", "1"]);
+    d.run(&["GET", "x"]);
+    d.run(&["GET", "nope"]);
+    d.run(&["SET", "x", "1", "NX", "XX"]);
+    let (redis, strata) = d.run_matching(&["INFO", "keyspace"], |r| r.as_bytes().is_some());
+    let keyspace = |r: &Reply| -> Vec<String> {
+        info_sections(r)[0]
+            .1
+            .iter()
+            .map(|(k, v)| format!("{k}:{}", v.rsplit_once(',').unwrap().0))
+            .collect()
+    };
+    assert_eq!(keyspace(&redis), keyspace(&strata));
+    assert_eq!(
+        keyspace(&strata),
+        ["db0:keys=7,expires=1", "db9:keys=1,expires=0"]
+    );
+    // Per-command calls and failures (times differ).
+    let (redis, strata) = d.run_matching(&["INFO", "commandstats"], |r| r.as_bytes().is_some());
+    let stat = |r: &Reply, cmd: &str| -> String {
+        let s = info_sections(r);
+        let v = info_field(&s, &format!("cmdstat_{cmd}"))
+            .unwrap_or_else(|| panic!("no cmdstat_{cmd}"))
+            .to_string();
+        v.split(',')
+            .filter(|kv| kv.starts_with("calls=") || kv.starts_with("failed_calls="))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for cmd in ["set", "get", "select"] {
+        assert_eq!(stat(&redis, cmd), stat(&strata, cmd), "cmdstat_{cmd}");
+    }
+    assert_eq!(stat(&strata, "set"), "calls=9,failed_calls=1");
+    // Hits and misses.
+    let (redis, strata) = d.run_matching(&["INFO", "stats"], |r| r.as_bytes().is_some());
+    for f in ["keyspace_hits", "keyspace_misses", "expired_keys"] {
+        assert_eq!(
+            info_field(&info_sections(&redis), f),
+            info_field(&info_sections(&strata), f),
+            "{f}"
+        );
+    }
+    // CONFIG RESETSTAT zeroes the counters.
+    d.run(&["CONFIG", "RESETSTAT"]);
+    let (redis, strata) = d.run_matching(&["INFO", "stats"], |r| r.as_bytes().is_some());
+    for f in ["keyspace_hits", "keyspace_misses", "expired_keys"] {
+        assert_eq!(info_field(&info_sections(&redis), f), Some("0"), "{f}");
+        assert_eq!(info_field(&info_sections(&strata), f), Some("0"), "{f}");
+    }
+    let s = d.strata.call_decoded(&["INFO", "commandstats"]);
+    assert!(info_field(&info_sections(&s), "cmdstat_set").is_none());
+}
+
+#[test]
+fn info_clients_counts_connections() {
+    let server = Server::strata(&["--threads", "2"]);
+    let mut c = server.conn();
+    let mut others: Vec<Conn> = (0..3).map(|_| server.conn()).collect();
+    for o in &mut others {
+        assert_eq!(o.call(&["PING"]), b"+PONG\r\n");
+    }
+    let count = |c: &mut Conn| {
+        let s = c.call_decoded(&["INFO", "clients"]);
+        info_field(&info_sections(&s), "connected_clients")
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+    };
+    assert_eq!(count(&mut c), 4);
+    drop(others);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while count(&mut c) != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "closed connections are still counted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// DBSIZE, FLUSHDB, FLUSHALL, SWAPDB
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn dbsize_flush_and_swapdb_match_redis() {
+    let mut d = Diff::new();
+    let fill = |d: &mut Diff, db: &str, keys: &[&str]| {
+        d.run(&["SELECT", db]);
+        for k in keys {
+            d.run(&["SET", k, db]);
+        }
+    };
+    fill(&mut d, "0", &["a", "b", "c", "d", "foo", "bar"]);
+    fill(&mut d, "1", &["a", "b"]);
+    fill(&mut d, "2", &["x"]);
+    d.run_all(&[
+        &["DBSIZE"][..],
+        &["DBSIZE", "extra"],
+        &["SELECT", "0"],
+        &["DBSIZE"],
+        &["SWAPDB", "0"],
+        &["SWAPDB", "a", "1"],
+        &["SWAPDB", "0", "b"],
+        &["SWAPDB", "0", "16"],
+        &["SWAPDB", "-1", "0"],
+        &["SWAPDB", "99999999999", "0"],
+        &["SWAPDB", "0", "99999999999"],
+        &["SWAPDB", "0", "0"],
+        &["SWAPDB", "0", "2"],
+        // This connection stays on database 0, which now holds what database 2 held.
+        &["DBSIZE"],
+        &["GET", "x"],
+        &["GET", "a"],
+        &["SELECT", "2"],
+        &["DBSIZE"],
+        &["GET", "foo"],
+        &["FLUSHDB", "nosuch"],
+        &["FLUSHDB", "ASYNC", "extra"],
+        &["FLUSHDB"],
+        &["DBSIZE"],
+        &["SELECT", "1"],
+        &["DBSIZE"],
+        &["FLUSHDB", "SYNC"],
+        &["DBSIZE"],
+        &["SELECT", "0"],
+        &["DBSIZE"],
+        &["FLUSHALL", "nosuch"],
+        &["FLUSHALL", "async"],
+        &["DBSIZE"],
+        &["SET", "k", "v"],
+        &["FLUSHALL"],
+        &["DBSIZE"],
+        &["FLUSHALL", "SYNC"],
+    ]);
+}
+
+/// A multi-key write and FLUSHALL never interleave: a reader sees all of the keys or none.
+#[test]
+fn flushall_is_atomic_across_shards() {
+    let server = Server::strata(&["--threads", "2"]);
+    // "a"/"d" and "b"/"c" hash to different halves of the slot space, i.e. different shards.
+    let keys = ["a", "b", "c", "d"];
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut w = server.conn();
+            for i in 0..400 {
+                let v = i.to_string();
+                let reply = w.call(&["MSET", "a", &v, "b", &v, "c", &v, "d", &v]);
+                assert_eq!(reply, b"+OK\r\n");
+            }
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        s.spawn(|| {
+            let mut f = server.conn();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                assert_eq!(f.call(&["FLUSHALL"]), b"+OK\r\n");
+            }
+        });
+        let mut r = server.conn();
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let reply = r.call_decoded(&["MGET", keys[0], keys[1], keys[2], keys[3]]);
+            let values = reply.as_array().expect("MGET replies with an array");
+            let present = values.iter().filter(|v| !v.is_nil()).count();
+            assert!(
+                present == 0 || present == keys.len(),
+                "MGET saw a half-flushed keyspace: {reply}"
+            );
+            if present > 0 {
+                assert!(
+                    values.windows(2).all(|w| w[0] == w[1]),
+                    "MGET saw two writes: {reply}"
+                );
+            }
+        }
+    });
+}
+
+// ------------------------------------------------------------------------------------------------
+// TIME, LASTSAVE, SHUTDOWN
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn time_and_lastsave() {
+    let mut d = Diff::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    d.run_matching(&["TIME"], |r| {
+        let parts: Vec<i64> = r
+            .as_array()
+            .map(|a| a.iter().filter_map(|p| std::str::from_utf8(p.as_bytes()?).ok()?.parse().ok()).collect())
+            .unwrap_or_default();
+        matches!(parts[..], [secs, usec] if (secs - now).abs() <= 5 && (0..1_000_000).contains(&usec))
+    });
+    d.run_matching(&["LASTSAVE"], |r| {
+        r.as_int().is_some_and(|t| (t - now).abs() <= 60)
+    });
+    d.run(&["TIME", "extra"]);
+    d.run(&["LASTSAVE", "extra"]);
+}
+
+#[test]
+fn shutdown_options_and_exit() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["SHUTDOWN", "nosuch"][..],
+        &["SHUTDOWN", "ABORT"],
+        &["SHUTDOWN", "NOSAVE", "SAVE"],
+        &["SHUTDOWN", "ABORT", "NOW"],
+        &["SHUTDOWN", "ABORT", "NOSAVE"],
+    ]);
+    // SHUTDOWN NOSAVE: no reply, the connection closes and the process exits.
+    d.run_raw(&pipeline(&[&["SHUTDOWN", "NOSAVE", "NOW"]]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.strata_server.is_running() || d.redis_server.is_running() {
+        assert!(
+            Instant::now() < deadline,
+            "the servers did not exit after SHUTDOWN"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn shutdown_refuses_to_drop_a_save_schedule() {
+    // Strata-only: Redis would save before exiting; Strata cannot save yet and says so.
+    let mut server = Server::strata(&["--save", "3600 1"]);
+    let mut c = server.conn();
+    let reply = c.call_decoded(&["SHUTDOWN"]);
+    assert!(
+        reply
+            .error_text()
+            .is_some_and(|e| e.starts_with(b"ERR Errors trying to SHUTDOWN")),
+        "{reply}"
+    );
+    let reply = c.call_decoded(&["SHUTDOWN", "SAVE"]);
+    assert!(reply.is_error(), "{reply}");
+    assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
+    c.send(&["SHUTDOWN", "FORCE"]);
+    assert!(c.is_closed_within(Duration::from_secs(5)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.is_running() {
+        assert!(
+            Instant::now() < deadline,
+            "strata did not exit after SHUTDOWN FORCE"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// DEBUG
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn debug_is_refused_unless_enabled() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["DEBUG", "SLEEP", "0"][..],
+        &["DEBUG", "HELP"],
+        &["DEBUG"],
+        &["CONFIG", "GET", "enable-debug-command"],
+    ]);
+    let mut local = Diff::with_config(&["--enable-debug-command", "local"]);
+    local.run(&["DEBUG", "SLEEP", "0"]);
+}
+
+/// The fields of a DEBUG OBJECT reply that do not depend on addresses or clocks.
+fn debug_object_fields(r: &Reply) -> String {
+    match r {
+        Reply::Simple(line) => String::from_utf8_lossy(line)
+            .split(' ')
+            .filter(|f| {
+                ["refcount:", "encoding:", "serializedlength:"]
+                    .iter()
+                    .any(|p| f.starts_with(p))
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    }
+}
+
+#[test]
+fn debug_object_sleep_and_active_expire() {
+    let mut d = Diff::with_config(&["--enable-debug-command", "yes"]);
+    d.run_all(&[
+        &["DEBUG"][..],
+        &["DEBUG", "nosuch"],
+        &["DEBUG", "JMAP", "x"],
+        &["DEBUG", "OBJECT"],
+        &["DEBUG", "OBJECT", "nokey"],
+        &["DEBUG", "OBJECT", "a", "b"],
+        &["DEBUG", "SET-ACTIVE-EXPIRE"],
+        &["DEBUG", "SLEEP"],
+        &["DEBUG", "SLEEP", "0"],
+        &["DEBUG", "SLEEP", "0.01"],
+        &["DEBUG", "SLEEP", "x"],
+        &["DEBUG", "ERROR", "MYERR something went wrong"],
+    ]);
+    // A pseudo-random text over a small alphabet: compressible, but not trivially.
+    let mut seed = 7u32;
+    let mixed: String = (0..300)
+        .map(|_| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            ['a', 'b', 'c'][(seed >> 16) as usize % 3]
+        })
+        .collect();
+    let values = [
+        "v".to_string(),
+        "12".to_string(),
+        "9999".to_string(),
+        "10000".to_string(),
+        "-1".to_string(),
+        "007".to_string(),
+        "-12345678901".to_string(),
+        "1099511627776".to_string(),
+        "x".repeat(44),
+        "x".repeat(45),
+        "a".repeat(100),
+        "ab".repeat(30),
+        "abcdefghijklmnopqrstu".to_string(),
+        "hello world, hello world! hello world, hello world!".to_string(),
+        mixed,
+        "The quick brown fox jumps over the lazy dog. ".repeat(40),
+    ];
+    for v in &values {
+        d.run(&["SET", "k", v]);
+        let (redis, strata) =
+            d.run_matching(&["DEBUG", "OBJECT", "k"], |r| matches!(r, Reply::Simple(_)));
+        assert_eq!(
+            debug_object_fields(&redis),
+            debug_object_fields(&strata),
+            "value {v:?}"
+        );
+    }
+    // With active expiry off, an expired key stays until it is touched.
+    d.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    d.run(&["SET", "gone", "v", "PX", "50"]);
+    std::thread::sleep(Duration::from_millis(300));
+    d.run(&["DBSIZE"]);
+    d.run(&["GET", "gone"]);
+    d.run(&["DBSIZE"]);
+    d.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    d.run(&["SET", "gone", "v", "PX", "50"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while int_of(&mut d.strata, &["DBSIZE"]) != 1 {
+        assert!(Instant::now() < deadline, "active expiry did not resume");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn debug_sleep_suspends_only_its_connection() {
+    // Strata-only: Redis blocks the whole server during DEBUG SLEEP; Strata parks one connection.
+    let server = Server::strata(&["--enable-debug-command", "yes"]);
+    let mut sleeper = server.conn();
+    let mut other = server.conn();
+    let start = Instant::now();
+    sleeper.send(&["DEBUG", "SLEEP", "0.5"]);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(other.call(&["PING"]), b"+PONG\r\n");
+    assert!(
+        start.elapsed() < Duration::from_millis(400),
+        "PING waited for DEBUG SLEEP"
+    );
+    assert_eq!(sleeper.read_reply(), b"+OK\r\n");
+    assert!(start.elapsed() >= Duration::from_millis(500));
+}
