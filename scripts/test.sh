@@ -8,7 +8,6 @@ set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 
 step() { printf '\n==> %s\n' "$*"; }
 die() {
@@ -58,8 +57,8 @@ printf 'target dir:   %s\n' "$CARGO_TARGET_DIR"
 failed=()
 start=$SECONDS
 
-step "cargo test --workspace"
-cargo test --workspace || failed+=("cargo test --workspace")
+step "cargo test --workspace --no-fail-fast"
+cargo test --workspace --no-fail-fast || failed+=("cargo test --workspace")
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check || failed+=("cargo fmt --all -- --check")

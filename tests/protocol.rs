@@ -56,10 +56,12 @@ fn wrong_arity_error_names_the_command_in_lower_case() {
 #[test]
 fn commands_are_case_insensitive() {
     let mut d = Diff::new();
-    d.run(&["PiNg"]);
-    d.run(&["ping", "hello"]);
-    d.run(&["sEt", "k", "v"]);
-    d.run(&["GET", "k"]);
+    d.run_all(&[
+        &["PiNg"],
+        &["ping", "hello"],
+        &["sEt", "k", "v"],
+        &["GET", "k"],
+    ]);
 }
 
 // --- inline commands ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use strata_resp::Protocol;
 
 use crate::args::eq_ci;
-use crate::ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState};
+use crate::ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session};
 use crate::error::{CmdError, CmdResult};
 use crate::server::{reply_help, REDIS_VERSION};
 use crate::table::{CommandSpec, Flags, Handler, KeySpec, Table};
@@ -285,10 +285,11 @@ fn credentials_ok(server: &ServerState, user: &[u8], pass: &[u8]) -> bool {
     user == b"default" && (required.is_empty() || pass == required.as_bytes())
 }
 
-/// Whether the connection may run commands: it authenticated, or the default user needs no
-/// password (any more: `requirepass` may have been cleared since the connection was made).
-pub fn is_authenticated(cx: &ConnCtx<'_>) -> bool {
-    cx.session.authenticated || requirepass(cx.server).is_empty()
+/// Whether a connection may run commands: it authenticated, or the default user needs no
+/// password (any more: `requirepass` may have been cleared since the connection was made). This
+/// is the test for NOAUTH gating, as Redis's `authRequired`.
+pub fn is_authenticated(session: &Session, server: &ServerState) -> bool {
+    session.authenticated || requirepass(server).is_empty()
 }
 
 // ----- PING, ECHO, SELECT -----
@@ -376,7 +377,7 @@ fn hello(cx: &mut ConnCtx<'_>) -> CmdResult {
         }
         cx.session.authenticated = true;
     }
-    if !is_authenticated(cx) {
+    if !is_authenticated(cx.session, cx.server) {
         return Err(CmdError::msg(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
              HELLO AUTH <user> <pass> option can be used to authenticate the client and select \

@@ -1379,6 +1379,19 @@ pub fn access_for(policy: &str, log_factor: i64, decay_time: i64) -> Access {
     }
 }
 
+/// Makes every database of `shard` record accesses the way the configuration asks (LRU clock, or
+/// LFU counter under an `*-lfu` maxmemory-policy). Run at start-up and by CONFIG SET before it replies.
+pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::config::Config) {
+    let access = access_for(
+        &config.get("maxmemory-policy").unwrap_or_default(),
+        config.get_i64("lfu-log-factor"),
+        config.get_i64("lfu-decay-time"),
+    );
+    for db in &mut shard.dbs {
+        db.access = access;
+    }
+}
+
 /// OBJECT FREQ key → the key's logarithmic access counter (LFU policies only).
 fn object_freq<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {

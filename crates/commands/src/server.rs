@@ -26,7 +26,7 @@ use crate::args::eq_ci;
 use crate::config::{Config, ConfigSetError};
 use crate::ctx::{ConnCtx, ServerState};
 use crate::error::{CmdError, CmdResult};
-use crate::table::{CommandSpec, Flags, Handler, KeySpec};
+use crate::table::{CommandSpec, Flags, Handler, KeySpec, ACL_ORDER};
 
 /// The Redis version Strata answers to (INFO `redis_version`, HELLO `version`), so that clients
 /// enable their Redis 7 features.
@@ -305,7 +305,7 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
         "O(N) when N is the number of configuration parameters provided",
         &[],
         &["request_policy:all_nodes", "response_policy:all_succeeded"],
-        Handler::Conn(config_set),
+        Handler::Async(config_set),
     ),
     cmd(
         "resetstat",
@@ -395,53 +395,12 @@ const SHOWN_FLAGS: [(Flags, &str); 16] = [
     (Flags::ALLOW_BUSY, "allow_busy"),
 ];
 
-/// Redis's ACL categories in the order of its category bits, which COMMAND replies follow.
-const ACL_ORDER: [&str; 21] = [
-    "@keyspace",
-    "@read",
-    "@write",
-    "@set",
-    "@sortedset",
-    "@list",
-    "@hash",
-    "@string",
-    "@bitmap",
-    "@hyperloglog",
-    "@geo",
-    "@stream",
-    "@pubsub",
-    "@admin",
-    "@fast",
-    "@slow",
-    "@blocking",
-    "@dangerous",
-    "@connection",
-    "@transaction",
-    "@scripting",
-];
-
 fn shown_flags(spec: &CommandSpec) -> Vec<&'static str> {
     SHOWN_FLAGS
         .iter()
         .filter(|(f, _)| spec.flags.has(*f))
         .map(|(_, n)| *n)
         .collect()
-}
-
-/// ACL categories in Redis's order. A container is only a name for its subcommands and carries
-/// no category but `@slow`, as in Redis.
-fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
-    if matches!(spec.handler, Handler::Container) {
-        return vec!["@slow"];
-    }
-    let mut cats = spec.acl_categories();
-    cats.sort_by_key(|c| {
-        ACL_ORDER
-            .iter()
-            .position(|o| o == c)
-            .unwrap_or(ACL_ORDER.len())
-    });
-    cats
 }
 
 /// The key-spec flags of a command's keys, derived from its flags: read-only commands read
@@ -473,7 +432,7 @@ fn write_command_info(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
     out.int(k.first as i64);
     out.int(k.last as i64);
     out.int(k.step as i64);
-    let cats = acl_categories(spec);
+    let cats = spec.acl_categories();
     out.set(cats.len());
     for c in cats {
         out.simple(c);
@@ -636,7 +595,7 @@ fn command_list(cx: &mut ConnCtx<'_>) -> CmdResult {
             // Strata has no modules.
             Some(ListFilter::Module) => false,
             Some(ListFilter::AclCat(cat)) => {
-                cat.is_some_and(|c| acl_categories(e.spec).contains(&c))
+                cat.is_some_and(|c| e.spec.acl_categories().contains(&c))
             }
             Some(ListFilter::Pattern(p)) => glob_match(p, e.name.as_bytes(), true),
         })
@@ -661,12 +620,17 @@ enum ListFilter {
 fn command_getkeys(cx: &mut ConnCtx<'_>) -> CmdResult {
     let with_flags = eq_ci(&cx.args[1], "getkeysandflags");
     let line = &cx.args[2..];
-    let base = lookup(&line[0]).ok_or(CmdError::msg("ERR Invalid command specified"))?;
+    let invalid = || CmdError::msg("ERR Invalid command specified");
+    // The command line names a command, then possibly its subcommand ("client|list" names neither).
+    if line[0].contains(&b'|') {
+        return Err(invalid());
+    }
+    let base = lookup(&line[0]).ok_or_else(invalid)?;
     let cmd = if base.spec.subcommands.is_empty() || line.len() == 1 {
         base
     } else {
         let sub = [&line[0][..], b"|", &line[1][..]].concat();
-        lookup(&sub).ok_or(CmdError::msg("ERR Invalid command specified"))?
+        lookup(&sub).ok_or_else(invalid)?
     };
     if cmd.spec.keys.first == 0 {
         return Err(CmdError::msg("ERR The command has no key arguments"));
@@ -760,7 +724,21 @@ fn config_get(cx: &mut ConnCtx<'_>) -> CmdResult {
 }
 
 /// CONFIG SET name value [name value ...] → OK; all settings change or none does.
-fn config_set(cx: &mut ConnCtx<'_>) -> CmdResult {
+/// CONFIG SET name value [name value ...] → OK, atomically; settings the shards act on (the access
+/// policy behind OBJECT FREQ/IDLETIME) are pushed to every shard before the reply.
+fn config_set<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        config_set_values(cx)?;
+        let server = cx.server.clone();
+        cx.shards()
+            .call_all(move |s| crate::generic::apply_access_policy(s, &server.config))
+            .await;
+        cx.out.ok();
+        Ok(())
+    })
+}
+
+fn config_set_values(cx: &mut ConnCtx<'_>) -> CmdResult {
     let args = &cx.args[2..];
     if !args.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
@@ -779,10 +757,7 @@ fn config_set(cx: &mut ConnCtx<'_>) -> CmdResult {
         )
     };
     match cx.server.config.set_many(&pairs) {
-        Ok(()) => {
-            cx.out.ok();
-            Ok(())
-        }
+        Ok(()) => Ok(()),
         Err((i, ConfigSetError::Unknown)) => Err(CmdError::Msg(
             format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
@@ -1717,15 +1692,6 @@ fn shared_integers(server: &ServerState) -> bool {
     server.config.get_i64("maxmemory") == 0 || !(policy.contains("lru") || policy.contains("lfu"))
 }
 
-/// The encoding OBJECT ENCODING and DEBUG OBJECT name for a value.
-fn encoding(v: ValueRef<'_>) -> &'static str {
-    match v {
-        ValueRef::Int(_) => "int",
-        ValueRef::Inline(_) => "embstr",
-        ValueRef::Obj(Object::Str(_)) => "raw",
-    }
-}
-
 /// DEBUG OBJECT's line, in Redis's format.
 fn debug_object(e: &strata_core::Entry, now: i64, shared_ints: bool) -> String {
     let v = e.value();
@@ -1744,7 +1710,7 @@ fn debug_object(e: &strata_core::Entry, now: i64, shared_ints: bool) -> String {
         "Value at:{:p} refcount:{refcount} encoding:{} serializedlength:{} lru:{lru} \
          lru_seconds_idle:{idle}",
         e as *const strata_core::Entry,
-        encoding(v),
+        crate::generic::encoding_name(v),
         serialized_len(v)
     )
 }
@@ -2022,7 +1988,7 @@ mod tests {
     #[test]
     fn command_info_orders_categories_like_redis() {
         let t = crate::table();
-        let cats = |n: &str| acl_categories(t.get(n).unwrap().spec);
+        let cats = |n: &str| t.get(n).unwrap().spec.acl_categories();
         assert_eq!(cats("ping"), ["@fast", "@connection"]);
         assert_eq!(cats("lastsave"), ["@admin", "@fast", "@dangerous"]);
         assert_eq!(

@@ -142,7 +142,7 @@ pub type AsyncHandler = for<'a, 'b> fn(&'a mut ConnCtx<'b>) -> LocalBoxFuture<'a
 
 /// Redis's ACL categories in the order of its category table (acl.c), which is the order
 /// COMMAND INFO lists them in.
-const ACL_ORDER: &[&str] = &[
+pub const ACL_ORDER: &[&str] = &[
     "@keyspace",
     "@read",
     "@write",

@@ -6,19 +6,28 @@
 //! home bucket, `hash & mask`, which is what makes Redis's reverse-binary SCAN cursor sound: a key
 //! present for the whole scan is returned at least once even if the table grows or shrinks meanwhile.
 //!
-//! Invariants: `buckets.len()` is 0 or a power of two; `len` counts the entries reachable from the
-//! buckets; the table grows when `len` would exceed `buckets.len()` (load factor 1) and shrinks when
-//! fewer than 1/8 of the buckets would be used. Resizing is done in one step.
+//! Resizing is incremental, as in Redis: a resize allocates the new table and then moves one bucket
+//! per write operation (and more from [`Dict::rehash_for`], which the shard calls when idle), so no
+//! single command pays for moving a million entries. While rehashing, lookups consult both tables.
+//!
+//! Invariants: each table's length is 0 or a power of two; `len` counts the entries reachable from
+//! both tables; while rehashing, buckets of table 0 below `rehash_idx` are empty and every new entry
+//! goes to table 1; the table grows when `len` would exceed its bucket count (load factor 1) and
+//! shrinks when fewer than 1/8 of the buckets would be used.
 
 use std::hash::BuildHasher;
 
 use crate::entry::Entry;
 
 const MIN_BUCKETS: usize = 4;
+/// Empty buckets one rehash step may skip before giving up (bounds the work of a step).
+const EMPTY_VISITS: usize = 10;
 
 /// A hash table of [`Entry`] keyed by the entry's key bytes.
 pub struct Dict {
-    buckets: Vec<Option<Entry>>,
+    tables: [Vec<Option<Entry>>; 2],
+    /// Next bucket of `tables[0]` to move, while a resize is in progress.
+    rehash_idx: Option<usize>,
     len: usize,
     hasher: foldhash::quality::RandomState,
 }
@@ -29,11 +38,16 @@ impl Default for Dict {
     }
 }
 
+fn empty_table(size: usize) -> Vec<Option<Entry>> {
+    (0..size).map(|_| None).collect()
+}
+
 impl Dict {
     /// An empty table; allocates nothing until the first insert.
     pub fn new() -> Self {
         Dict {
-            buckets: Vec::new(),
+            tables: [Vec::new(), Vec::new()],
+            rehash_idx: None,
             len: 0,
             hasher: foldhash::quality::RandomState::default(),
         }
@@ -49,13 +63,19 @@ impl Dict {
         self.len == 0
     }
 
-    /// Bytes used by the bucket array.
-    pub fn table_size(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<Option<Entry>>()
+    /// True while a resize is in progress.
+    pub fn is_rehashing(&self) -> bool {
+        self.rehash_idx.is_some()
     }
 
-    fn bucket_of(&self, key: &[u8]) -> usize {
-        (self.hasher.hash_one(key) as usize) & (self.buckets.len() - 1)
+    /// Bytes used by the bucket arrays.
+    pub fn table_size(&self) -> usize {
+        (self.tables[0].capacity() + self.tables[1].capacity())
+            * std::mem::size_of::<Option<Entry>>()
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     /// The link (bucket slot or predecessor's `next`) that holds `key`'s entry.
@@ -63,15 +83,21 @@ impl Dict {
         if self.len == 0 {
             return None;
         }
-        let mut link =
-            &self.buckets[self.bucket_of(key)] as *const Option<Entry> as *mut Option<Entry>;
-        // SAFETY: links point into `self.buckets` or into live entries owned by this table.
-        unsafe {
-            while let Some(e) = &*link {
-                if e.key() == key {
-                    return Some(link);
+        let hash = self.hash(key) as usize;
+        let tables = if self.rehash_idx.is_some() { 2 } else { 1 };
+        for t in &self.tables[..tables] {
+            if t.is_empty() {
+                continue;
+            }
+            let mut link = &t[hash & (t.len() - 1)] as *const Option<Entry> as *mut Option<Entry>;
+            // SAFETY: links point into the bucket arrays or into live entries owned by this table.
+            unsafe {
+                while let Some(e) = &*link {
+                    if e.key() == key {
+                        return Some(link);
+                    }
+                    link = e.next() as *const Option<Entry> as *mut Option<Entry>;
                 }
-                link = e.next() as *const Option<Entry> as *mut Option<Entry>;
             }
         }
         None
@@ -91,6 +117,7 @@ impl Dict {
 
     /// Inserts `entry`, returning the entry it replaced (same key), if any.
     pub fn insert(&mut self, mut entry: Entry) -> Option<Entry> {
+        self.rehash_step();
         if let Some(link) = self.link(entry.key()) {
             // SAFETY: `link` holds Some(entry) for this key; we swap it keeping the chain.
             unsafe {
@@ -100,18 +127,21 @@ impl Dict {
                 return Some(old);
             }
         }
-        if self.len >= self.buckets.len() {
-            self.resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
+        if self.rehash_idx.is_none() && self.len >= self.tables[0].len() {
+            self.start_resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
         }
-        let b = self.bucket_of(entry.key());
-        *entry.next_mut() = self.buckets[b].take();
-        self.buckets[b] = Some(entry);
+        let hash = self.hash(entry.key()) as usize;
+        let t = &mut self.tables[if self.rehash_idx.is_some() { 1 } else { 0 }];
+        let b = hash & (t.len() - 1);
+        *entry.next_mut() = t[b].take();
+        t[b] = Some(entry);
         self.len += 1;
         None
     }
 
     /// Removes and returns the entry for `key`.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        self.rehash_step();
         let link = self.link(key)?;
         // SAFETY: `link` holds Some(entry); we splice its successor into the link.
         let mut e = unsafe {
@@ -121,8 +151,9 @@ impl Dict {
         };
         *e.next_mut() = None;
         self.len -= 1;
-        if self.buckets.len() > MIN_BUCKETS && self.len * 8 < self.buckets.len() {
-            self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
+        let size = self.tables[0].len();
+        if self.rehash_idx.is_none() && size > MIN_BUCKETS && self.len * 8 < size {
+            self.start_resize(self.len.next_power_of_two().max(MIN_BUCKETS));
         }
         Some(e)
     }
@@ -146,19 +177,75 @@ impl Dict {
 
     /// Removes every entry.
     pub fn clear(&mut self) {
-        self.buckets = Vec::new();
+        self.tables = [Vec::new(), Vec::new()];
+        self.rehash_idx = None;
         self.len = 0;
     }
 
-    fn resize(&mut self, size: usize) {
-        let old = std::mem::replace(&mut self.buckets, (0..size).map(|_| None).collect());
-        for mut head in old {
+    fn start_resize(&mut self, size: usize) {
+        if self.tables[0].is_empty() {
+            self.tables[0] = empty_table(size);
+            return;
+        }
+        self.tables[1] = empty_table(size);
+        self.rehash_idx = Some(0);
+    }
+
+    /// Moves one bucket (skipping at most a few empty ones) from the old table to the new one.
+    fn rehash_step(&mut self) {
+        let Some(mut idx) = self.rehash_idx else {
+            return;
+        };
+        let mut empty = 0;
+        while idx < self.tables[0].len() && self.tables[0][idx].is_none() {
+            idx += 1;
+            empty += 1;
+            if empty == EMPTY_VISITS {
+                self.rehash_idx = Some(idx);
+                return;
+            }
+        }
+        if idx < self.tables[0].len() {
+            let mut head = self.tables[0][idx].take();
+            let mask = self.tables[1].len() - 1;
             while let Some(mut e) = head {
                 head = e.next_mut().take();
-                let b = self.bucket_of(e.key());
-                *e.next_mut() = self.buckets[b].take();
-                self.buckets[b] = Some(e);
+                let b = self.hasher.hash_one(e.key()) as usize & mask;
+                *e.next_mut() = self.tables[1][b].take();
+                self.tables[1][b] = Some(e);
             }
+            idx += 1;
+        }
+        if idx >= self.tables[0].len() {
+            self.tables[0] = std::mem::take(&mut self.tables[1]);
+            self.rehash_idx = None;
+        } else {
+            self.rehash_idx = Some(idx);
+        }
+    }
+
+    /// Rehashes for up to `steps` buckets; returns true if a resize is still in progress. The shard
+    /// calls this from its background loop so idle databases finish resizing without traffic.
+    pub fn rehash_for(&mut self, steps: usize) -> bool {
+        for _ in 0..steps {
+            if self.rehash_idx.is_none() {
+                break;
+            }
+            self.rehash_step();
+        }
+        let size = self.tables[0].len();
+        if self.rehash_idx.is_none() && size > MIN_BUCKETS && self.len * 8 < size {
+            // Deletions stopped mid-shrink: keep shrinking from the background, as Redis's cron does.
+            self.start_resize(self.len.next_power_of_two().max(MIN_BUCKETS));
+        }
+        self.rehash_idx.is_some()
+    }
+
+    fn visit_bucket<'a>(table: &'a [Option<Entry>], idx: usize, f: &mut impl FnMut(&'a Entry)) {
+        let mut link = &table[idx];
+        while let Some(e) = link {
+            f(e);
+            link = e.next();
         }
     }
 
@@ -166,19 +253,37 @@ impl Dict {
     ///
     /// Redis's reverse-binary cursor: the high bits of the cursor are incremented, so buckets that
     /// split or merge on a resize are visited consistently and no key present throughout is missed.
+    /// While rehashing, the cursor walks the smaller table and, for each of its buckets, every bucket
+    /// of the larger table that it expands to.
     pub fn scan(&self, cursor: u64, mut f: impl FnMut(&Entry)) -> u64 {
-        if self.buckets.is_empty() {
-            return 0;
+        let mut v = cursor;
+        if self.rehash_idx.is_none() {
+            let t = &self.tables[0];
+            if t.is_empty() {
+                return 0;
+            }
+            let m0 = (t.len() - 1) as u64;
+            Self::visit_bucket(t, (v & m0) as usize, &mut f);
+            v |= !m0;
+            return v.reverse_bits().wrapping_add(1).reverse_bits();
         }
-        let mask = (self.buckets.len() - 1) as u64;
-        let mut link = &self.buckets[(cursor & mask) as usize];
-        while let Some(e) = link {
-            f(e);
-            link = e.next();
+        let (small, large) = if self.tables[0].len() <= self.tables[1].len() {
+            (&self.tables[0], &self.tables[1])
+        } else {
+            (&self.tables[1], &self.tables[0])
+        };
+        let (m0, m1) = ((small.len() - 1) as u64, (large.len() - 1) as u64);
+        Self::visit_bucket(small, (v & m0) as usize, &mut f);
+        loop {
+            Self::visit_bucket(large, (v & m1) as usize, &mut f);
+            // Increment the bits not covered by the smaller mask, reverse-binary.
+            v |= !m1;
+            v = v.reverse_bits().wrapping_add(1).reverse_bits();
+            if v & (m0 ^ m1) == 0 {
+                // The last increment carried into the smaller table's bits: `v` is the next cursor.
+                return v;
+            }
         }
-        let mut v = cursor | !mask;
-        v = v.reverse_bits().wrapping_add(1).reverse_bits();
-        v
     }
 
     /// A pseudo-random entry chosen with the caller's random numbers `rand()`.
@@ -186,16 +291,31 @@ impl Dict {
         if self.len == 0 {
             return None;
         }
-        let mask = self.buckets.len() as u64 - 1;
-        // The table is at least 1/8 full, so a non-empty bucket is found quickly; cap the tries and
+        // Candidate buckets: the unmoved part of table 0 plus all of table 1 while rehashing.
+        let start0 = self.rehash_idx.unwrap_or(0);
+        let n0 = self.tables[0].len() - start0.min(self.tables[0].len());
+        let n1 = if self.rehash_idx.is_some() {
+            self.tables[1].len()
+        } else {
+            0
+        };
+        let total = (n0 + n1) as u64;
+        let bucket = |i: usize| {
+            if i < n0 {
+                &self.tables[0][start0 + i]
+            } else {
+                &self.tables[1][i - n0]
+            }
+        };
+        // Tables are at least 1/8 full, so a non-empty bucket is found quickly; cap the tries and
         // fall back to a linear walk from a random start so the loop is bounded.
-        let start = (rand() & mask) as usize;
+        let start = (rand() % total) as usize;
         let head = (0..64)
-            .map(|_| &self.buckets[(rand() & mask) as usize])
+            .map(|_| bucket((rand() % total) as usize))
             .find(|b| b.is_some())
             .or_else(|| {
-                (0..self.buckets.len())
-                    .map(|i| &self.buckets[(start + i) & mask as usize])
+                (0..total as usize)
+                    .map(|i| bucket((start + i) % total as usize))
                     .find(|b| b.is_some())
             })?;
         let mut chain = Vec::new();
@@ -209,7 +329,7 @@ impl Dict {
 
     /// Iterates over every entry (used by KEYS and snapshots).
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.buckets.iter().flat_map(|head| {
+        self.tables.iter().flatten().flat_map(|head| {
             let mut link = head.as_ref();
             std::iter::from_fn(move || {
                 let e = link?;
@@ -246,7 +366,8 @@ mod tests {
             assert!(d.remove(format!("k{i}").as_bytes()).is_some());
         }
         assert!(d.is_empty() && d.get(b"k1").is_none());
-        assert!(d.table_size() <= MIN_BUCKETS * 8);
+        while d.rehash_for(100) {}
+        assert!(d.table_size() <= 64 * 8);
     }
 
     #[test]
@@ -283,6 +404,49 @@ mod tests {
                 "missed stable{i}"
             );
         }
+    }
+
+    #[test]
+    fn incremental_rehash_keeps_every_key_reachable() {
+        let mut d = Dict::new();
+        let mut saw_rehash = false;
+        for i in 0..5000 {
+            d.insert(e(&format!("k{i}"), i));
+            saw_rehash |= d.is_rehashing();
+            // Every key inserted so far stays reachable mid-resize.
+            if i % 997 == 0 {
+                for j in 0..=i {
+                    assert!(
+                        d.get(format!("k{j}").as_bytes()).is_some(),
+                        "lost k{j} at {i}"
+                    );
+                }
+                assert_eq!(d.iter().count(), i as usize + 1);
+            }
+        }
+        assert!(saw_rehash);
+        // Scan during a resize (both directions) sees everything.
+        for shrink in [false, true] {
+            if shrink {
+                for i in 100..5000 {
+                    d.remove(format!("k{i}").as_bytes());
+                }
+            }
+            let n = if shrink { 100 } else { 5000 };
+            let mut seen = HashSet::new();
+            let mut cursor = 0;
+            loop {
+                cursor = d.scan(cursor, |e| {
+                    seen.insert(e.key().to_vec());
+                });
+                if cursor == 0 {
+                    break;
+                }
+            }
+            assert_eq!(seen.len(), n);
+        }
+        while d.rehash_for(1) {}
+        assert!(!d.is_rehashing() && d.len() == 100);
     }
 
     #[test]

@@ -33,18 +33,30 @@ impl Limits {
     fn load(state: &ServerState) -> Limits {
         let cfg = &state.config;
         let epoch = cfg.epoch();
-        let parse =
-            ParseLimits { max_bulk_len: cfg.get_i64("proto-max-bulk-len").max(1) as usize, ..ParseLimits::default() };
-        Limits { epoch, parse, query_buffer: cfg.get_i64("client-query-buffer-limit").max(1) as usize }
+        let parse = ParseLimits {
+            max_bulk_len: cfg.get_i64("proto-max-bulk-len").max(1) as usize,
+            ..ParseLimits::default()
+        };
+        Limits {
+            epoch,
+            parse,
+            query_buffer: cfg.get_i64("client-query-buffer-limit").max(1) as usize,
+        }
     }
 }
 
 /// Serves one client until it disconnects, is killed, or sends something fatal.
 pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
     let _ = stream.set_nodelay(true);
-    let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let laddr = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let info = state.register_client(peer.to_string(), laddr, stream.as_raw_fd(), now_ms());
-    let needs_auth = state.config.get("requirepass").is_some_and(|p| !p.is_empty());
+    let needs_auth = state
+        .config
+        .get("requirepass")
+        .is_some_and(|p| !p.is_empty());
     let mut session = Session::new(info.clone(), !needs_auth);
     let mut limits = Limits::load(&state);
     let mut parser = RequestParser::new(limits.parse);
@@ -58,7 +70,12 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
         if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
             rbuf = BytesMut::with_capacity(READ_CHUNK);
         }
-        let want = parser.bytes_needed_hint().clamp(READ_CHUNK, 64 * 1024 * 1024);
+        // Grow toward a large announced argument by doubling, so memory follows the bytes that
+        // actually arrive (amortised O(n) copying) rather than the length a client claims.
+        let want = parser
+            .bytes_needed_hint()
+            .min(rbuf.capacity())
+            .max(READ_CHUNK);
         rbuf.reserve(want);
         let len = rbuf.len();
         let cap = rbuf.capacity();
@@ -88,15 +105,28 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
                 }
             }
         }
-        unfinished = if cmds.is_empty() { unfinished + n } else { rbuf.len() };
+        unfinished = if cmds.is_empty() {
+            unfinished + n
+        } else {
+            rbuf.len()
+        };
         if unfinished > limits.query_buffer {
-            eprintln!("Closing client that reached max query buffer length (id={})", info.id);
+            eprintln!(
+                "Closing client that reached max query buffer length (id={})",
+                info.id
+            );
             break;
         }
         info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
 
         if !cmds.is_empty() {
-            Batch { state: &state, session: &mut session, out: &mut out }.run(cmds).await;
+            Batch {
+                state: &state,
+                session: &mut session,
+                out: &mut out,
+            }
+            .run(cmds)
+            .await;
         }
         if let Some(e) = fatal {
             out.error(&e.0);

@@ -19,8 +19,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_util::future::join_all;
+use strata_commands::connection::is_authenticated;
 use strata_commands::table::Resolved;
-use strata_commands::{run_shard_handler, table, ConnCtx, Flags, Handler, Lookup, ReplyMode, ServerState, Session, ShardCtx};
+use strata_commands::{
+    run_shard_handler, table, ConnCtx, Flags, Handler, Lookup, ReplyMode, ServerState, Session,
+    ShardCtx,
+};
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{current_shard_id, key_lock_set, now_ms, with_shard, LockKey, Mode, Shard};
 
@@ -42,8 +46,17 @@ pub struct ShardReplies {
 
 impl ShardCmd {
     fn lock_set(&self) -> Vec<(LockKey, Mode)> {
-        let mode = if self.cmd.spec.flags.has(Flags::WRITE) { Mode::Exclusive } else { Mode::Shared };
-        let keys = self.cmd.spec.keys.positions(self.args.len()).map(|i| (self.args[i].clone(), mode));
+        let mode = if self.cmd.spec.flags.has(Flags::WRITE) {
+            Mode::Exclusive
+        } else {
+            Mode::Shared
+        };
+        let keys = self
+            .cmd
+            .spec
+            .keys
+            .positions(self.args.len())
+            .map(|i| (self.args[i].clone(), mode));
         key_lock_set(self.db as u32, keys)
     }
 
@@ -51,7 +64,13 @@ impl ShardCmd {
     fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) {
         out.proto = self.proto;
         let start = Instant::now();
-        let mut cx = ShardCtx { shard, db: self.db, args: &self.args, out, now: now_ms() };
+        let mut cx = ShardCtx {
+            shard,
+            db: self.db,
+            args: &self.args,
+            out,
+            now: now_ms(),
+        };
         let failed = run_shard_handler(self.handler, &mut cx);
         let usec = start.elapsed().as_micros() as u64;
         let stats = &mut shard.stats;
@@ -95,7 +114,9 @@ pub async fn run_on_local_shard(cmds: Vec<ShardCmd>) -> ShardReplies {
             }
             None
         });
-        let Some((set, granted_now, rx)) = blocked else { break };
+        let Some((set, granted_now, rx)) = blocked else {
+            break;
+        };
         if !granted_now {
             // The sender sits in the lock table until the grant; it is never dropped unfired.
             let _ = rx.await;
@@ -124,7 +145,11 @@ enum Route {
     /// Rejected before running (unknown command, arity, NOAUTH, CROSSSLOT): the error text.
     Reject(String),
     Shard(usize, ShardCmd),
-    Conn(Resolved, Vec<Bytes>, fn(&mut ConnCtx<'_>) -> strata_commands::CmdResult),
+    Conn(
+        Resolved,
+        Vec<Bytes>,
+        fn(&mut ConnCtx<'_>) -> strata_commands::CmdResult,
+    ),
     Async(Resolved, Vec<Bytes>, strata_commands::table::AsyncHandler),
 }
 
@@ -181,12 +206,18 @@ impl Batch<'_> {
                     let batch = match pending.iter().position(|p| p.shard == shard) {
                         Some(b) => b,
                         None => {
-                            pending.push(Pending { shard, cmds: Vec::new() });
+                            pending.push(Pending {
+                                shard,
+                                cmds: Vec::new(),
+                            });
                             pending.len() - 1
                         }
                     };
                     pending[batch].cmds.push(cmd);
-                    Slot::Remote { batch: done.len() + batch, index: pending[batch].cmds.len() - 1 }
+                    Slot::Remote {
+                        batch: done.len() + batch,
+                        index: pending[batch].cmds.len() - 1,
+                    }
                 }
                 Route::Conn(cmd, args, f) => {
                     self.run_conn(&cmd, &args, f, &mut local);
@@ -245,7 +276,10 @@ impl Batch<'_> {
                     let quick = with_shard(|s| {
                         s.locks.is_idle().then(|| {
                             let mut out = ReplyBuf::new(Protocol::Resp2);
-                            let mut replies = ShardReplies { buf: Vec::new(), ends: Vec::with_capacity(p.cmds.len()) };
+                            let mut replies = ShardReplies {
+                                buf: Vec::new(),
+                                ends: Vec::with_capacity(p.cmds.len()),
+                            };
                             for cmd in &p.cmds {
                                 cmd.exec(s, &mut out);
                                 replies.ends.push(out.buf.len());
@@ -266,7 +300,10 @@ impl Batch<'_> {
                     }
                 }),
             );
-            async move { rx.await.expect("shard thread exited with a sub-batch pending") }
+            async move {
+                rx.await
+                    .expect("shard thread exited with a sub-batch pending")
+            }
         });
         done.extend(join_all(calls).await);
     }
@@ -276,33 +313,55 @@ impl Batch<'_> {
             Lookup::Unknown(msg) => return Route::Reject(msg),
             Lookup::Found(cmd) => cmd,
         };
-        if !self.session.authenticated && !cmd.spec.flags.has(Flags::NO_AUTH) {
+        if !cmd.spec.flags.has(Flags::NO_AUTH) && !is_authenticated(self.session, self.state) {
             return Route::Reject("NOAUTH Authentication required.".into());
         }
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
         let set = &self.state.shards;
         let single_shard = || {
-            let mut shards = cmd.spec.keys.positions(args.len()).map(|i| set.shard_of_key(&args[i]));
+            let mut shards = cmd
+                .spec
+                .keys
+                .positions(args.len())
+                .map(|i| set.shard_of_key(&args[i]));
             let first = shards.next().unwrap_or(local_shard);
             shards.all(|s| s == first).then_some(first)
         };
         match cmd.spec.handler {
             Handler::Shard(handler) => match single_shard() {
                 Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, handler)),
-                None => Route::Reject("CROSSSLOT Keys in request don't hash to the same slot".into()),
+                None => {
+                    Route::Reject("CROSSSLOT Keys in request don't hash to the same slot".into())
+                }
             },
-            Handler::Keys { shard: handler, multi } => match single_shard() {
+            Handler::Keys {
+                shard: handler,
+                multi,
+            } => match single_shard() {
                 Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, handler)),
                 None => Route::Async(cmd, args, multi),
             },
             Handler::Conn(f) => Route::Conn(cmd, args, f),
             Handler::Async(f) => Route::Async(cmd, args, f),
-            Handler::Container => Route::Reject(format!("ERR unknown subcommand for '{}'", cmd.name)),
+            Handler::Container => {
+                Route::Reject(format!("ERR unknown subcommand for '{}'", cmd.name))
+            }
         }
     }
 
-    fn shard_cmd(&self, args: Vec<Bytes>, cmd: Resolved, handler: fn(&mut ShardCtx<'_>) -> strata_commands::CmdResult) -> ShardCmd {
-        ShardCmd { args, cmd, handler, db: self.session.db, proto: self.session.proto }
+    fn shard_cmd(
+        &self,
+        args: Vec<Bytes>,
+        cmd: Resolved,
+        handler: fn(&mut ShardCtx<'_>) -> strata_commands::CmdResult,
+    ) -> ShardCmd {
+        ShardCmd {
+            args,
+            cmd,
+            handler,
+            db: self.session.db,
+            proto: self.session.proto,
+        }
     }
 
     fn run_conn(
@@ -313,7 +372,13 @@ impl Batch<'_> {
         out: &mut ReplyBuf,
     ) {
         let start = Instant::now();
-        let mut cx = ConnCtx { session: self.session, server: self.state, args, out, now: now_ms() };
+        let mut cx = ConnCtx {
+            session: self.session,
+            server: self.state,
+            args,
+            out,
+            now: now_ms(),
+        };
         let failed = match f(&mut cx) {
             Ok(()) => false,
             Err(e) => {
@@ -332,7 +397,13 @@ impl Batch<'_> {
         out: &mut ReplyBuf,
     ) {
         let start = Instant::now();
-        let mut cx = ConnCtx { session: self.session, server: self.state, args, out, now: now_ms() };
+        let mut cx = ConnCtx {
+            session: self.session,
+            server: self.state,
+            args,
+            out,
+            now: now_ms(),
+        };
         let failed = match f(&mut cx).await {
             Ok(()) => false,
             Err(e) => {

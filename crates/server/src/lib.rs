@@ -40,7 +40,9 @@ impl Engine {
         match setting {
             "epoll" => Ok(Engine::Epoll),
             "io_uring" if monoio::utils::detect_uring() => Ok(Engine::IoUring),
-            "io_uring" => Err("io-engine io_uring requested but the kernel does not allow io_uring".into()),
+            "io_uring" => {
+                Err("io-engine io_uring requested but the kernel does not allow io_uring".into())
+            }
             _ if monoio::utils::detect_uring() => Ok(Engine::IoUring),
             _ => Ok(Engine::Epoll),
         }
@@ -81,7 +83,9 @@ fn bind_addrs(config: &Config) -> Result<Vec<SocketAddr>, String> {
 /// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code.
 pub fn run(config: Config) -> i32 {
     let threads = match config.get_i64("threads") {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         n => n as usize,
     };
     let engine = match Engine::choose(&config.get("io-engine").unwrap_or_default()) {
@@ -182,7 +186,10 @@ fn thread_main(
             .map(|mut rt| rt.block_on(fut)),
     };
     if let Err(e) = built {
-        let _ = ready.send(Err(format!("can't start the {} event loop: {e}", engine.name())));
+        let _ = ready.send(Err(format!(
+            "can't start the {} event loop: {e}",
+            engine.name()
+        )));
     }
 }
 
@@ -194,11 +201,16 @@ async fn thread_loop(
     addrs: Vec<SocketAddr>,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
-    install(Shard::new(id, databases));
+    let mut shard = Shard::new(id, databases);
+    strata_commands::generic::apply_access_policy(&mut shard, &state.config);
+    install(shard);
     monoio::spawn(inbox.run());
     monoio::spawn(expire_loop(state.clone()));
     let backlog = state.config.get_i64("tcp-backlog") as i32;
-    let opts = ListenerOpts::new().reuse_port(true).reuse_addr(true).backlog(backlog);
+    let opts = ListenerOpts::new()
+        .reuse_port(true)
+        .reuse_addr(true)
+        .backlog(backlog);
     let mut listeners = Vec::new();
     for addr in &addrs {
         match TcpListener::bind_with_config(addr, &opts) {
@@ -244,14 +256,21 @@ async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
 
 async fn reject(mut stream: monoio::net::TcpStream) {
     use monoio::io::AsyncWriteRentExt;
-    let _ = stream.write_all(b"-ERR max number of clients reached\r\n".to_vec()).await;
+    let _ = stream
+        .write_all(b"-ERR max number of clients reached\r\n".to_vec())
+        .await;
 }
 
-/// Active expiry: every 100 ms (sooner while a backlog of expired keys remains).
+/// Background work per shard: active expiry and incremental rehashing, every 1000/hz ms (sooner
+/// while a backlog remains).
 async fn expire_loop(state: Arc<ServerState>) {
     loop {
-        let backlog = with_shard(|s| s.active_expire_tick(now_ms()));
-        let pause = if backlog { 1 } else { 1000 / state.config.get_i64("hz").clamp(1, 500) as u64 };
+        let backlog = with_shard(|s| s.cron(now_ms()));
+        let pause = if backlog {
+            1
+        } else {
+            1000 / state.config.get_i64("hz").clamp(1, 500) as u64
+        };
         monoio::time::sleep(Duration::from_millis(pause)).await;
     }
 }

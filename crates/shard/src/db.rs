@@ -346,6 +346,12 @@ impl Db {
         None
     }
 
+    /// Moves up to `buckets` buckets of an in-progress table resize (background work, so resizes
+    /// finish on idle databases too). Returns true while a resize remains.
+    pub fn rehash(&mut self, buckets: usize) -> bool {
+        self.dict.rehash_for(buckets)
+    }
+
     /// Removes every key.
     pub fn clear(&mut self) {
         self.dict.clear();

@@ -12,6 +12,8 @@ use crate::locks::LockTable;
 
 /// Keys examined per database per active-expiry tick.
 pub const ACTIVE_EXPIRE_BUDGET: usize = 2000;
+/// Buckets of an in-progress resize moved per database per background tick.
+pub const REHASH_BUCKETS_PER_TICK: usize = 1000;
 
 /// One thread's slice of the keyspace: every database, its lock table, and counters.
 pub struct Shard {
@@ -51,15 +53,18 @@ impl Shard {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    /// One active-expiry tick over every database. Returns true if some database hit its budget
-    /// (more expired keys are waiting, so the caller should run again soon).
-    pub fn active_expire_tick(&mut self, now: i64) -> bool {
-        if !self.active_expire {
-            return false;
+    /// One background tick over every database: active expiry (up to a budget) and a slice of any
+    /// table resize in progress. Returns true if work remains (more expired keys are due or a resize
+    /// is unfinished), so the caller should run again soon.
+    pub fn cron(&mut self, now: i64) -> bool {
+        let mut more = false;
+        for db in &mut self.dbs {
+            if self.active_expire {
+                more |= db.active_expire(now, ACTIVE_EXPIRE_BUDGET).0 >= ACTIVE_EXPIRE_BUDGET;
+            }
+            more |= db.rehash(REHASH_BUCKETS_PER_TICK);
         }
-        self.dbs
-            .iter_mut()
-            .any(|db| db.active_expire(now, ACTIVE_EXPIRE_BUDGET).0 >= ACTIVE_EXPIRE_BUDGET)
+        more
     }
 }
 

@@ -58,8 +58,15 @@ fn help() -> String {
          can be given in the config file or as --name value. Settings:\n\n",
     );
     for spec in SPECS {
-        let tag = if spec.strata_only { " (Strata only)" } else { "" };
-        s.push_str(&format!("  --{:<28} {}{tag} [default: {:?}]\n", spec.name, spec.help, spec.default));
+        let tag = if spec.strata_only {
+            " (Strata only)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "  --{:<28} {}{tag} [default: {:?}]\n",
+            spec.name, spec.help, spec.default
+        ));
     }
     s
 }
@@ -71,7 +78,10 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--version" || a == "-v") {
-        println!("Strata server v={} (Redis 7.0 compatible)", env!("CARGO_PKG_VERSION"));
+        println!(
+            "Strata server v={} (Redis 7.0 compatible)",
+            env!("CARGO_PKG_VERSION")
+        );
         return;
     }
     let config = match Config::from_args(&args) {
