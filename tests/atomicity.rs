@@ -7,7 +7,7 @@
 
 use std::thread;
 
-use crate::harness::Server;
+use crate::harness::{hash_slot, Server};
 
 const KEYS: [&str; 8] = [
     "atom:1", "atom:2", "atom:3", "atom:4", "atom:5", "atom:6", "atom:7", "atom:8",
@@ -15,22 +15,6 @@ const KEYS: [&str; 8] = [
 const WRITERS: usize = 2;
 const READERS: usize = 2;
 const ITERATIONS: usize = 2000;
-
-/// CRC16/XMODEM of the key modulo 16384: the Redis Cluster hash slot of a key without a hashtag.
-fn hash_slot(key: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in key.as_bytes() {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
 
 #[test]
 fn test_keys_are_on_distinct_slots() {

@@ -6,57 +6,13 @@
 //! the upper half on the other; the cross-shard tests pick their keys accordingly (and check that they do).
 //! TTLs are compared with a tolerance, everything else byte for byte.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use crate::harness::{encode_command, Diff, Reply, Server};
-
-/// CRC16/XMODEM of the key modulo 16384: the hash slot of a key without a hashtag.
-fn hash_slot(key: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in key.as_bytes() {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
-
-/// The shard owning `key` when strata runs with two threads (slots are split in two halves).
-fn shard_of(key: &str) -> usize {
-    usize::from(hash_slot(key) >= 8192)
-}
+use crate::harness::{
+    encode_command, hash_slot, key_on, now_ms, pttl_near, shard_of, Diff, Reply, Server,
+};
 
 /// Keys on shard 0 and on shard 1 (asserted by `test_keys_span_both_shards`).
 const LOW: [&str; 3] = ["b", "c", "bar"];
 const HIGH: [&str; 3] = ["a", "d", "foo"];
-
-/// The first key `<tag>:<n>` that lives on `shard` (with two threads).
-fn key_on(shard: usize, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| shard_of(k) == shard)
-        .expect("some key lands on every shard")
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// Asserts both servers report a PTTL for `key` in `(want - 3000, want]` ms.
-fn pttl_near(d: &mut Diff, key: &str, want: i64) {
-    d.run_matching(
-        &["PTTL", key],
-        |r| matches!(r.as_int(), Some(t) if t <= want && t > want - 3000),
-    );
-}
 
 /// Asserts both servers report the same OBJECT ENCODING for `key`.
 fn same_encoding(d: &mut Diff, key: &str) {

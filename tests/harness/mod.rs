@@ -22,6 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How long a reply (or a server start-up) may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -1403,4 +1404,52 @@ fn harness_reply_helpers() {
         Some(2)
     );
     assert_eq!(top_level_elements(b"-ERR x\r\n"), None);
+}
+
+// ----- key placement and time helpers shared by the differential suites -----
+//
+// The slot function is computed here independently of Strata's own code, as an oracle.
+
+/// CRC16/XMODEM of the key modulo 16384: the hash slot of a key without a hashtag.
+pub fn hash_slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in key.as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// The shard owning `key` when strata runs with two threads (slots are split in two halves).
+pub fn shard_of(key: &str) -> usize {
+    usize::from(hash_slot(key) >= 8192)
+}
+
+/// The first key `<tag>:<n>` that lives on `shard` (with two threads).
+pub fn key_on(shard: usize, tag: &str) -> String {
+    (0..)
+        .map(|n| format!("{tag}:{n}"))
+        .find(|k| shard_of(k) == shard)
+        .expect("some key lands on every shard")
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Asserts both servers report a PTTL for `key` in `(want - 3000, want]` ms.
+pub fn pttl_near(d: &mut Diff, key: &str, want: i64) {
+    d.run_matching(
+        &["PTTL", key],
+        |r| matches!(r.as_int(), Some(t) if t <= want && t > want - 3000),
+    );
 }

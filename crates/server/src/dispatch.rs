@@ -7,6 +7,7 @@
 //!   message and comes back as one buffer of replies;
 //! * multi-shard and server-wide commands (MSET across shards, DBSIZE, KEYS, ...) are barriers: the
 //!   sub-batches in flight are completed first, then the coordinator runs.
+//!
 //! Replies are assembled in request order at the end. Commands on the same key always go to the same
 //! shard in request order, so a client sees its own writes; across shards, commands of one pipeline
 //! may execute concurrently (as with pipeline squashing in Dragonfly), which no single-key read can
@@ -26,7 +27,9 @@ use strata_commands::{
     ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::{current_shard_id, key_lock_set, now_ms, with_shard, LockKey, Mode, Shard};
+use strata_shard::{
+    current_shard_id, key_lock_set, now_ms, with_shard, Grant, LockKey, Mode, Shard,
+};
 
 /// One key command on its way to (or running on) its shard.
 pub struct ShardCmd {
@@ -96,15 +99,12 @@ pub async fn run_on_local_shard(cmds: Vec<ShardCmd>) -> ShardReplies {
                     let set = cmd.lock_set();
                     if !s.locks.all_free(&set) {
                         let (tx, rx) = oneshot::channel::<()>();
-                        let granted_now = s
-                            .locks
-                            .acquire(
-                                set.clone(),
-                                Box::new(move || {
-                                    let _ = tx.send(());
-                                }),
-                            )
-                            .is_ok();
+                        let granted_now = s.locks.acquire(
+                            set.clone(),
+                            Box::new(move || {
+                                let _ = tx.send(());
+                            }),
+                        ) == Grant::Now;
                         return Some((set, granted_now, rx));
                     }
                 }

@@ -12,7 +12,7 @@ pub mod set;
 pub mod shard;
 
 pub use db::{lru_clock, now_ms, Db};
-pub use locks::{key_lock_set, LockKey, LockTable, Mode};
+pub use locks::{key_lock_set, Grant, LockKey, LockTable, Mode};
 pub use multi::MultiLock;
 pub use set::{Inbox, Job, ShardSet};
 pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};

@@ -69,6 +69,15 @@ struct Request {
     on_grant: Box<dyn FnOnce()>,
 }
 
+/// The outcome of [`LockTable::acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// Held from now on.
+    Now,
+    /// Queued; the grant callback fires later.
+    Queued,
+}
+
 /// The lock table of one shard.
 #[derive(Default)]
 pub struct LockTable {
@@ -112,25 +121,22 @@ impl LockTable {
         })
     }
 
-    /// Requests `keys`. If they can be granted now they are held and `Ok(())` is returned (and
-    /// `on_grant` is dropped); otherwise the request queues and `on_grant` runs when it is granted.
-    pub fn acquire(
-        &mut self,
-        keys: Vec<(LockKey, Mode)>,
-        on_grant: Box<dyn FnOnce()>,
-    ) -> Result<(), ()> {
+    /// Requests `keys`. If they can be granted now they are held, [`Grant::Now`] is returned and
+    /// `on_grant` is dropped; otherwise the request queues ([`Grant::Queued`]) and `on_grant` runs
+    /// when it is granted.
+    pub fn acquire(&mut self, keys: Vec<(LockKey, Mode)>, on_grant: Box<dyn FnOnce()>) -> Grant {
         if self.all_free(&keys) {
             for (k, m) in keys {
                 self.keys.entry(k).or_default().hold(m);
             }
-            return Ok(());
+            return Grant::Now;
         }
         let keyset: Vec<LockKey> = keys.iter().map(|(k, _)| k.clone()).collect();
         let id = self.requests.insert(Request { keys, on_grant });
         for k in keyset {
             self.keys.entry(k).or_default().queue.push_back(id);
         }
-        Err(())
+        Grant::Queued
     }
 
     /// Releases locks taken by [`LockTable::acquire`] (granted at once or later) and grants waiters.
@@ -193,12 +199,12 @@ mod tests {
         let mut t = LockTable::default();
         let log = Rc::new(RefCell::new(Vec::new()));
         let a = key_lock_set(0, [(key("a"), Mode::Exclusive)]);
-        assert!(t.acquire(a.clone(), Box::new(|| {})).is_ok());
+        assert!(t.acquire(a.clone(), Box::new(|| {})) == Grant::Now);
         for i in 0..3 {
             let log = log.clone();
-            assert!(t
-                .acquire(a.clone(), Box::new(move || log.borrow_mut().push(i)))
-                .is_err());
+            assert!(
+                t.acquire(a.clone(), Box::new(move || log.borrow_mut().push(i))) == Grant::Queued
+            );
         }
         assert!(!t.all_free(&a));
         for i in 0..3 {
@@ -213,14 +219,14 @@ mod tests {
     fn shared_holders_coexist_and_db_lock_excludes_keys() {
         let mut t = LockTable::default();
         let r = key_lock_set(0, [(key("a"), Mode::Shared)]);
-        assert!(t.acquire(r.clone(), Box::new(|| {})).is_ok());
-        assert!(t.acquire(r.clone(), Box::new(|| {})).is_ok());
+        assert!(t.acquire(r.clone(), Box::new(|| {})) == Grant::Now);
+        assert!(t.acquire(r.clone(), Box::new(|| {})) == Grant::Now);
         let flush = vec![(LockKey::Db(0), Mode::Exclusive)];
         let granted = Rc::new(RefCell::new(false));
         let g = granted.clone();
-        assert!(t
-            .acquire(flush.clone(), Box::new(move || *g.borrow_mut() = true))
-            .is_err());
+        assert!(
+            t.acquire(flush.clone(), Box::new(move || *g.borrow_mut() = true)) == Grant::Queued
+        );
         // A later key request queues behind the flush.
         assert!(!t.all_free(&key_lock_set(0, [(key("b"), Mode::Shared)])));
         t.release(&r);

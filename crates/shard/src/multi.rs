@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use futures_channel::oneshot;
 
-use crate::locks::{key_lock_set, LockKey, Mode};
+use crate::locks::{key_lock_set, Grant, LockKey, Mode};
 use crate::set::ShardSet;
 use crate::shard::{current_shard_id, with_shard, Shard};
 
@@ -76,8 +76,8 @@ impl ShardSet {
                             let _ = tx.send(());
                         }),
                     ) {
-                        Ok(()) => None,
-                        Err(()) => Some(rx),
+                        Grant::Now => None,
+                        Grant::Queued => Some(rx),
                     }
                 })
                 .await;
