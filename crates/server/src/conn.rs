@@ -45,6 +45,32 @@ impl Limits {
     }
 }
 
+/// Writes as much of `buf` as the socket takes without waiting; returns the bytes written (0 when
+/// the buffer is full or on any error, which the event-loop write that follows then reports).
+///
+/// With io_uring this saves a ring round trip per reply: the send completes inline and the next
+/// receive can be armed at once.
+fn send_now(fd: std::os::fd::RawFd, buf: &[u8]) -> usize {
+    let mut sent = 0;
+    while sent < buf.len() {
+        // SAFETY: `buf[sent..]` is valid for reads of its length; MSG_DONTWAIT makes this one call
+        // non-blocking whatever the socket's mode; MSG_NOSIGNAL avoids SIGPIPE on a closed peer.
+        let n = unsafe {
+            libc::send(
+                fd,
+                buf[sent..].as_ptr().cast(),
+                buf.len() - sent,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        sent += n as usize;
+    }
+    sent
+}
+
 /// Serves one client until it disconnects, is killed, or sends something fatal.
 pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
     let _ = stream.set_nodelay(true);
@@ -52,7 +78,8 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let info = state.register_client(peer.to_string(), laddr, stream.as_raw_fd(), now_ms());
+    let fd = stream.as_raw_fd();
+    let info = state.register_client(peer.to_string(), laddr, fd, now_ms());
     let needs_auth = state
         .config
         .get("requirepass")
@@ -134,14 +161,20 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
         }
         if !out.is_empty() {
             let written = out.buf.len() as u64;
-            let (res, buf) = stream.write_all(out.take()).await;
-            out.buf = buf;
+            // Most replies fit the socket buffer: send them straight away, and hand only what is
+            // left (if the buffer is full) to the event loop.
+            let sent = send_now(fd, &out.buf);
+            if sent < out.buf.len() {
+                out.buf.drain(..sent);
+                let (res, buf) = stream.write_all(out.take()).await;
+                out.buf = buf;
+                if res.is_err() {
+                    break;
+                }
+            }
             out.buf.clear();
             if out.buf.capacity() > KEEP_CAPACITY {
                 out.buf = Vec::new();
-            }
-            if res.is_err() {
-                break;
             }
             with_shard(|s| {
                 s.stats.net_input_bytes += n as u64;
