@@ -20,6 +20,7 @@
 
 use bytes::Bytes;
 use futures_util::future::{join_all, LocalBoxFuture};
+use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Object, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
@@ -432,7 +433,8 @@ pub fn type_name(v: ValueRef<'_>) -> &'static str {
 pub fn encoding_name(v: ValueRef<'_>) -> &'static str {
     match v {
         ValueRef::Int(_) => "int",
-        ValueRef::Inline(_) => "embstr",
+        ValueRef::Inline(s) if s.len() <= EMBSTR_MAX => "embstr",
+        ValueRef::Inline(_) => "raw",
         ValueRef::Obj(Object::Str(_)) => "raw",
     }
 }

@@ -1281,12 +1281,9 @@ mod tests {
     }
 
     fn encoding(s: &mut Shard, key: &str) -> &'static str {
-        match s.dbs[0].peek(key.as_bytes(), T0).map(|e| e.value()) {
-            Some(ValueRef::Int(_)) => "int",
-            Some(ValueRef::Inline(_)) => "embstr",
-            Some(ValueRef::Obj(_)) => "raw",
-            None => "none",
-        }
+        s.dbs[0]
+            .peek(key.as_bytes(), T0)
+            .map_or("none", |e| crate::generic::encoding_name(e.value()))
     }
 
     #[test]

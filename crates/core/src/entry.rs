@@ -14,15 +14,19 @@
 //! ```
 //!
 //! Invariants: the allocation size is always recomputable from the header (so it is never stored);
-//! `KIND_INLINE` values are at most [`EMBSTR_MAX`] bytes (Redis's embstr limit, so `OBJECT ENCODING`
-//! answers the same as Redis); an Entry exclusively owns its `Object` box and its chain successor.
+//! an Entry exclusively owns its `Object` box and its chain successor.
+//!
+//! Strings written whole (SET and friends) live inline whatever their length: one allocation per
+//! key. Redis's encoding names still come out right: an inline string of at most [`EMBSTR_MAX`]
+//! bytes is what Redis calls "embstr", a longer one what it calls "raw"; strings modified in place
+//! (APPEND, SETRANGE) become a growable `Object::Str`, which Redis also reports as "raw".
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
 use bytes::Bytes;
 
-/// Strings up to this length live inline in the entry (Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT).
+/// Redis's OBJ_ENCODING_EMBSTR_SIZE_LIMIT: longer strings are reported as "raw".
 pub const EMBSTR_MAX: usize = 44;
 
 const KIND_INLINE: u8 = 0;
@@ -43,7 +47,7 @@ pub enum Object {
 /// An owned value, as it is stored or moved between shards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
-    /// A string; stored inline when short, as `Object::Str` otherwise.
+    /// A string, stored inline in the entry.
     Str(Bytes),
     /// A string holding a canonical 64-bit integer (Redis's "int" encoding).
     Int(i64),
@@ -54,7 +58,7 @@ pub enum Value {
 /// A borrowed view of an entry's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueRef<'a> {
-    /// An inline ("embstr") string.
+    /// An inline string ("embstr" up to [`EMBSTR_MAX`] bytes, "raw" beyond).
     Inline(&'a [u8]),
     /// An integer-encoded string.
     Int(i64),
@@ -131,13 +135,10 @@ impl Parts {
 }
 
 impl Entry {
-    /// Builds an entry. Strings longer than [`EMBSTR_MAX`] become `Object::Str`.
+    /// Builds an entry.
     pub fn new(key: &[u8], value: Value, expire: Option<i64>, lru: u32) -> Entry {
         match value {
-            Value::Str(s) if s.len() <= EMBSTR_MAX => {
-                Self::build(key, KIND_INLINE, &s, expire, lru)
-            }
-            Value::Str(s) => Self::new_object(key, Box::new(Object::Str(s.to_vec())), expire, lru),
+            Value::Str(s) => Self::build(key, KIND_INLINE, &s, expire, lru),
             Value::Int(i) => Self::build(key, KIND_INT, &i.to_ne_bytes(), expire, lru),
             Value::Obj(o) => Self::new_object(key, o, expire, lru),
         }
@@ -413,15 +414,19 @@ mod tests {
     }
 
     #[test]
-    fn long_strings_become_objects() {
-        let long = Bytes::from(vec![b'y'; 45]);
+    fn long_strings_stay_inline_and_objects_round_trip() {
+        let long = Bytes::from(vec![b'y'; 300]);
         let e = Entry::new(b"k", Value::Str(long.clone()), Some(5), 0);
-        assert_eq!(e.value(), ValueRef::Obj(&Object::Str(long.to_vec())));
-        assert_eq!(e.expire(), Some(5));
+        assert_eq!(e.value(), ValueRef::Inline(&long));
         assert_eq!(
-            e.into_value(),
-            Value::Obj(Box::new(Object::Str(long.to_vec())))
+            (e.expire(), e.heap_size()),
+            (Some(5), 12 + 8 + 1 + 2 + 1 + 300)
         );
+        assert_eq!(e.into_value(), Value::Str(long.clone()));
+        let raw = Value::Obj(Box::new(Object::Str(long.to_vec())));
+        let e = Entry::new(b"k", raw.clone(), None, 0);
+        assert_eq!(e.value(), ValueRef::Obj(&Object::Str(long.to_vec())));
+        assert_eq!(e.into_value(), raw);
     }
 
     #[test]

@@ -15,7 +15,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use futures_channel::oneshot;
@@ -28,7 +27,7 @@ use strata_commands::{
 };
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{
-    current_shard_id, key_lock_set, now_ms, with_shard, Grant, LockKey, Mode, Shard,
+    current_shard_id, key_lock_set, now_us, with_shard, Grant, LockKey, Mode, Shard,
 };
 
 /// One key command on its way to (or running on) its shard.
@@ -66,16 +65,16 @@ impl ShardCmd {
     /// Runs the command on `shard`, appending its reply to `out` and counting it.
     fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) {
         out.proto = self.proto;
-        let start = Instant::now();
+        let start = now_us();
         let mut cx = ShardCtx {
             shard,
             db: self.db,
             args: &self.args,
             out,
-            now: now_ms(),
+            now: start / 1000,
         };
         let failed = run_shard_handler(self.handler, &mut cx);
-        let usec = start.elapsed().as_micros() as u64;
+        let usec = (now_us() - start).max(0) as u64;
         let stats = &mut shard.stats;
         stats.commands += 1;
         let st = stats.cmd_mut(self.cmd.id);
@@ -371,13 +370,13 @@ impl Batch<'_> {
         f: fn(&mut ConnCtx<'_>) -> strata_commands::CmdResult,
         out: &mut ReplyBuf,
     ) {
-        let start = Instant::now();
+        let start = now_us();
         let mut cx = ConnCtx {
             session: self.session,
             server: self.state,
             args,
             out,
-            now: now_ms(),
+            now: start / 1000,
         };
         let failed = match f(&mut cx) {
             Ok(()) => false,
@@ -396,13 +395,13 @@ impl Batch<'_> {
         f: strata_commands::table::AsyncHandler,
         out: &mut ReplyBuf,
     ) {
-        let start = Instant::now();
+        let start = now_us();
         let mut cx = ConnCtx {
             session: self.session,
             server: self.state,
             args,
             out,
-            now: now_ms(),
+            now: start / 1000,
         };
         let failed = match f(&mut cx).await {
             Ok(()) => false,
@@ -416,8 +415,8 @@ impl Batch<'_> {
 }
 
 /// Counts a command run on the connection's thread in that thread's stats.
-fn record(cmd: &Resolved, start: Instant, failed: bool) {
-    let usec = start.elapsed().as_micros() as u64;
+fn record(cmd: &Resolved, start: i64, failed: bool) {
+    let usec = (now_us() - start).max(0) as u64;
     with_shard(|s| {
         s.stats.commands += 1;
         let st = s.stats.cmd_mut(cmd.id);

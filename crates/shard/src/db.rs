@@ -14,9 +14,14 @@ use strata_core::{Dict, Entry, Value};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
+    now_us() / 1000
+}
+
+/// Microseconds since the Unix epoch (Redis's `ustime()`: also used to time commands).
+pub fn now_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
+        .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
 }
 
@@ -208,7 +213,8 @@ impl Db {
         self.peek(key, now).is_some()
     }
 
-    /// Stores `value` under `key` with `expire`, replacing any previous entry. Returns the old entry.
+    /// Stores `value` under `key` with `expire`, replacing any previous entry. Returns the old entry
+    /// (None if there was none or it had expired). One table lookup.
     pub fn set(
         &mut self,
         key: &[u8],
@@ -216,18 +222,8 @@ impl Db {
         expire: Option<i64>,
         now: i64,
     ) -> Option<Entry> {
-        self.expire_if_needed(key, now);
-        if let Some(at) = expire {
-            self.volatile += 1;
-            self.push_deadline(at, key);
-        }
-        let old = self
-            .dict
-            .insert(Entry::new(key, value, expire, self.access.fresh(now)));
-        if old.as_ref().is_some_and(|e| e.expire().is_some()) {
-            self.volatile -= 1;
-        }
-        old
+        let entry = Entry::new(key, value, expire, self.access.fresh(now));
+        self.insert_entry(entry, now)
     }
 
     /// Stores `value` keeping the key's current TTL (SET KEEPTTL, SETRANGE, APPEND, INCR...).
@@ -237,18 +233,27 @@ impl Db {
         self.set(key, value, expire, now)
     }
 
-    /// Inserts a prepared entry (RENAME/MOVE/COPY destinations), replacing any previous one.
+    /// Inserts a prepared entry (SET, RENAME/MOVE/COPY destinations), replacing any previous one.
+    /// Returns the replaced entry unless it had already expired (then it counts as expired).
     pub fn insert_entry(&mut self, entry: Entry, now: i64) -> Option<Entry> {
-        self.expire_if_needed(entry.key(), now);
-        if let Some(at) = entry.expire() {
-            self.volatile += 1;
-            self.push_deadline(at, entry.key());
-        }
+        // The deadline hint goes in after the entry, so a heap compaction it triggers keeps it.
+        let deadline = entry
+            .expire()
+            .map(|at| (at, Box::<[u8]>::from(entry.key())));
         let old = self.dict.insert(entry);
-        if old.as_ref().is_some_and(|e| e.expire().is_some()) {
+        if let Some((at, key)) = deadline {
+            self.volatile += 1;
+            self.push_deadline(at, key);
+        }
+        let old = old?;
+        if old.expire().is_some() {
             self.volatile -= 1;
         }
-        old
+        if Self::expired(&old, now) {
+            self.expired_keys += 1;
+            return None;
+        }
+        Some(old)
     }
 
     /// Removes a key, returning its entry if it existed and was not expired.
@@ -274,7 +279,7 @@ impl Db {
             _ => {}
         }
         if let Some(at) = expire {
-            self.push_deadline(at, key);
+            self.push_deadline(at, key.into());
         }
         true
     }
@@ -284,8 +289,8 @@ impl Db {
         self.dict.replace(key, |e| e.with_value(value))
     }
 
-    fn push_deadline(&mut self, at: i64, key: &[u8]) {
-        self.ttl_heap.push(Reverse((at, key.into())));
+    fn push_deadline(&mut self, at: i64, key: Box<[u8]>) {
+        self.ttl_heap.push(Reverse((at, key)));
         if self.ttl_heap.len() > 2 * self.volatile + 1024 {
             let dict = &self.dict;
             let items = std::mem::take(&mut self.ttl_heap).into_vec();

@@ -11,7 +11,7 @@ pub mod multi;
 pub mod set;
 pub mod shard;
 
-pub use db::{lru_clock, now_ms, Db};
+pub use db::{lru_clock, now_ms, now_us, Db};
 pub use locks::{key_lock_set, Grant, LockKey, LockTable, Mode};
 pub use multi::MultiLock;
 pub use set::{Inbox, Job, ShardSet};
