@@ -262,11 +262,11 @@ pub static SPECS: &[ConfigSpec] = &[
     },
     ConfigSpec {
         name: "io-engine",
-        default: "auto",
-        kind: Kind::Enum(&["auto", "io_uring", "epoll"]),
+        default: "epoll",
+        kind: Kind::Enum(&["epoll", "io_uring", "auto"]),
         mutable: false,
         strata_only: true,
-        help: "event loop driver: io_uring, epoll, or auto (io_uring when the kernel allows it)",
+        help: "event loop driver: epoll (measured fastest here, see bench/README.md), io_uring, or auto (io_uring when the kernel allows it, else epoll)",
     },
 ];
 
