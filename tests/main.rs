@@ -2,6 +2,7 @@ mod harness;
 
 mod atomicity;
 mod keys;
+mod lifecycle;
 mod protocol;
 mod server;
 mod strings;

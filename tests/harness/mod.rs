@@ -158,9 +158,15 @@ impl Server {
             .expect("temp dir path is UTF-8")
             .to_string();
 
+        // A config file, like redis-server's, must come first; flags follow.
+        let (config_file, extra_args) = match extra_args.split_first() {
+            Some((first, rest)) if !first.starts_with("--") => (Some(*first), rest),
+            _ => (None, extra_args),
+        };
         let mut cmd = match kind {
             Kind::Strata => {
                 let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
+                cmd.args(config_file);
                 cmd.args([
                     "--port",
                     &port_arg,
@@ -173,6 +179,7 @@ impl Server {
             }
             Kind::Redis => {
                 let mut cmd = Command::new("redis-server");
+                cmd.args(config_file);
                 cmd.args([
                     "--port",
                     &port_arg,
@@ -274,6 +281,30 @@ impl Server {
     /// Whether the process is still running (false once it has exited, e.g. after a crash).
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends a signal (e.g. "TERM", "INT") to the server process with kill(1).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill(1)");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits (bounded) for the process to exit and returns its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The last 40 lines of the server's stdout/stderr.
