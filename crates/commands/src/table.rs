@@ -253,7 +253,7 @@ pub struct Resolved {
 
 /// The command table.
 pub struct Table {
-    by_name: HashMap<&'static str, usize>,
+    by_name: HashMap<&'static str, usize, foldhash::fast::RandomState>,
     entries: Vec<Resolved>,
     top: Vec<&'static CommandSpec>,
 }
@@ -269,7 +269,7 @@ impl Table {
     /// entry: the table is static, so this fails at start-up and in unit tests, never later).
     pub fn new(families: &[&'static [CommandSpec]]) -> Table {
         let mut t = Table {
-            by_name: HashMap::new(),
+            by_name: HashMap::default(),
             entries: Vec::new(),
             top: Vec::new(),
         };
