@@ -68,7 +68,7 @@ pub enum ValueRef<'a> {
 
 /// A key with its value, expiry and access clock, in one allocation. See the module docs.
 #[repr(transparent)]
-pub struct Entry(NonNull<u8>);
+pub struct Entry(pub(crate) NonNull<u8>);
 
 // SAFETY: an Entry exclusively owns its allocation and everything reachable from it.
 unsafe impl Send for Entry {}

@@ -2,9 +2,11 @@
 //!
 //! A batch is every complete command read from a socket in one go. Commands are walked in order:
 //! * connection commands (SELECT, HELLO, CLIENT ...) run at once on this thread;
-//! * key commands whose shard is this thread's run inline, with no hop;
-//! * key commands owned by another shard are appended to that shard's sub-batch, which travels as one
-//!   message and comes back as one buffer of replies;
+//! * key commands are appended to their shard's sub-batch; another shard's sub-batch travels as one
+//!   message and comes back as one buffer of replies, this thread's own runs in place, with no hop,
+//!   while the others are away (a lone command on this thread's shard simply runs at once);
+//! * a sub-batch prefetches its keys' buckets and entries before running, so its cache misses
+//!   overlap;
 //! * multi-shard and server-wide commands (MSET across shards, DBSIZE, KEYS, ...) are barriers: the
 //!   sub-batches in flight are completed first, then the coordinator runs.
 //!
@@ -18,7 +20,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_channel::oneshot;
-use futures_util::future::join_all;
 use strata_commands::connection::is_authenticated;
 use strata_commands::table::Resolved;
 use strata_commands::{
@@ -62,6 +63,14 @@ impl ShardCmd {
         key_lock_set(self.db as u32, keys)
     }
 
+    fn first_key(&self) -> Option<&[u8]> {
+        let first = self.cmd.spec.keys.first;
+        (first > 0)
+            .then(|| self.args.get(first as usize))
+            .flatten()
+            .map(|k| &k[..])
+    }
+
     /// Runs the command on `shard`, appending its reply to `out` and counting it.
     fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) {
         out.proto = self.proto;
@@ -82,6 +91,36 @@ impl ShardCmd {
         st.usec += usec;
         st.failed_calls += failed as u64;
     }
+}
+
+/// Runs a sub-batch on `shard` at once, if no key locks are held there (the common case); None
+/// otherwise, so the caller can fall back to [`run_on_local_shard`], which waits for locks.
+///
+/// Before running, the table buckets and then the entries of every command's first key are
+/// prefetched, so a batch pays its cache misses in parallel rather than one after another.
+fn run_now(s: &mut Shard, cmds: &[ShardCmd]) -> Option<ShardReplies> {
+    if !s.locks.is_idle() {
+        return None;
+    }
+    if cmds.len() > 1 {
+        for c in cmds {
+            if let Some(k) = c.first_key() {
+                s.dbs[c.db].prefetch_bucket(k);
+            }
+        }
+        for c in cmds {
+            if let Some(k) = c.first_key() {
+                s.dbs[c.db].prefetch_entry(k);
+            }
+        }
+    }
+    let mut out = ReplyBuf::new(Protocol::Resp2);
+    let mut ends = Vec::with_capacity(cmds.len());
+    for cmd in cmds {
+        cmd.exec(s, &mut out);
+        ends.push(out.buf.len());
+    }
+    Some(ShardReplies { buf: out.buf, ends })
 }
 
 /// Runs a sub-batch on this thread's shard, in order. A command whose keys are locked by a
@@ -169,6 +208,9 @@ impl Batch<'_> {
     /// closes the connection (QUIT) are not run.
     pub async fn run(&mut self, cmds: Vec<Vec<Bytes>>) {
         let local_shard = current_shard_id().unwrap_or(0);
+        // A lone command on this thread's shard runs in place; in a pipeline, commands for this
+        // shard form a sub-batch like those for other shards and run while the others are away.
+        let single = cmds.len() == 1;
         let mut local = ReplyBuf::new(self.session.proto);
         let mut slots: Vec<(Slot, bool)> = Vec::with_capacity(cmds.len());
         let mut pending: Vec<Pending> = Vec::new();
@@ -186,7 +228,7 @@ impl Batch<'_> {
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Shard(shard, cmd) if shard == local_shard => {
+                Route::Shard(shard, cmd) if shard == local_shard && single => {
                     let ran = with_shard(|s| {
                         if s.locks.is_idle() || s.locks.all_free(&cmd.lock_set()) {
                             cmd.exec(s, &mut local);
@@ -258,53 +300,61 @@ impl Batch<'_> {
         self.out.proto = self.session.proto;
     }
 
-    /// Sends every pending sub-batch to its shard and waits for all replies.
+    /// Runs every pending sub-batch and waits for all replies, kept in `pending` order: remote
+    /// sub-batches are posted first, then this thread's own runs in place while they are away.
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
         if pending.is_empty() {
             return;
         }
         let set = &self.state.shards;
-        let calls = pending.drain(..).map(|p| {
+        let local_shard = current_shard_id();
+        let mut local = None;
+        let mut remote = Vec::with_capacity(pending.len());
+        for (i, p) in pending.drain(..).enumerate() {
+            if Some(p.shard) == local_shard {
+                local = Some((i, p.cmds));
+                continue;
+            }
             let (tx, rx) = oneshot::channel();
-            let shard = p.shard;
+            let cmds = p.cmds;
             set.post(
-                shard,
-                Box::new(move || {
-                    // Run at once unless a multi-shard command holds locks on this shard; only
-                    // then does the sub-batch become a task that can wait for them.
-                    let quick = with_shard(|s| {
-                        s.locks.is_idle().then(|| {
-                            let mut out = ReplyBuf::new(Protocol::Resp2);
-                            let mut replies = ShardReplies {
-                                buf: Vec::new(),
-                                ends: Vec::with_capacity(p.cmds.len()),
-                            };
-                            for cmd in &p.cmds {
-                                cmd.exec(s, &mut out);
-                                replies.ends.push(out.buf.len());
-                            }
-                            replies.buf = out.buf;
-                            replies
-                        })
-                    });
-                    match quick {
-                        Some(replies) => {
-                            let _ = tx.send(replies);
-                        }
-                        None => {
-                            monoio::spawn(async move {
-                                let _ = tx.send(run_on_local_shard(p.cmds).await);
-                            });
-                        }
+                p.shard,
+                Box::new(move || match with_shard(|s| run_now(s, &cmds)) {
+                    Some(replies) => {
+                        let _ = tx.send(replies);
+                    }
+                    None => {
+                        // Keys are locked by a multi-shard command: become a task that waits.
+                        monoio::spawn(async move {
+                            let _ = tx.send(run_on_local_shard(cmds).await);
+                        });
                     }
                 }),
             );
-            async move {
+            remote.push((i, rx));
+        }
+        let base = done.len();
+        let total = remote.len() + usize::from(local.is_some());
+        let mut results: Vec<Option<ShardReplies>> = (0..total).map(|_| None).collect();
+        if let Some((i, cmds)) = local {
+            let replies = match with_shard(|s| run_now(s, &cmds)) {
+                Some(r) => r,
+                None => run_on_local_shard(cmds).await,
+            };
+            results[i] = Some(replies);
+        }
+        for (i, rx) in remote {
+            results[i] = Some(
                 rx.await
-                    .expect("shard thread exited with a sub-batch pending")
-            }
-        });
-        done.extend(join_all(calls).await);
+                    .expect("shard thread exited with a sub-batch pending"),
+            );
+        }
+        done.extend(
+            results
+                .into_iter()
+                .map(|r| r.expect("every sub-batch answered")),
+        );
+        debug_assert_eq!(done.len(), base + total);
     }
 
     fn route(&self, args: Vec<Bytes>, local_shard: usize) -> Route {

@@ -162,6 +162,16 @@ impl Db {
         Some(e)
     }
 
+    /// First prefetch stage for a lookup of `key` (see [`strata_core::Dict::prefetch_bucket`]).
+    pub fn prefetch_bucket(&self, key: &[u8]) {
+        self.dict.prefetch_bucket(key);
+    }
+
+    /// Second prefetch stage for a lookup of `key`.
+    pub fn prefetch_entry(&self, key: &[u8]) {
+        self.dict.prefetch_entry(key);
+    }
+
     /// Looks a key up for reading: expires it if due, touches its LRU clock, counts a hit or miss.
     pub fn get(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
         self.expire_if_needed(key, now);
