@@ -1040,6 +1040,9 @@ fn info_keyspace_and_commandstats_count_like_redis() {
     d.run(&["GET", "x"]);
     d.run(&["GET", "nope"]);
     d.run(&["SET", "x", "1", "NX", "XX"]);
+    // Rejected before running: counted as rejected_calls, not calls.
+    d.run(&["GET"]);
+    d.run(&["GET", "a", "b"]);
     let (redis, strata) = d.run_matching(&["INFO", "keyspace"], |r| r.as_bytes().is_some());
     let keyspace = |r: &Reply| -> Vec<String> {
         info_sections(r)[0]
@@ -1061,14 +1064,25 @@ fn info_keyspace_and_commandstats_count_like_redis() {
             .unwrap_or_else(|| panic!("no cmdstat_{cmd}"))
             .to_string();
         v.split(',')
-            .filter(|kv| kv.starts_with("calls=") || kv.starts_with("failed_calls="))
+            .filter(|kv| {
+                kv.starts_with("calls=")
+                    || kv.starts_with("failed_calls=")
+                    || kv.starts_with("rejected_calls=")
+            })
             .collect::<Vec<_>>()
             .join(",")
     };
     for cmd in ["set", "get", "select"] {
         assert_eq!(stat(&redis, cmd), stat(&strata, cmd), "cmdstat_{cmd}");
     }
-    assert_eq!(stat(&strata, "set"), "calls=9,failed_calls=1");
+    assert_eq!(
+        stat(&strata, "set"),
+        "calls=9,rejected_calls=0,failed_calls=1"
+    );
+    assert_eq!(
+        stat(&strata, "get"),
+        "calls=2,rejected_calls=2,failed_calls=0"
+    );
     // Hits and misses.
     let (redis, strata) = d.run_matching(&["INFO", "stats"], |r| r.as_bytes().is_some());
     for f in ["keyspace_hits", "keyspace_misses", "expired_keys"] {

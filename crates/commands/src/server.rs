@@ -2018,7 +2018,7 @@ mod tests {
         let t = crate::table();
         let found = |line: &[&str]| match t.resolve(&args(line)) {
             crate::table::Lookup::Found(r) => r.name.to_string(),
-            crate::table::Lookup::Unknown(e) => e,
+            crate::table::Lookup::Unknown(e) | crate::table::Lookup::BadArity(_, e) => e,
         };
         assert_eq!(found(&["COMMAND"]), "command");
         assert_eq!(found(&["command", "Info", "get"]), "command|info");

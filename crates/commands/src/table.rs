@@ -261,7 +261,10 @@ pub struct Table {
 /// Why a command line could not be resolved, carrying Redis's exact error text.
 pub enum Lookup {
     Found(Resolved),
+    /// No such command or subcommand.
     Unknown(String),
+    /// A known command with the wrong number of arguments (counted as a rejected call).
+    BadArity(Resolved, String),
 }
 
 impl Table {
@@ -338,10 +341,8 @@ impl Table {
             return Lookup::Unknown(unknown_command_text(args));
         };
         if !cmd.spec.arity_ok(args.len()) {
-            return Lookup::Unknown(format!(
-                "ERR wrong number of arguments for '{}' command",
-                cmd.name
-            ));
+            let msg = format!("ERR wrong number of arguments for '{}' command", cmd.name);
+            return Lookup::BadArity(cmd, msg);
         }
         // A container always names a subcommand (its arity is -2); a command with a bare form
         // and subcommands (COMMAND) runs its own handler when called alone.
@@ -355,10 +356,8 @@ impl Table {
                 ));
             };
             if !sub.spec.arity_ok(args.len()) {
-                return Lookup::Unknown(format!(
-                    "ERR wrong number of arguments for '{}' command",
-                    sub.name
-                ));
+                let msg = format!("ERR wrong number of arguments for '{}' command", sub.name);
+                return Lookup::BadArity(sub, msg);
             }
             return Lookup::Found(sub);
         }

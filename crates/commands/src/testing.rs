@@ -23,7 +23,7 @@ pub fn run_at(shard: &mut Shard, db: usize, now: i64, cmd: &[&str]) -> String {
         .collect();
     let mut out = ReplyBuf::new(Protocol::Resp2);
     match crate::table().resolve(&args) {
-        Lookup::Unknown(e) => out.error(&e),
+        Lookup::Unknown(e) | Lookup::BadArity(_, e) => out.error(&e),
         Lookup::Found(r) => {
             let f = match r.spec.handler {
                 Handler::Shard(f) | Handler::Keys { shard: f, .. } => f,

@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
+use strata_commands::connection::is_authenticated;
 use strata_commands::{ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
 use strata_shard::{now_ms, with_shard};
@@ -123,7 +124,7 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
         let mut cmds = Vec::new();
         let mut fatal = None;
         loop {
-            match parser.next(&mut rbuf, !session.authenticated) {
+            match parser.next(&mut rbuf, !is_authenticated(&session, &state)) {
                 Ok(Some(args)) => cmds.push(args),
                 Ok(None) => break,
                 Err(e) => {

@@ -360,10 +360,11 @@ impl Batch<'_> {
     fn route(&self, args: Vec<Bytes>, local_shard: usize) -> Route {
         let cmd = match table().resolve(&args) {
             Lookup::Unknown(msg) => return Route::Reject(msg),
+            Lookup::BadArity(cmd, msg) => return reject(&cmd, msg),
             Lookup::Found(cmd) => cmd,
         };
         if !cmd.spec.flags.has(Flags::NO_AUTH) && !is_authenticated(self.session, self.state) {
-            return Route::Reject("NOAUTH Authentication required.".into());
+            return reject(&cmd, "NOAUTH Authentication required.".into());
         }
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
         let set = &self.state.shards;
@@ -379,9 +380,10 @@ impl Batch<'_> {
         match cmd.spec.handler {
             Handler::Shard(handler) => match single_shard() {
                 Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, handler)),
-                None => {
-                    Route::Reject("CROSSSLOT Keys in request don't hash to the same slot".into())
-                }
+                None => reject(
+                    &cmd,
+                    "CROSSSLOT Keys in request don't hash to the same slot".into(),
+                ),
             },
             Handler::Keys {
                 shard: handler,
@@ -462,6 +464,12 @@ impl Batch<'_> {
         };
         record(cmd, start, failed);
     }
+}
+
+/// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.
+fn reject(cmd: &Resolved, msg: String) -> Route {
+    with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+    Route::Reject(msg)
 }
 
 /// Counts a command run on the connection's thread in that thread's stats.
