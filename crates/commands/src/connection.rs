@@ -41,20 +41,18 @@ const fn cmd(
     tips: &'static [&'static str],
     handler: Handler,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::new(
+        "connection",
         name,
         arity,
         flags,
-        keys: KeySpec::NONE,
-        group: "connection",
+        KeySpec::NONE,
         summary,
         since,
-        complexity: "O(1)",
-        acl: &[],
-        tips,
+        "O(1)",
         handler,
-        subcommands: &[],
-    }
+    )
+    .with_tips(tips)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -68,20 +66,18 @@ const fn client_cmd(
     tips: &'static [&'static str],
     handler: fn(&mut ConnCtx<'_>) -> CmdResult,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::new(
+        "connection",
         name,
         arity,
         flags,
-        keys: KeySpec::NONE,
-        group: "connection",
+        KeySpec::NONE,
         summary,
         since,
         complexity,
-        acl: &[],
-        tips,
-        handler: Handler::Conn(handler),
-        subcommands: &[],
-    }
+        Handler::Conn(handler),
+    )
+    .with_tips(tips)
 }
 
 /// The connection family.

@@ -62,20 +62,9 @@ const fn cmd(
     complexity: &'static str,
     handler: Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        group: "generic",
-        summary,
-        since,
-        complexity,
-        acl: &[],
-        tips: &[],
-        handler,
-        subcommands: &[],
-    }
+    CommandSpec::new(
+        "generic", name, arity, flags, keys, summary, since, complexity, handler,
+    )
 }
 
 /// The generic (keyspace) family. Summaries, flags and tips are Redis 7.0's.

@@ -48,20 +48,19 @@ const fn cmd(
     tips: &'static [&'static str],
     handler: Handler,
 ) -> CommandSpec {
-    CommandSpec {
+    CommandSpec::new(
+        "server",
         name,
         arity,
         flags,
-        keys: KeySpec::NONE,
-        group: "server",
+        KeySpec::NONE,
         summary,
         since,
         complexity,
-        acl,
-        tips,
         handler,
-        subcommands: &[],
-    }
+    )
+    .with_acl(acl)
+    .with_tips(tips)
 }
 
 const ORDER_TIP: &[&str] = &["nondeterministic_output_order"];
@@ -374,33 +373,8 @@ fn subcommand_syntax_error(args: &[Bytes]) -> CmdError {
 // COMMAND
 // =====================================================================================
 
-/// Command flags as COMMAND shows them, in Redis's order (`may_replicate` and `sentinel` are
-/// internal and hidden, as in Redis).
-const SHOWN_FLAGS: [(Flags, &str); 16] = [
-    (Flags::WRITE, "write"),
-    (Flags::READONLY, "readonly"),
-    (Flags::DENYOOM, "denyoom"),
-    (Flags::ADMIN, "admin"),
-    (Flags::PUBSUB, "pubsub"),
-    (Flags::NOSCRIPT, "noscript"),
-    (Flags::BLOCKING, "blocking"),
-    (Flags::LOADING, "loading"),
-    (Flags::STALE, "stale"),
-    (Flags::SKIP_MONITOR, "skip_monitor"),
-    (Flags::SKIP_SLOWLOG, "skip_slowlog"),
-    (Flags::FAST, "fast"),
-    (Flags::NO_AUTH, "no_auth"),
-    (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
-    (Flags::NO_MULTI, "no_multi"),
-    (Flags::ALLOW_BUSY, "allow_busy"),
-];
-
 fn shown_flags(spec: &CommandSpec) -> Vec<&'static str> {
-    SHOWN_FLAGS
-        .iter()
-        .filter(|(f, _)| spec.flags.has(*f))
-        .map(|(_, n)| *n)
-        .collect()
+    spec.flags.names().collect()
 }
 
 /// The key-spec flags of a command's keys, derived from its flags: read-only commands read

@@ -61,25 +61,9 @@ const fn cmd(
     complexity: &'static str,
     handler: Handler,
 ) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        keys,
-        group: "string",
-        summary,
-        since,
-        complexity,
-        acl: &[],
-        tips: &[],
-        handler,
-        subcommands: &[],
-    }
-}
-
-/// `spec` with command tips (COMMAND INFO's request/response policies).
-const fn with_tips(spec: CommandSpec, tips: &'static [&'static str]) -> CommandSpec {
-    CommandSpec { tips, ..spec }
+    CommandSpec::new(
+        "string", name, arity, flags, keys, summary, since, complexity, handler,
+    )
 }
 
 const GETRANGE_COMPLEXITY: &str =
@@ -104,25 +88,19 @@ pub static COMMANDS: &[CommandSpec] = &[
         Handler::Shard(getdel)),
     cmd("getset", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
         "Set the string value of a key and return its old value", "1.0.0", "O(1)", Handler::Shard(getset)),
-    with_tips(
-        cmd("mget", -2, R.or(FAST), KeySpec::ALL, "Get the values of all the given keys", "1.0.0",
-            "O(N) where N is the number of keys to retrieve.",
-            Handler::Keys { shard: mget, multi: mget_multi }),
-        &["request_policy:multi_shard"],
-    ),
-    with_tips(
-        cmd("mset", -3, W.or(DENYOOM), PAIRS, "Set multiple keys to multiple values", "1.0.1",
-            "O(N) where N is the number of keys to set.",
-            Handler::Keys { shard: mset, multi: mset_multi }),
-        &["request_policy:multi_shard", "response_policy:all_succeeded"],
-    ),
-    with_tips(
-        cmd("msetnx", -3, W.or(DENYOOM), PAIRS,
-            "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1",
-            "O(N) where N is the number of keys to set.",
-            Handler::Keys { shard: msetnx, multi: msetnx_multi }),
-        &["request_policy:multi_shard", "response_policy:agg_min"],
-    ),
+    cmd("mget", -2, R.or(FAST), KeySpec::ALL, "Get the values of all the given keys", "1.0.0",
+        "O(N) where N is the number of keys to retrieve.",
+        Handler::Keys { shard: mget, multi: mget_multi })
+        .with_tips(&["request_policy:multi_shard"]),
+    cmd("mset", -3, W.or(DENYOOM), PAIRS, "Set multiple keys to multiple values", "1.0.1",
+        "O(N) where N is the number of keys to set.",
+        Handler::Keys { shard: mset, multi: mset_multi })
+        .with_tips(&["request_policy:multi_shard", "response_policy:all_succeeded"]),
+    cmd("msetnx", -3, W.or(DENYOOM), PAIRS,
+        "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1",
+        "O(N) where N is the number of keys to set.",
+        Handler::Keys { shard: msetnx, multi: msetnx_multi })
+        .with_tips(&["request_policy:multi_shard", "response_policy:agg_min"]),
     cmd("append", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Append a value to a key", "2.0.0",
         "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already \
 present value is of any size, since the dynamic string library used by Redis will double the free space \

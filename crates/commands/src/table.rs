@@ -33,7 +33,9 @@ impl Flags {
     pub const SENTINEL: Flags = Flags(1 << 16);
     pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 17);
 
-    const NAMES: [(Flags, &'static str); 18] = [
+    /// Flags as COMMAND shows them, in Redis's order; `may_replicate` and `sentinel` are internal
+    /// and hidden, as in Redis.
+    const SHOWN: [(Flags, &'static str); 16] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -47,11 +49,9 @@ impl Flags {
         (Flags::SKIP_SLOWLOG, "skip_slowlog"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
-        (Flags::MAY_REPLICATE, "may_replicate"),
+        (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (Flags::NO_MULTI, "no_multi"),
         (Flags::ALLOW_BUSY, "allow_busy"),
-        (Flags::SENTINEL, "sentinel"),
-        (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
     ];
 
     /// Union of two flag sets (usable in `const` table entries).
@@ -64,9 +64,9 @@ impl Flags {
         self.0 & other.0 == other.0
     }
 
-    /// Flag names in Redis's order, for COMMAND INFO.
+    /// Flag names as COMMAND INFO shows them, in Redis's order.
     pub fn names(self) -> impl Iterator<Item = &'static str> {
-        Self::NAMES
+        Self::SHOWN
             .into_iter()
             .filter(move |(f, _)| self.has(*f))
             .map(|(_, n)| n)
@@ -188,6 +188,54 @@ pub struct CommandSpec {
 }
 
 impl CommandSpec {
+    /// A command (or subcommand) of a documentation `group`, with no extra ACL categories, tips or
+    /// subcommands; add those with the `with_*` builders. Families wrap this in a short `cmd`.
+    #[allow(clippy::too_many_arguments)]
+    pub const fn new(
+        group: &'static str,
+        name: &'static str,
+        arity: i32,
+        flags: Flags,
+        keys: KeySpec,
+        summary: &'static str,
+        since: &'static str,
+        complexity: &'static str,
+        handler: Handler,
+    ) -> CommandSpec {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys,
+            group,
+            summary,
+            since,
+            complexity,
+            acl: &[],
+            tips: &[],
+            handler,
+            subcommands: &[],
+        }
+    }
+
+    /// The same spec with command tips (COMMAND INFO's request/response policies).
+    pub const fn with_tips(self, tips: &'static [&'static str]) -> CommandSpec {
+        CommandSpec { tips, ..self }
+    }
+
+    /// The same spec with ACL categories beyond the derived ones.
+    pub const fn with_acl(self, acl: &'static [&'static str]) -> CommandSpec {
+        CommandSpec { acl, ..self }
+    }
+
+    /// The same spec with subcommands.
+    pub const fn with_subcommands(self, subcommands: &'static [CommandSpec]) -> CommandSpec {
+        CommandSpec {
+            subcommands,
+            ..self
+        }
+    }
+
     /// ACL categories: derived from flags (`write` → @write, no `fast` → @slow, `admin` →
     /// @admin @dangerous, ...) and group, plus the explicit extras.
     pub fn acl_categories(&self) -> Vec<&'static str> {
