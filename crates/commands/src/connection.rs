@@ -148,20 +148,18 @@ pub static COMMANDS: &[CommandSpec] = &[
         &[],
         Handler::Conn(reset),
     ),
-    CommandSpec {
-        name: "client",
-        arity: -2,
-        flags: Flags::NONE,
-        keys: KeySpec::NONE,
-        group: "connection",
-        summary: "A container for client connection commands",
-        since: "2.4.0",
-        complexity: "Depends on subcommand.",
-        acl: &[],
-        tips: &[],
-        handler: Handler::Container,
-        subcommands: CLIENT_SUBCOMMANDS,
-    },
+    CommandSpec::new(
+        "connection",
+        "client",
+        -2,
+        Flags::NONE,
+        KeySpec::NONE,
+        "A container for client connection commands",
+        "2.4.0",
+        "Depends on subcommand.",
+        Handler::Container,
+    )
+    .with_subcommands(CLIENT_SUBCOMMANDS),
 ];
 
 static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[

@@ -181,7 +181,8 @@ pub static COMMANDS: &[CommandSpec] = &[
             shard: copy,
             multi: copy_multi,
         },
-    ),
+    )
+    .with_other_db_key(copy_other_db_key),
     cmd(
         "move",
         3,
@@ -191,7 +192,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         "1.0.0",
         "O(1)",
         Handler::Shard(move_),
-    ),
+    )
+    .with_other_db_key(move_other_db_key),
     CommandSpec {
         acl: &["@dangerous"],
         tips: &["request_policy:all_shards", "nondeterministic_output_order"],
@@ -680,6 +682,27 @@ fn parse_db_index(a: &mut Args<'_>, databases: usize) -> Result<usize, CmdError>
 }
 
 const SAME_OBJECT: CmdError = CmdError::msg("ERR source and destination objects are the same");
+
+/// MOVE key db: the key is also written in `db`.
+fn move_other_db_key(args: &[Bytes]) -> Option<(usize, usize)> {
+    let db = strata_core::num::parse_i64(args.get(2)?)?;
+    Some((usize::try_from(db).ok()?, 1))
+}
+
+/// COPY source destination DB n: the destination key lives in database `n` (the last DB wins).
+fn copy_other_db_key(args: &[Bytes]) -> Option<(usize, usize)> {
+    let mut db = None;
+    let mut i = 3;
+    while i < args.len() {
+        if eq_ci(&args[i], "db") && i + 1 < args.len() {
+            db = strata_core::num::parse_i64(&args[i + 1]).and_then(|d| usize::try_from(d).ok());
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    Some((db?, 2))
+}
 
 /// COPY's options, already validated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -185,7 +185,14 @@ pub struct CommandSpec {
     pub tips: &'static [&'static str],
     pub handler: Handler,
     pub subcommands: &'static [CommandSpec],
+    /// For commands that also write a key in another database (MOVE, COPY ... DB): finds that
+    /// database and the key's argument index, so the key is locked there too.
+    pub other_db_key: Option<OtherDbKey>,
 }
+
+/// See [`CommandSpec::other_db_key`]: `(database, argument index)` from the command line, or None
+/// when the command names no other database (or names it badly: the handler then reports it).
+pub type OtherDbKey = fn(&[bytes::Bytes]) -> Option<(usize, usize)>;
 
 impl CommandSpec {
     /// A command (or subcommand) of a documentation `group`, with no extra ACL categories, tips or
@@ -215,6 +222,15 @@ impl CommandSpec {
             tips: &[],
             handler,
             subcommands: &[],
+            other_db_key: None,
+        }
+    }
+
+    /// The same spec, declaring a key it writes in another database.
+    pub const fn with_other_db_key(self, f: OtherDbKey) -> CommandSpec {
+        CommandSpec {
+            other_db_key: Some(f),
+            ..self
         }
     }
 

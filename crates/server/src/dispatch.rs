@@ -60,7 +60,15 @@ impl ShardCmd {
             .keys
             .positions(self.args.len())
             .map(|i| (self.args[i].clone(), mode));
-        key_lock_set(self.db as u32, keys)
+        let mut set = key_lock_set(self.db as u32, keys);
+        // MOVE and COPY ... DB also write a key in another database: lock it there too.
+        let other = self.cmd.spec.other_db_key.and_then(|f| f(&self.args));
+        if let Some((db, i)) = other.filter(|(db, _)| *db != self.db) {
+            if let Some(key) = self.args.get(i) {
+                set.extend(key_lock_set(db as u32, [(key.clone(), Mode::Exclusive)]));
+            }
+        }
+        set
     }
 
     fn first_key(&self) -> Option<&[u8]> {
@@ -482,4 +490,61 @@ fn record(cmd: &Resolved, start: i64, failed: bool) {
         st.usec += usec;
         st.failed_calls += failed as u64;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard_cmd(words: &[&str], db: usize) -> ShardCmd {
+        let args: Vec<Bytes> = words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect();
+        let Lookup::Found(cmd) = table().resolve(&args) else {
+            panic!("{words:?} does not resolve")
+        };
+        let handler = match cmd.spec.handler {
+            Handler::Shard(f) | Handler::Keys { shard: f, .. } => f,
+            _ => panic!("{words:?} is not a key command"),
+        };
+        ShardCmd {
+            args,
+            cmd,
+            handler,
+            db,
+            proto: Protocol::Resp2,
+        }
+    }
+
+    fn key(db: u32, k: &str) -> LockKey {
+        LockKey::Key(db, Bytes::copy_from_slice(k.as_bytes()))
+    }
+
+    #[test]
+    fn lock_sets_follow_key_positions_and_modes() {
+        let set = shard_cmd(&["get", "k"], 2).lock_set();
+        assert_eq!(
+            set,
+            vec![(LockKey::Db(2), Mode::Shared), (key(2, "k"), Mode::Shared)]
+        );
+        let set = shard_cmd(&["mset", "a", "1", "b", "2"], 0).lock_set();
+        assert!(
+            set.contains(&(key(0, "a"), Mode::Exclusive))
+                && set.contains(&(key(0, "b"), Mode::Exclusive))
+        );
+        assert!(!set.contains(&(key(0, "1"), Mode::Exclusive)));
+    }
+
+    #[test]
+    fn move_and_copy_lock_the_destination_key_in_its_database() {
+        let set = shard_cmd(&["move", "k", "3"], 0).lock_set();
+        assert!(set.contains(&(key(0, "k"), Mode::Exclusive)));
+        assert!(set.contains(&(key(3, "k"), Mode::Exclusive)));
+        assert!(set.contains(&(LockKey::Db(3), Mode::Shared)));
+        let set = shard_cmd(&["copy", "a", "b", "DB", "5", "REPLACE"], 1).lock_set();
+        assert!(set.contains(&(key(5, "b"), Mode::Exclusive)));
+        // Same database: nothing extra.
+        assert_eq!(shard_cmd(&["copy", "a", "b"], 1).lock_set().len(), 3);
+    }
 }
