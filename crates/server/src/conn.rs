@@ -18,7 +18,7 @@ use strata_commands::{ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
 use strata_shard::{now_ms, with_shard};
 
-use crate::dispatch::{Batch, DirectReply};
+use crate::dispatch::Batch;
 
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request or reply are released once drained.
@@ -51,7 +51,7 @@ impl Limits {
 ///
 /// With io_uring this saves a ring round trip per reply: the send completes inline and the next
 /// receive can be armed at once.
-pub(crate) fn send_now(fd: std::os::fd::RawFd, buf: &[u8]) -> usize {
+fn send_now(fd: std::os::fd::RawFd, buf: &[u8]) -> usize {
     let mut sent = 0;
     while sent < buf.len() {
         // SAFETY: `buf[sent..]` is valid for reads of its length; MSG_DONTWAIT makes this one call
@@ -90,7 +90,6 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
     let mut parser = RequestParser::new(limits.parse);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = ReplyBuf::new(Protocol::Resp2);
-    let mut direct: Option<DirectReply> = None;
     // Bytes received since the last complete request: what an unfinished request is holding.
     let mut unfinished = 0usize;
     with_shard(|s| s.stats.connections_received += 1);
@@ -149,15 +148,10 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
         info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
 
         if !cmds.is_empty() {
-            // A reply still being written by another shard goes out before anything newer.
-            if !settle(&mut direct, &mut stream).await {
-                break;
-            }
-            direct = Batch {
+            Batch {
                 state: &state,
                 session: &mut session,
                 out: &mut out,
-                fd,
             }
             .run(cmds)
             .await;
@@ -167,9 +161,6 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
             session.close_after_reply = true;
         }
         if !out.is_empty() {
-            if !settle(&mut direct, &mut stream).await {
-                break;
-            }
             let written = out.buf.len() as u64;
             // Most replies fit the socket buffer: send them straight away, and hand only what is
             // left (if the buffer is full) to the event loop.
@@ -198,19 +189,5 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
             break;
         }
     }
-    // The socket must outlive any reply another shard is still writing to it.
-    settle(&mut direct, &mut stream).await;
     state.unregister_client(info.id);
-}
-
-/// Waits for a reply being written by another shard and writes what it left over. False if the
-/// connection failed.
-async fn settle(direct: &mut Option<DirectReply>, stream: &mut TcpStream) -> bool {
-    let Some(rx) = direct.take() else { return true };
-    // A dropped sender means the shard thread is gone (process exit): nothing left to write.
-    let rest = rx.await.unwrap_or_default();
-    if rest.is_empty() {
-        return true;
-    }
-    stream.write_all(rest).await.0.is_ok()
 }

@@ -15,7 +15,6 @@
 //! may execute concurrently (as with pipeline squashing in Dragonfly), which no single-key read can
 //! observe and which multi-key commands exclude with their intent locks.
 
-use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -210,23 +209,12 @@ pub struct Batch<'a> {
     pub state: &'a Arc<ServerState>,
     pub session: &'a mut Session,
     pub out: &'a mut ReplyBuf,
-    /// The client's socket, for replies written directly by another shard (see [`DirectReply`]).
-    pub fd: RawFd,
 }
-
-/// A reply being written to the client by the shard that ran the command. It resolves to the bytes
-/// that shard could not write without waiting (usually none), which the connection must write
-/// before anything else — and the connection must not close its socket before it resolves.
-pub type DirectReply = oneshot::Receiver<Vec<u8>>;
 
 impl Batch<'_> {
     /// Runs `cmds` and appends their replies to `out` in request order. Commands after one that
     /// closes the connection (QUIT) are not run.
-    ///
-    /// A lone command owned by another shard is handed over whole: that shard runs it and writes
-    /// the reply straight to the client's socket, so this thread is not woken for the reply (one
-    /// hop instead of two at pipeline depth 1). Then `Some(DirectReply)` is returned.
-    pub async fn run(&mut self, cmds: Vec<Vec<Bytes>>) -> Option<DirectReply> {
+    pub async fn run(&mut self, cmds: Vec<Vec<Bytes>>) {
         let local_shard = current_shard_id().unwrap_or(0);
         // A lone command on this thread's shard runs in place; in a pipeline, commands for this
         // shard form a sub-batch like those for other shards and run while the others are away.
@@ -243,16 +231,7 @@ impl Batch<'_> {
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
             let start = local.buf.len();
-            let route = self.route(args, local_shard);
-            let route = match route {
-                Route::Shard(shard, cmd)
-                    if single && shard != local_shard && mode_before == ReplyMode::On =>
-                {
-                    return Some(self.hand_over(shard, cmd));
-                }
-                route => route,
-            };
-            let slot = match route {
+            let slot = match self.route(args, local_shard) {
                 Route::Reject(msg) => {
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
@@ -327,32 +306,6 @@ impl Batch<'_> {
             }
         }
         self.out.proto = self.session.proto;
-        None
-    }
-
-    /// Runs `cmd` on `shard` and has that thread send the reply to the client itself.
-    fn hand_over(&self, shard: usize, cmd: ShardCmd) -> DirectReply {
-        let (tx, rx) = oneshot::channel();
-        let fd = self.fd;
-        self.state.shards.post(
-            shard,
-            Box::new(move || {
-                let cmds = [cmd];
-                match with_shard(|s| run_now(s, &cmds)) {
-                    Some(r) => {
-                        let _ = tx.send(send_direct(fd, r.buf));
-                    }
-                    None => {
-                        // Keys are locked by a multi-shard command: become a task that waits.
-                        monoio::spawn(async move {
-                            let r = run_on_local_shard(cmds.into()).await;
-                            let _ = tx.send(send_direct(fd, r.buf));
-                        });
-                    }
-                }
-            }),
-        );
-        rx
     }
 
     /// Runs every pending sub-batch and waits for all replies, kept in `pending` order: remote
@@ -518,20 +471,6 @@ impl Batch<'_> {
             }
         };
         record(cmd, start, failed);
-    }
-}
-
-/// Writes `reply` to the client socket `fd` without waiting; returns the part not written.
-///
-/// Safe to call from any thread: the connection that owns `fd` keeps it open until it has received
-/// the returned remainder (see [`DirectReply`]).
-fn send_direct(fd: RawFd, reply: Vec<u8>) -> Vec<u8> {
-    let sent = crate::conn::send_now(fd, &reply);
-    with_shard(|s| s.stats.net_output_bytes += sent as u64);
-    if sent == reply.len() {
-        Vec::new()
-    } else {
-        reply[sent..].to_vec()
     }
 }
 
