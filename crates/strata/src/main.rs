@@ -96,6 +96,13 @@ fn main() {
             eprintln!("strata: can't create data directory {dir}: {e}");
             std::process::exit(1);
         }
+        // Like Redis (which chdir()s there), report the directory as an absolute path.
+        if let Some(abs) = std::fs::canonicalize(&dir)
+            .ok()
+            .and_then(|p| p.to_str().map(String::from))
+        {
+            let _ = config.set("dir", &abs);
+        }
     }
     std::process::exit(strata_server::run(config));
 }
