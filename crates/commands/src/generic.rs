@@ -510,15 +510,10 @@ fn count_multi<'a>(
         let lock = set
             .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), mode)))
             .await;
-        let parts = lock.shards().map(|shard| {
-            let ks: Vec<Bytes> = keys
-                .iter()
-                .filter(|k| set.shard_of_key(k) == shard)
-                .cloned()
-                .collect();
-            lock.run(shard, move |s| op(&mut s.dbs[db], &ks, now))
-        });
-        let n: i64 = join_all(parts).await.into_iter().sum();
+        let parts = lock
+            .scatter(keys, |k| k, move |s, part| op(&mut s.dbs[db], part, now))
+            .await;
+        let n: i64 = parts.into_iter().map(|(_, n)| n).sum();
         lock.release();
         cx.out.int(n);
         Ok(())

@@ -20,11 +20,11 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use futures_util::future::{join_all, LocalBoxFuture};
+use futures_util::future::LocalBoxFuture;
 use strata_core::num::{format_human_f64, parse_f64, parse_i64};
 use strata_core::{Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
-use strata_shard::{Db, Mode, MultiLock, ShardSet};
+use strata_shard::{Db, Mode, MultiLock};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -639,7 +639,13 @@ fn mget_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let lock = set
             .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
             .await;
-        let parts = scatter(&lock, &set, db, now, &keys, |k| k, op_mget).await;
+        let parts = lock
+            .scatter(
+                &keys,
+                |k| k,
+                move |s, part| op_mget(&mut s.dbs[db], part, now),
+            )
+            .await;
         lock.release();
         reply_values(cx.out, &in_order(keys.len(), parts));
         Ok(())
@@ -656,6 +662,12 @@ fn pairs(args: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
         .chunks_exact(2)
         .map(|kv| (kv[0].clone(), kv[1].clone()))
         .collect())
+}
+
+/// Exclusive locks on the keys of MSET/MSETNX pairs, across their shards.
+async fn lock_pairs(cx: &ConnCtx<'_>, db: usize, pairs: &[(Bytes, Bytes)]) -> MultiLock {
+    let keys = pairs.iter().map(|(k, _)| (k.clone(), Mode::Exclusive));
+    cx.shards().lock_keys(db as u32, keys).await
 }
 
 fn pair_key(pair: &(Bytes, Bytes)) -> &Bytes {
@@ -676,14 +688,11 @@ fn mset_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let pairs = pairs(cx.args, "mset")?;
         let (db, now) = (cx.session.db, cx.now);
-        let set = cx.shards().clone();
-        let lock = set
-            .lock_keys(
-                db as u32,
-                pairs.iter().map(|(k, _)| (k.clone(), Mode::Exclusive)),
-            )
-            .await;
-        scatter(&lock, &set, db, now, &pairs, pair_key, op_mset).await;
+        let lock = lock_pairs(cx, db, &pairs).await;
+        lock.scatter(&pairs, pair_key, move |s, part| {
+            op_mset(&mut s.dbs[db], part, now)
+        })
+        .await;
         lock.release();
         cx.out.ok();
         Ok(())
@@ -709,17 +718,18 @@ fn msetnx_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let pairs = pairs(cx.args, "msetnx")?;
         let (db, now) = (cx.session.db, cx.now);
-        let set = cx.shards().clone();
-        let lock = set
-            .lock_keys(
-                db as u32,
-                pairs.iter().map(|(k, _)| (k.clone(), Mode::Exclusive)),
-            )
+        let lock = lock_pairs(cx, db, &pairs).await;
+        let exists = lock
+            .scatter(&pairs, pair_key, move |s, part| {
+                op_any_exists(&mut s.dbs[db], part, now)
+            })
             .await;
-        let exists = scatter(&lock, &set, db, now, &pairs, pair_key, op_any_exists).await;
         let write = !exists.iter().any(|(_, found)| *found);
         if write {
-            scatter(&lock, &set, db, now, &pairs, pair_key, op_mset).await;
+            lock.scatter(&pairs, pair_key, move |s, part| {
+                op_mset(&mut s.dbs[db], part, now)
+            })
+            .await;
         }
         lock.release();
         cx.out.int(i64::from(write));
@@ -727,35 +737,7 @@ fn msetnx_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     })
 }
 
-/// Runs `op` on every shard `lock` spans, each with its share of `items` (in their original order),
-/// concurrently. Returns each shard's result with the indices in `items` of the items it got.
-async fn scatter<I, T>(
-    lock: &MultiLock,
-    set: &ShardSet,
-    db: usize,
-    now: i64,
-    items: &[I],
-    key: fn(&I) -> &Bytes,
-    op: fn(&mut Db, &[I], i64) -> T,
-) -> Vec<(Vec<usize>, T)>
-where
-    I: Clone + Send + 'static,
-    T: Send + 'static,
-{
-    let parts = lock.shards().map(|shard| {
-        let (idx, mine): (Vec<usize>, Vec<I>) = items
-            .iter()
-            .enumerate()
-            .filter(|(_, item)| set.shard_of_key(key(item)) == shard)
-            .map(|(i, item)| (i, item.clone()))
-            .unzip();
-        let run = lock.run(shard, move |s| op(&mut s.dbs[db], &mine, now));
-        async move { (idx, run.await) }
-    });
-    join_all(parts).await
-}
-
-/// Merges per-shard per-item results from [`scatter`] back into item order.
+/// Merges per-shard per-item results from [`MultiLock::scatter`] back into item order.
 fn in_order<T>(n: usize, parts: Vec<(Vec<usize>, Vec<T>)>) -> Vec<T> {
     let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
     for (idx, values) in parts {
@@ -1227,7 +1209,13 @@ fn lcs_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let lock = set
             .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
             .await;
-        let parts = scatter(&lock, &set, db, now, &keys, |k| k, op_lcs_operands).await;
+        let parts = lock
+            .scatter(
+                &keys,
+                |k| k,
+                move |s, part| op_lcs_operands(&mut s.dbs[db], part, now),
+            )
+            .await;
         lock.release();
         let mut operands = in_order(keys.len(), parts).into_iter();
         let (Some(a), Some(b)) = (operands.next(), operands.next()) else {

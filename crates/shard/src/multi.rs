@@ -105,6 +105,36 @@ impl MultiLock {
         self.set.call(shard, f).await
     }
 
+    /// Runs `op` concurrently on every shard this lock spans, each with its share of `items` (those
+    /// whose `key` it owns, in their original order). Returns, per shard, the indices in `items` of
+    /// the items it got and `op`'s result. Each key's slot is computed once.
+    pub async fn scatter<I, T>(
+        &self,
+        items: &[I],
+        key: fn(&I) -> &Bytes,
+        op: impl Fn(&mut Shard, &[I]) -> T + Clone + Send + 'static,
+    ) -> Vec<(Vec<usize>, T)>
+    where
+        I: Clone + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut parts: Vec<(usize, Vec<usize>, Vec<I>)> =
+            self.shards().map(|s| (s, Vec::new(), Vec::new())).collect();
+        for (i, item) in items.iter().enumerate() {
+            let owner = self.set.shard_of_key(key(item));
+            if let Ok(p) = parts.binary_search_by_key(&owner, |(s, _, _)| *s) {
+                parts[p].1.push(i);
+                parts[p].2.push(item.clone());
+            }
+        }
+        let runs = parts.into_iter().map(|(shard, idx, mine)| {
+            let op = op.clone();
+            let run = self.run(shard, move |s| op(s, &mine));
+            async move { (idx, run.await) }
+        });
+        futures_util::future::join_all(runs).await
+    }
+
     /// Releases every lock. The local shard's locks are released at once, remote ones by message.
     pub fn release(mut self) {
         self.release_all();
