@@ -630,24 +630,30 @@ fn mget(cx: &mut ShardCtx<'_>) -> CmdResult {
     Ok(())
 }
 
+/// Reads `keys` spread over shards atomically: shared locks on every key, `op` on each shard's
+/// share (one value per key), results back in key order.
+async fn read_across<T: Send + 'static>(
+    cx: &ConnCtx<'_>,
+    keys: Vec<Bytes>,
+    op: fn(&mut Db, &[Bytes], i64) -> Vec<T>,
+) -> Vec<T> {
+    let (db, now) = (cx.session.db, cx.now);
+    let lock = cx
+        .shards()
+        .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
+        .await;
+    let parts = lock
+        .scatter(&keys, |k| k, move |s, part| op(&mut s.dbs[db], part, now))
+        .await;
+    lock.release();
+    in_order(keys.len(), parts)
+}
+
 /// MGET across shards: shared locks on every key, one read per shard, replies merged in order.
 fn mget_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now) = (cx.session.db, cx.now);
-        let set = cx.shards().clone();
-        let keys = cx.args[1..].to_vec();
-        let lock = set
-            .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
-            .await;
-        let parts = lock
-            .scatter(
-                &keys,
-                |k| k,
-                move |s, part| op_mget(&mut s.dbs[db], part, now),
-            )
-            .await;
-        lock.release();
-        reply_values(cx.out, &in_order(keys.len(), parts));
+        let values = read_across(cx, cx.args[1..].to_vec(), op_mget).await;
+        reply_values(cx.out, &values);
         Ok(())
     })
 }
@@ -1203,21 +1209,8 @@ fn lcs(cx: &mut ShardCtx<'_>) -> CmdResult {
 /// here, on the connection's thread.
 fn lcs_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now) = (cx.session.db, cx.now);
-        let set = cx.shards().clone();
-        let keys = cx.args[1..3].to_vec();
-        let lock = set
-            .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
-            .await;
-        let parts = lock
-            .scatter(
-                &keys,
-                |k| k,
-                move |s, part| op_lcs_operands(&mut s.dbs[db], part, now),
-            )
-            .await;
-        lock.release();
-        let mut operands = in_order(keys.len(), parts).into_iter();
+        let operands = read_across(cx, cx.args[1..3].to_vec(), op_lcs_operands).await;
+        let mut operands = operands.into_iter();
         let (Some(a), Some(b)) = (operands.next(), operands.next()) else {
             return Err(CmdError::msg(
                 "ERR internal error: an LCS operand was not read",
