@@ -204,6 +204,7 @@ async fn thread_loop(
     let mut shard = Shard::new(id, databases);
     strata_commands::generic::apply_access_policy(&mut shard, &state.config);
     install(shard);
+    monoio::spawn(state.shards.flusher());
     monoio::spawn(inbox.run());
     monoio::spawn(expire_loop(state.clone()));
     let backlog = state.config.get_i64("tcp-backlog") as i32;

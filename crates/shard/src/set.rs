@@ -1,14 +1,35 @@
 //! The set of shards and the messages between their threads.
 //!
-//! Every shard thread owns an inbox of closures. `call` runs a closure on the shard that owns some
-//! keys: inline when that shard is the caller's own (no hop, no allocation beyond the closure), or as
-//! a message whose result comes back through a oneshot channel. Closures are `Send`; results are `Send`;
-//! nothing else crosses threads.
+//! Every shard thread owns a [`Mailbox`]: a queue of jobs (closures) that any thread may append to.
+//! Cross-thread traffic is batched in both directions, as Seastar's per-core-pair queues are:
+//!
+//! * **Sending.** On a shard thread, [`ShardSet::post`] does not touch the destination at all: the job
+//!   goes into this thread's outgoing buffer for that destination. The first post of an event-loop
+//!   turn wakes this thread's [`Flusher`] task (a local wake-up, no syscall), which runs after the
+//!   tasks already scheduled in that turn and moves each non-empty buffer into its destination's
+//!   mailbox in one append. So everything a thread sends to another during one turn, from every
+//!   connection it serves, travels as one message.
+//! * **Waking.** A destination is woken only when its inbox task is *armed*: it found its mailbox
+//!   empty twice in a row, a scheduler round apart, and went to sleep. A busy thread re-checks its
+//!   mailbox every round instead (one yield), so traffic to a busy thread costs no wake-up at all.
+//! * **Replies.** [`ShardSet::call`] sends its result back as a job posted to the caller's thread, so
+//!   replies are batched the same way and the waiting task is woken by a local, not a cross-thread,
+//!   wake-up.
+//! * **Bounded work.** The inbox runs at most [`INBOX_BUDGET`] jobs per scheduler round, then yields,
+//!   so a flood of messages cannot starve the connections the thread serves.
+//!
+//! Closures are `Send`; results are `Send`; nothing else crosses threads. Jobs from one thread to
+//! another run in the order they were posted (one FIFO buffer per pair, appended in order).
 
-use std::sync::Arc;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
-use futures_channel::{mpsc, oneshot};
-use futures_util::StreamExt;
+use futures_channel::oneshot;
+use futures_util::task::AtomicWaker;
 use strata_core::slot::{key_slot, SLOTS};
 
 use crate::shard::{current_shard_id, with_shard, Shard};
@@ -16,8 +37,60 @@ use crate::shard::{current_shard_id, with_shard, Shard};
 /// A unit of work sent to a shard thread.
 pub type Job = Box<dyn FnOnce() + Send>;
 
-/// The receiving end of a shard thread's inbox.
-pub struct Inbox(mpsc::UnboundedReceiver<Job>);
+/// Jobs a shard's inbox runs per scheduler round before yielding to the thread's other tasks.
+pub const INBOX_BUDGET: usize = 512;
+
+/// One shard thread's incoming queue.
+struct Mailbox {
+    jobs: Mutex<Vec<Job>>,
+    /// Set by the inbox task just before it sleeps; a sender that clears it wakes the task.
+    armed: AtomicBool,
+    waker: AtomicWaker,
+    /// Batches appended and wake-ups sent (INFO, and the hop benchmark).
+    batches: AtomicU64,
+    wakeups: AtomicU64,
+}
+
+impl Mailbox {
+    fn new() -> Mailbox {
+        Mailbox {
+            jobs: Mutex::new(Vec::new()),
+            armed: AtomicBool::new(false),
+            waker: AtomicWaker::new(),
+            batches: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Job>> {
+        // A job never panics while the queue is locked (only appends and swaps happen under it).
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends a batch and wakes the inbox task if it sleeps.
+    fn deliver(&self, batch: &mut Vec<Job>) {
+        {
+            let mut q = self.lock();
+            if q.is_empty() {
+                std::mem::swap(&mut *q, batch);
+            } else {
+                q.append(batch);
+            }
+        }
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        // SeqCst pairs with the inbox's store-then-recheck: either it sees these jobs or we see it armed.
+        if self.armed.load(Ordering::SeqCst) && self.armed.swap(false, Ordering::SeqCst) {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+            self.waker.wake();
+        }
+    }
+}
+
+/// The receiving end of a shard thread's mailbox; [`Inbox::run`] is that thread's inbox task.
+pub struct Inbox {
+    set: ShardSet,
+    id: usize,
+}
 
 /// Handles to every shard; cheap to clone and shared by all threads.
 #[derive(Clone)]
@@ -26,33 +99,46 @@ pub struct ShardSet {
 }
 
 struct Inner {
-    senders: Vec<mpsc::UnboundedSender<Job>>,
+    mailboxes: Vec<Mailbox>,
     slot_owner: Box<[u16]>,
 }
 
+/// Per-thread outgoing buffers, one per destination, and the flusher's wake-up.
+struct Outgoing {
+    set: ShardSet,
+    bufs: Vec<Vec<Job>>,
+    flusher: Option<Waker>,
+}
+
+thread_local! {
+    static OUTGOING: RefCell<Option<Outgoing>> = const { RefCell::new(None) };
+    /// True while a flush is scheduled for this turn (the flusher was woken and has not run yet).
+    static FLUSH_SCHEDULED: Cell<bool> = const { Cell::new(false) };
+}
+
 impl ShardSet {
-    /// Creates `n` inboxes; slots are split into `n` contiguous ranges, as a Redis Cluster would.
+    /// Creates `n` mailboxes; slots are split into `n` contiguous ranges, as a Redis Cluster would.
     pub fn new(n: usize) -> (ShardSet, Vec<Inbox>) {
         assert!((1..=1024).contains(&n), "shard count must be 1..=1024");
-        let (senders, inboxes) = (0..n)
-            .map(|_| mpsc::unbounded())
-            .map(|(s, r)| (s, Inbox(r)))
-            .unzip();
         let slot_owner = (0..SLOTS).map(|slot| (slot * n / SLOTS) as u16).collect();
-        (
-            ShardSet {
-                inner: Arc::new(Inner {
-                    senders,
-                    slot_owner,
-                }),
-            },
-            inboxes,
-        )
+        let set = ShardSet {
+            inner: Arc::new(Inner {
+                mailboxes: (0..n).map(|_| Mailbox::new()).collect(),
+                slot_owner,
+            }),
+        };
+        let inboxes = (0..n)
+            .map(|id| Inbox {
+                set: set.clone(),
+                id,
+            })
+            .collect();
+        (set, inboxes)
     }
 
     /// Number of shards.
     pub fn len(&self) -> usize {
-        self.inner.senders.len()
+        self.inner.mailboxes.len()
     }
 
     /// Always false: a set has at least one shard.
@@ -70,10 +156,29 @@ impl ShardSet {
         self.shard_of_slot(key_slot(key))
     }
 
-    /// Sends `job` to run on `shard`'s thread (fire and forget).
+    /// Sends `job` to run on `shard`'s thread (fire and forget). On a shard thread with a running
+    /// [`Flusher`] the job is buffered and leaves with the rest of this turn's traffic to `shard`;
+    /// elsewhere (start-up, tests) it is delivered at once.
     pub fn post(&self, shard: usize, job: Job) {
-        // A send fails only when the shard thread has exited, i.e. during process shutdown.
-        let _ = self.inner.senders[shard].unbounded_send(job);
+        let job = OUTGOING.with(|o| {
+            let mut o = o.borrow_mut();
+            match o.as_mut() {
+                Some(out) if Arc::ptr_eq(&out.set.inner, &self.inner) => {
+                    out.bufs[shard].push(job);
+                    if !FLUSH_SCHEDULED.get() {
+                        FLUSH_SCHEDULED.set(true);
+                        if let Some(w) = &out.flusher {
+                            w.wake_by_ref();
+                        }
+                    }
+                    None
+                }
+                _ => Some(job),
+            }
+        });
+        if let Some(job) = job {
+            self.inner.mailboxes[shard].deliver(&mut vec![job]);
+        }
     }
 
     /// Runs `f` on `shard` and returns its result: inline if `shard` is this thread's own.
@@ -82,18 +187,42 @@ impl ShardSet {
         shard: usize,
         f: impl FnOnce(&mut Shard) -> R + Send + 'static,
     ) -> R {
-        if current_shard_id() == Some(shard) {
+        let origin = current_shard_id();
+        if origin == Some(shard) {
             return with_shard(f);
         }
         let (tx, rx) = oneshot::channel();
+        let set = self.clone();
         self.post(
             shard,
             Box::new(move || {
-                let _ = tx.send(with_shard(f));
+                let r = with_shard(f);
+                set.reply(origin, tx, r);
             }),
         );
         rx.await
             .expect("shard thread exited while a call was pending")
+    }
+
+    /// Sends `value` through `tx` on the `origin` thread (batched with that thread's other replies),
+    /// or directly when the caller was not a shard thread.
+    pub fn reply<R: Send + 'static>(
+        &self,
+        origin: Option<usize>,
+        tx: oneshot::Sender<R>,
+        value: R,
+    ) {
+        match origin {
+            Some(o) if current_shard_id() != Some(o) => self.post(
+                o,
+                Box::new(move || {
+                    let _ = tx.send(value);
+                }),
+            ),
+            _ => {
+                let _ = tx.send(value);
+            }
+        }
     }
 
     /// Runs `f` on every shard concurrently and returns the results in shard order.
@@ -104,13 +233,170 @@ impl ShardSet {
         let calls = (0..self.len()).map(|i| self.call(i, f.clone()));
         futures_util::future::join_all(calls).await
     }
+
+    /// Message batches delivered to, and wake-ups sent to, each shard since start (for INFO and the
+    /// hop benchmark).
+    pub fn hop_counters(&self) -> Vec<(u64, u64)> {
+        self.inner
+            .mailboxes
+            .iter()
+            .map(|m| {
+                (
+                    m.batches.load(Ordering::Relaxed),
+                    m.wakeups.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// Installs this thread's outgoing buffers and returns the task that flushes them once per
+    /// event-loop turn. Spawn it on the shard thread before posting anything.
+    pub fn flusher(&self) -> Flusher {
+        OUTGOING.with(|o| {
+            *o.borrow_mut() = Some(Outgoing {
+                set: self.clone(),
+                bufs: (0..self.len()).map(|_| Vec::new()).collect(),
+                flusher: None,
+            })
+        });
+        FLUSH_SCHEDULED.set(false);
+        Flusher { _private: () }
+    }
+}
+
+/// Moves this thread's buffered messages to their mailboxes; see the module docs.
+pub struct Flusher {
+    _private: (),
+}
+
+impl Future for Flusher {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Take the buffers out so delivering never runs while the thread-local is borrowed.
+        let (set, mut bufs) = OUTGOING.with(|o| {
+            let mut o = o.borrow_mut();
+            let out = o.as_mut().expect("flusher without outgoing buffers");
+            if out
+                .flusher
+                .as_ref()
+                .is_none_or(|w| !w.will_wake(cx.waker()))
+            {
+                out.flusher = Some(cx.waker().clone());
+            }
+            let empty = (0..out.bufs.len()).map(|_| Vec::new()).collect();
+            (out.set.clone(), std::mem::replace(&mut out.bufs, empty))
+        });
+        FLUSH_SCHEDULED.set(false);
+        for (dst, buf) in bufs.iter_mut().enumerate() {
+            if !buf.is_empty() {
+                set.inner.mailboxes[dst].deliver(buf);
+            }
+        }
+        Poll::Pending
+    }
 }
 
 impl Inbox {
-    /// Runs jobs as they arrive, until every sender is gone.
-    pub async fn run(mut self) {
-        while let Some(job) = self.0.next().await {
-            job();
+    /// The shard this inbox belongs to.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Runs jobs as they arrive, forever: at most [`INBOX_BUDGET`] per scheduler round.
+    pub async fn run(self) {
+        let mailbox = &self.set.inner.mailboxes[self.id];
+        let mut pending: std::collections::VecDeque<Job> = std::collections::VecDeque::new();
+        let mut spare: Vec<Job> = Vec::new();
+        loop {
+            if pending.is_empty() {
+                std::mem::swap(&mut *mailbox.lock(), &mut spare);
+                pending.extend(spare.drain(..));
+            }
+            if pending.is_empty() {
+                // Idle this round: look once more next round (free while the thread is busy), and
+                // only then arm the waker and sleep.
+                YieldNow(false).await;
+                if mailbox.lock().is_empty() {
+                    Sleep { mailbox }.await;
+                }
+                continue;
+            }
+            for _ in 0..INBOX_BUDGET {
+                match pending.pop_front() {
+                    Some(job) => job(),
+                    None => break,
+                }
+            }
+            YieldNow(false).await;
         }
+    }
+}
+
+/// Lets the thread's other ready tasks run once.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Sleeps until a sender delivers to an empty mailbox.
+struct Sleep<'a> {
+    mailbox: &'a Mailbox,
+}
+
+impl Future for Sleep<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let m = self.mailbox;
+        m.waker.register(cx.waker());
+        m.armed.store(true, Ordering::SeqCst);
+        if !m.lock().is_empty() {
+            m.armed.store(false, Ordering::SeqCst);
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_split_into_contiguous_ranges() {
+        let (set, inboxes) = ShardSet::new(4);
+        assert_eq!(inboxes.len(), 4);
+        assert_eq!(set.shard_of_slot(0), 0);
+        assert_eq!(set.shard_of_slot(4095), 0);
+        assert_eq!(set.shard_of_slot(4096), 1);
+        assert_eq!(set.shard_of_slot(16383), 3);
+    }
+
+    #[test]
+    fn delivery_outside_shard_threads_is_immediate_and_ordered() {
+        let (set, _inboxes) = ShardSet::new(2);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..10 {
+            let seen = seen.clone();
+            set.post(1, Box::new(move || seen.lock().unwrap().push(i)));
+        }
+        let jobs = std::mem::take(&mut *set.inner.mailboxes[1].lock());
+        assert_eq!(jobs.len(), 10);
+        for j in jobs {
+            j();
+        }
+        assert_eq!(*seen.lock().unwrap(), (0..10).collect::<Vec<_>>());
+        assert_eq!(set.hop_counters()[1].0, 10);
     }
 }
