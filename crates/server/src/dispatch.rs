@@ -27,9 +27,7 @@ use strata_commands::{
     ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::{
-    current_shard_id, key_lock_set, now_us, with_shard, Grant, LockKey, Mode, Shard,
-};
+use strata_shard::{current_shard_id, new_owner, now_us, with_shard, Grant, LockSet, Mode, Shard};
 
 /// One key command on its way to (or running on) its shard.
 pub struct ShardCmd {
@@ -48,24 +46,21 @@ pub struct ShardReplies {
 }
 
 impl ShardCmd {
-    fn lock_set(&self) -> Vec<(LockKey, Mode)> {
+    fn lock_set(&self) -> LockSet {
         let mode = if self.cmd.spec.flags.has(Flags::WRITE) {
             Mode::Exclusive
         } else {
             Mode::Shared
         };
-        let keys = self
-            .cmd
-            .spec
-            .keys
-            .positions(self.args.len())
-            .map(|i| (self.args[i].clone(), mode));
-        let mut set = key_lock_set(self.db as u32, keys);
+        let mut set = LockSet::new();
+        for i in self.cmd.spec.keys.positions(self.args.len()) {
+            set.add_key(self.db as u32, self.args[i].clone(), mode);
+        }
         // MOVE and COPY ... DB also write a key in another database: lock it there too.
         let other = self.cmd.spec.other_db_key.and_then(|f| f(&self.args));
         if let Some((db, i)) = other.filter(|(db, _)| *db != self.db) {
             if let Some(key) = self.args.get(i) {
-                set.extend(key_lock_set(db as u32, [(key.clone(), Mode::Exclusive)]));
+                set.add_key(db as u32, key.clone(), Mode::Exclusive);
             }
         }
         set
@@ -143,15 +138,16 @@ pub async fn run_on_local_shard(cmds: Vec<ShardCmd>) -> ShardReplies {
                 let cmd = &cmds[i];
                 if !s.locks.is_idle() {
                     let set = cmd.lock_set();
-                    if !s.locks.all_free(&set) {
+                    if !s.locks.may_run_set(None, &set) {
                         let (tx, rx) = oneshot::channel::<()>();
-                        let granted_now = s.locks.acquire(
-                            set.clone(),
+                        let (id, grant) = s.locks.acquire(
+                            new_owner(),
+                            set,
                             Box::new(move || {
                                 let _ = tx.send(());
                             }),
-                        ) == Grant::Now;
-                        return Some((set, granted_now, rx));
+                        );
+                        return Some((id, grant == Grant::Now, rx));
                     }
                 }
                 cmd.exec(s, &mut out);
@@ -160,7 +156,7 @@ pub async fn run_on_local_shard(cmds: Vec<ShardCmd>) -> ShardReplies {
             }
             None
         });
-        let Some((set, granted_now, rx)) = blocked else {
+        let Some((id, granted_now, rx)) = blocked else {
             break;
         };
         if !granted_now {
@@ -169,7 +165,7 @@ pub async fn run_on_local_shard(cmds: Vec<ShardCmd>) -> ShardReplies {
         }
         with_shard(|s| {
             cmds[i].exec(s, &mut out);
-            s.locks.release(&set);
+            s.locks.release(id);
         });
         replies.ends.push(out.buf.len());
         i += 1;
@@ -238,7 +234,7 @@ impl Batch<'_> {
                 }
                 Route::Shard(shard, cmd) if shard == local_shard && single => {
                     let ran = with_shard(|s| {
-                        if s.locks.is_idle() || s.locks.all_free(&cmd.lock_set()) {
+                        if s.locks.is_idle() || s.locks.may_run_set(None, &cmd.lock_set()) {
                             cmd.exec(s, &mut local);
                             true
                         } else {
@@ -495,6 +491,7 @@ fn record(cmd: &Resolved, start: i64, failed: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strata_shard::{LockKey, LockMode};
 
     fn shard_cmd(words: &[&str], db: usize) -> ShardCmd {
         let args: Vec<Bytes> = words
@@ -524,26 +521,24 @@ mod tests {
     #[test]
     fn lock_sets_follow_key_positions_and_modes() {
         let set = shard_cmd(&["get", "k"], 2).lock_set();
-        assert_eq!(
-            set,
-            vec![(LockKey::Db(2), Mode::Shared), (key(2, "k"), Mode::Shared)]
-        );
+        assert_eq!(set.len(), 2);
+        assert_eq!(set.mode_of(&LockKey::Db(2)), Some(LockMode::IntentShared));
+        assert_eq!(set.mode_of(&key(2, "k")), Some(LockMode::Shared));
         let set = shard_cmd(&["mset", "a", "1", "b", "2"], 0).lock_set();
-        assert!(
-            set.contains(&(key(0, "a"), Mode::Exclusive))
-                && set.contains(&(key(0, "b"), Mode::Exclusive))
-        );
-        assert!(!set.contains(&(key(0, "1"), Mode::Exclusive)));
+        assert_eq!(set.mode_of(&key(0, "a")), Some(LockMode::Exclusive));
+        assert_eq!(set.mode_of(&key(0, "b")), Some(LockMode::Exclusive));
+        assert_eq!(set.mode_of(&LockKey::Db(0)), Some(LockMode::IntentExclusive));
+        assert_eq!(set.mode_of(&key(0, "1")), None);
     }
 
     #[test]
     fn move_and_copy_lock_the_destination_key_in_its_database() {
         let set = shard_cmd(&["move", "k", "3"], 0).lock_set();
-        assert!(set.contains(&(key(0, "k"), Mode::Exclusive)));
-        assert!(set.contains(&(key(3, "k"), Mode::Exclusive)));
-        assert!(set.contains(&(LockKey::Db(3), Mode::Shared)));
+        assert_eq!(set.mode_of(&key(0, "k")), Some(LockMode::Exclusive));
+        assert_eq!(set.mode_of(&key(3, "k")), Some(LockMode::Exclusive));
+        assert_eq!(set.mode_of(&LockKey::Db(3)), Some(LockMode::IntentExclusive));
         let set = shard_cmd(&["copy", "a", "b", "DB", "5", "REPLACE"], 1).lock_set();
-        assert!(set.contains(&(key(5, "b"), Mode::Exclusive)));
+        assert_eq!(set.mode_of(&key(5, "b")), Some(LockMode::Exclusive));
         // Same database: nothing extra.
         assert_eq!(shard_cmd(&["copy", "a", "b"], 1).lock_set().len(), 3);
     }

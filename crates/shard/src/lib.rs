@@ -1,7 +1,9 @@
 //! Shards: one thread's slice of the keyspace, and how threads talk to each other.
 //!
 //! * [`db`]: one database with lazy and active expiry.
-//! * [`locks`]: per-key intent locks that keep multi-shard commands atomic.
+//! * [`locks`]: the lock table: key and intention locks with owners, for multi-shard commands and
+//!   transactions.
+//! * [`multi`]: acquiring locks across shards, cancel-safely.
 //! * [`shard`]: the per-thread shard and its accessor.
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
 
@@ -12,7 +14,7 @@ pub mod set;
 pub mod shard;
 
 pub use db::{lru_clock, now_ms, now_us, Db};
-pub use locks::{key_lock_set, Grant, LockKey, LockTable, Mode};
+pub use locks::{new_owner, Grant, LockId, LockKey, LockMode, LockSet, LockTable, Mode, Owner};
 pub use multi::MultiLock;
 pub use set::{Inbox, Job, ShardSet};
 pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};

@@ -1,28 +1,75 @@
-//! Per-key intent locks: how multi-shard commands stay atomic without locking data.
+//! Per-shard lock table: how multi-key commands and transactions stay atomic without locking data.
 //!
-//! A command that spans shards (MSET, RENAME, FLUSHALL, ...) first takes intent locks on every key it
-//! touches, shard by shard in ascending shard order, and only then runs its per-shard parts; each
-//! shard's locks are released after that shard's part has run. Single-shard commands never hold a lock
-//! across a suspension point: they run at once when their keys are free and queue otherwise.
+//! A command that spans shards (MSET, RENAME, FLUSHALL, ...) or a transaction (MULTI/EXEC, a script)
+//! first takes locks on everything it touches, shard by shard in ascending shard order, then runs its
+//! parts, then releases. Other commands ask [`LockTable::may_run`] and run at once when nothing they
+//! touch conflicts; otherwise they queue like any other request.
 //!
-//! Invariants:
-//! * A request enqueues on all of its keys of one shard in one step (the shard is single-threaded), so
-//!   any two requests are ordered the same way on every key they share: no cycle within a shard.
-//! * Across shards a coordinator asks shard i+1 only after shard i granted, so waits-for edges always
-//!   point to higher shards: no cycle across shards (ordered resource acquisition).
-//! * Queues are FIFO per key; a request is granted when it heads the queue of every key it wants and
-//!   its mode is compatible with the current holders (shared with shared).
-//! * Every key request on database `d` also takes `LockKey::Db(d)` shared, so a database-wide
-//!   exclusive lock (FLUSHDB, FLUSHALL, SWAPDB) waits for, and excludes, every key lock in that database.
+//! What is locked ([`LockKey`]): a key of a database, or a whole database. Databases use
+//! *intention locks*: a request for a key takes the key's database implicitly in
+//! [`LockMode::IntentShared`] (reading a key) or [`LockMode::IntentExclusive`] (writing one).
+//! Intentions never conflict with each other, so unrelated keys never wait for each other; they
+//! conflict with whole-database locks (FLUSHDB/FLUSHALL/SWAPDB take the database
+//! [`LockMode::Exclusive`], KEYS [`LockMode::Shared`]), which is what makes FLUSHALL atomic with
+//! respect to multi-key commands.
+//!
+//! Who holds a lock ([`Owner`]): every request carries an owner, a lock context. A single
+//! multi-shard command is one owner; a transaction is one owner across all its commands. An owner's
+//! requests never conflict with its own holds (re-entrant), and every grant is counted, so each
+//! [`LockTable::release`] undoes exactly one [`LockTable::acquire`].
+//!
+//! Grant rule. Requests are numbered in arrival order ([`LockId`], per table). A request is granted
+//! when, for every item it wants,
+//! 1. its mode is compatible with the holds of every *other* owner on the item, and
+//! 2. no *earlier* request with a conflicting mode is queued on the item — unless the request's owner
+//!    already held a lock in this table when the request arrived (a "re-entrant" request: see below).
+//!
+//! A request enqueues on all its items in one step (the shard is single-threaded) and is granted on
+//! all of them in one step.
+//!
+//! Why no deadlock, given the protocol every caller follows: an owner acquires in ascending shard
+//! order, one request per shard, and once it holds locks on a shard its later requests there only
+//! re-enter what it holds without strengthening it (they are then granted at once). Waits-for edges
+//! are of two kinds: (a) a queued request waits for an earlier queued request on the same shard
+//! (rule 2), or (b) it waits for an owner holding a conflicting lock (rule 1); that owner, if it waits
+//! at all, waits on a strictly higher shard (it holds here and acquires in ascending order, and its
+//! re-entries here never wait). So along any chain of waits, (shard, -arrival) strictly increases
+//! lexicographically: no cycle. Re-entrant requests skip rule 2 because waiting behind a request that
+//! itself waits for their owner would be a cycle; they wait only for other owners' holds.
+//!
+//! Why fair: rule 2 serves conflicting requests in arrival order, so a queued database-exclusive
+//! request (FLUSHALL) is not overtaken by key requests arriving after it in that database, while
+//! compatible requests (two readers, two writers of different keys) pass each other freely.
+//!
+//! Cancellation: [`LockTable::cancel`] withdraws a queued request (granting whatever it was holding
+//! up) or releases a granted one, and ignores an unknown id, so a coordinator that is dropped at any
+//! point can always be undone.
 
-use std::collections::VecDeque;
+use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use hashbrown::HashMap;
-use slab::Slab;
+use hashbrown::{Equivalent, HashMap};
+
+/// A lock context: a multi-shard command, or a transaction across all its commands. Never 0.
+pub type Owner = u64;
+
+/// One request in one lock table (unique per table, increasing in arrival order).
+pub type LockId = u64;
+
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh owner, unique in the process.
+pub fn new_owner() -> Owner {
+    NEXT_OWNER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Owner 0 is never allocated: it stands for "no context" and holds nothing.
+const NOBODY: Owner = 0;
 
 /// What a lock protects.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LockKey {
     /// A whole database.
     Db(u32),
@@ -30,43 +77,147 @@ pub enum LockKey {
     Key(u32, Bytes),
 }
 
-/// Lock mode.
+// Hashed by hand so that `KeyRef` (a borrowed key) hashes identically and lookups need no `Bytes`.
+impl Hash for LockKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match self {
+            LockKey::Db(db) => {
+                h.write_u8(0);
+                h.write_u32(*db);
+            }
+            LockKey::Key(db, key) => KeyRef { db: *db, key }.hash(h),
+        }
+    }
+}
+
+/// A key item looked up without building a [`LockKey`].
+struct KeyRef<'a> {
+    db: u32,
+    key: &'a [u8],
+}
+
+impl Hash for KeyRef<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u8(1);
+        h.write_u32(self.db);
+        self.key.hash(h);
+    }
+}
+
+impl Equivalent<LockKey> for KeyRef<'_> {
+    fn equivalent(&self, k: &LockKey) -> bool {
+        matches!(k, LockKey::Key(db, key) if *db == self.db && key[..] == *self.key)
+    }
+}
+
+/// How a command uses a key (or, through [`LockSet::add_db`], a whole database).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Shared,
     Exclusive,
 }
 
-#[derive(Default)]
-struct KeyState {
-    shared: u32,
-    exclusive: bool,
-    queue: VecDeque<usize>,
+/// A lock mode on one item. Keys are only ever locked `Shared` or `Exclusive`; databases also in the
+/// intention modes, which their keys' locks imply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    /// Some key of the database is read.
+    IntentShared = 0,
+    /// Some key of the database is written.
+    IntentExclusive = 1,
+    Shared = 2,
+    Exclusive = 3,
 }
 
-impl KeyState {
-    fn compatible(&self, mode: Mode) -> bool {
-        match mode {
-            Mode::Shared => !self.exclusive,
-            Mode::Exclusive => !self.exclusive && self.shared == 0,
+/// Bit `m` of `CONFLICTS[x]` is set when modes `x` and `m` conflict.
+const CONFLICTS: [u8; 4] = [0b1000, 0b1100, 0b1010, 0b1111];
+
+impl LockMode {
+    const ALL: [LockMode; 4] = [
+        LockMode::IntentShared,
+        LockMode::IntentExclusive,
+        LockMode::Shared,
+        LockMode::Exclusive,
+    ];
+
+    fn conflicts(self, other: LockMode) -> bool {
+        CONFLICTS[self as usize] & (1 << other as usize) != 0
+    }
+
+    /// The weakest mode at least as strong as both (no SIX mode: IX with S is X).
+    fn join(self, other: LockMode) -> LockMode {
+        use LockMode::*;
+        match (self, other) {
+            (a, b) if a == b => a,
+            (IntentShared, m) | (m, IntentShared) => m,
+            _ => Exclusive,
         }
     }
 
-    fn hold(&mut self, mode: Mode) {
+    fn of_key(mode: Mode) -> LockMode {
         match mode {
-            Mode::Shared => self.shared += 1,
-            Mode::Exclusive => self.exclusive = true,
+            Mode::Shared => LockMode::Shared,
+            Mode::Exclusive => LockMode::Exclusive,
         }
     }
 
-    fn idle(&self) -> bool {
-        self.shared == 0 && !self.exclusive && self.queue.is_empty()
+    fn intent(mode: Mode) -> LockMode {
+        match mode {
+            Mode::Shared => LockMode::IntentShared,
+            Mode::Exclusive => LockMode::IntentExclusive,
+        }
     }
 }
 
-struct Request {
-    keys: Vec<(LockKey, Mode)>,
-    on_grant: Box<dyn FnOnce()>,
+/// What one request asks for on one shard: items with their modes, each item once (the strongest
+/// mode asked for wins). Built in O(n) by hashing.
+#[derive(Clone, Debug, Default)]
+pub struct LockSet {
+    items: HashMap<LockKey, LockMode>,
+}
+
+impl LockSet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn add(&mut self, item: LockKey, mode: LockMode) {
+        self.items
+            .entry(item)
+            .and_modify(|m| *m = m.join(mode))
+            .or_insert(mode);
+    }
+
+    /// Locks `key` of `db` in `mode`, and `db` in the matching intention mode.
+    pub fn add_key(&mut self, db: u32, key: Bytes, mode: Mode) {
+        self.add(LockKey::Key(db, key), LockMode::of_key(mode));
+        self.add(LockKey::Db(db), LockMode::intent(mode));
+    }
+
+    /// Locks the whole database `db`: `Shared` (S, e.g. KEYS) or `Exclusive` (X, e.g. FLUSHDB).
+    pub fn add_db(&mut self, db: u32, mode: Mode) {
+        self.add(LockKey::Db(db), LockMode::of_key(mode));
+    }
+
+    /// Adds everything `other` asks for.
+    pub fn extend(&mut self, other: LockSet) {
+        for (item, mode) in other.items {
+            self.add(item, mode);
+        }
+    }
+
+    /// The mode this set takes `item` in, if any.
+    pub fn mode_of(&self, item: &LockKey) -> Option<LockMode> {
+        self.items.get(item).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
 }
 
 /// The outcome of [`LockTable::acquire`].
@@ -78,107 +229,332 @@ pub enum Grant {
     Queued,
 }
 
+/// One owner's holds on one item, counted per mode.
+struct Hold {
+    owner: Owner,
+    held: [u32; 4],
+}
+
+/// The state of one item that is held or queued for. Items with neither are not in the table.
+#[derive(Default)]
+struct Item {
+    /// Holds per mode, all owners together.
+    held: [u32; 4],
+    holders: Vec<Hold>,
+    /// Queued non-re-entrant requests, by mode, in arrival order.
+    waiting: [BTreeSet<LockId>; 4],
+    /// Queued re-entrant requests (rare): they skip rule 2 but still count as earlier requests.
+    reentrant: Vec<(LockId, LockMode)>,
+}
+
+impl Item {
+    /// Whether an owner other than `owner` holds a mode conflicting with `mode`.
+    fn held_conflicts(&self, owner: Owner, mode: LockMode) -> bool {
+        let mask = CONFLICTS[mode as usize];
+        let conflicting = |held: &[u32; 4], m: usize| mask & (1 << m) != 0 && held[m] > 0;
+        if !(0..4).any(|m| conflicting(&self.held, m)) {
+            return false;
+        }
+        let own = self
+            .holders
+            .iter()
+            .find(|h| h.owner == owner)
+            .map_or([0; 4], |h| h.held);
+        (0..4).any(|m| mask & (1 << m) != 0 && self.held[m] > own[m])
+    }
+
+    /// Whether a request queued before `before` (any queued request if None) conflicts with `mode`.
+    fn queue_conflicts(&self, mode: LockMode, before: Option<LockId>) -> bool {
+        let earlier = |id: LockId| before.is_none_or(|b| id < b);
+        LockMode::ALL
+            .iter()
+            .filter(|m| mode.conflicts(**m))
+            .any(|m| self.waiting[*m as usize].first().is_some_and(|&id| earlier(id)))
+            || self
+                .reentrant
+                .iter()
+                .any(|&(id, m)| earlier(id) && mode.conflicts(m))
+    }
+
+    /// Whether a request of `owner` for `mode` may have this item (rules 1 and 2).
+    fn allows(&self, owner: Owner, mode: LockMode, reentrant: bool, before: Option<LockId>) -> bool {
+        !self.held_conflicts(owner, mode) && (reentrant || !self.queue_conflicts(mode, before))
+    }
+
+    fn hold(&mut self, owner: Owner, mode: LockMode) {
+        self.held[mode as usize] += 1;
+        match self.holders.iter_mut().find(|h| h.owner == owner) {
+            Some(h) => h.held[mode as usize] += 1,
+            None => {
+                let mut held = [0; 4];
+                held[mode as usize] = 1;
+                self.holders.push(Hold { owner, held });
+            }
+        }
+    }
+
+    fn unhold(&mut self, owner: Owner, mode: LockMode) {
+        let m = mode as usize;
+        if let Some(i) = self.holders.iter().position(|h| h.owner == owner) {
+            let h = &mut self.holders[i];
+            h.held[m] -= 1;
+            self.held[m] -= 1;
+            if h.held == [0; 4] {
+                self.holders.swap_remove(i);
+            }
+        }
+    }
+
+    fn dequeue(&mut self, id: LockId, mode: LockMode, reentrant: bool) {
+        if reentrant {
+            self.reentrant.retain(|&(r, _)| r != id);
+        } else {
+            self.waiting[mode as usize].remove(&id);
+        }
+    }
+
+    fn is_unused(&self) -> bool {
+        self.holders.is_empty()
+            && self.reentrant.is_empty()
+            && self.waiting.iter().all(BTreeSet::is_empty)
+    }
+}
+
+struct Request {
+    owner: Owner,
+    items: Vec<(LockKey, LockMode)>,
+    /// The owner held a lock in this table when the request arrived (rule 2 does not apply).
+    reentrant: bool,
+    /// `None` once granted.
+    on_grant: Option<Box<dyn FnOnce()>>,
+}
+
 /// The lock table of one shard.
 #[derive(Default)]
 pub struct LockTable {
-    keys: HashMap<LockKey, KeyState>,
-    requests: Slab<Request>,
-}
-
-/// The lock set a key request takes: the keys plus their databases, shared. Sorted and de-duplicated
-/// (a key named twice takes the strongest mode once).
-pub fn key_lock_set(
-    db: u32,
-    keys: impl IntoIterator<Item = (Bytes, Mode)>,
-) -> Vec<(LockKey, Mode)> {
-    let mut set: Vec<(LockKey, Mode)> = vec![(LockKey::Db(db), Mode::Shared)];
-    for (k, m) in keys {
-        let k = LockKey::Key(db, k);
-        match set.iter_mut().find(|(x, _)| *x == k) {
-            Some((_, mode)) => {
-                if m == Mode::Exclusive {
-                    *mode = Mode::Exclusive
-                }
-            }
-            None => set.push((k, m)),
-        }
-    }
-    set
+    items: HashMap<LockKey, Item>,
+    requests: HashMap<LockId, Request>,
+    /// Granted requests per owner (owners with none are absent).
+    grants: HashMap<Owner, u32>,
+    /// The last id handed out.
+    last_id: LockId,
 }
 
 impl LockTable {
-    /// True when nothing is locked or queued: the fast path for every single-shard command.
+    /// True when nothing is held or queued: the fast path for every command.
     pub fn is_idle(&self) -> bool {
-        self.keys.is_empty()
+        self.requests.is_empty()
     }
 
-    /// True when none of `keys` is held or queued for (so a command on them may run at once).
-    pub fn all_free(&self, keys: &[(LockKey, Mode)]) -> bool {
-        keys.iter().all(|(k, m)| {
-            self.keys
-                .get(k)
-                .is_none_or(|s| s.queue.is_empty() && s.compatible(*m))
+    /// Number of granted requests.
+    pub fn granted(&self) -> usize {
+        self.grants.values().map(|&n| n as usize).sum()
+    }
+
+    /// Number of queued requests.
+    pub fn queued(&self) -> usize {
+        self.requests.len() - self.granted()
+    }
+
+    fn holds_any(&self, owner: Owner) -> bool {
+        owner != NOBODY && self.grants.contains_key(&owner)
+    }
+
+    /// May a command of `owner` (None = outside any context) touch `key` of `db` in `mode` right
+    /// now, without waiting? False if another owner holds a conflicting lock on the key or on its
+    /// database, or (unless `owner` holds locks here, i.e. re-enters) a conflicting request is
+    /// queued on either. At most three hash lookups, no allocation.
+    pub fn may_run(&self, owner: Option<Owner>, db: u32, key: &[u8], mode: Mode) -> bool {
+        if self.items.is_empty() {
+            return true;
+        }
+        let owner = owner.unwrap_or(NOBODY);
+        let reentrant = self.holds_any(owner);
+        let allows = |item: Option<&Item>, m| item.is_none_or(|i| i.allows(owner, m, reentrant, None));
+        allows(self.items.get(&LockKey::Db(db)), LockMode::intent(mode))
+            && allows(self.items.get(&KeyRef { db, key }), LockMode::of_key(mode))
+    }
+
+    /// The same question for a whole database (`Shared` for reading all of it, `Exclusive` for
+    /// writing all of it).
+    pub fn may_run_db(&self, owner: Option<Owner>, db: u32, mode: Mode) -> bool {
+        let owner = owner.unwrap_or(NOBODY);
+        let reentrant = self.holds_any(owner);
+        self.items
+            .get(&LockKey::Db(db))
+            .is_none_or(|i| i.allows(owner, LockMode::of_key(mode), reentrant, None))
+    }
+
+    /// The same question for everything in `set`.
+    pub fn may_run_set(&self, owner: Option<Owner>, set: &LockSet) -> bool {
+        if self.items.is_empty() {
+            return true;
+        }
+        let owner = owner.unwrap_or(NOBODY);
+        let reentrant = self.holds_any(owner);
+        set.items.iter().all(|(item, &m)| {
+            self.items
+                .get(item)
+                .is_none_or(|i| i.allows(owner, m, reentrant, None))
         })
     }
 
-    /// Requests `keys`. If they can be granted now they are held, [`Grant::Now`] is returned and
-    /// `on_grant` is dropped; otherwise the request queues ([`Grant::Queued`]) and `on_grant` runs
-    /// when it is granted.
-    pub fn acquire(&mut self, keys: Vec<(LockKey, Mode)>, on_grant: Box<dyn FnOnce()>) -> Grant {
-        if self.all_free(&keys) {
-            for (k, m) in keys {
-                self.keys.entry(k).or_default().hold(m);
+    /// Requests `set` for `owner`. If it can be granted now it is held, [`Grant::Now`] is returned
+    /// and `on_grant` is dropped; otherwise the request queues ([`Grant::Queued`]) and `on_grant`
+    /// runs when it is granted (from inside a later `release` or `cancel`, so it must not touch the
+    /// shard). Either way the returned id is what [`release`](Self::release) and
+    /// [`cancel`](Self::cancel) take.
+    pub fn acquire(
+        &mut self,
+        owner: Owner,
+        set: LockSet,
+        on_grant: Box<dyn FnOnce()>,
+    ) -> (LockId, Grant) {
+        debug_assert_ne!(owner, NOBODY, "owners come from new_owner()");
+        self.last_id += 1;
+        let id = self.last_id;
+        let reentrant = self.holds_any(owner);
+        let items: Vec<(LockKey, LockMode)> = set.items.into_iter().collect();
+        let now = items.iter().all(|(item, m)| {
+            self.items
+                .get(item)
+                .is_none_or(|i| i.allows(owner, *m, reentrant, None))
+        });
+        let mut request = Request {
+            owner,
+            items,
+            reentrant,
+            on_grant: None,
+        };
+        if now {
+            self.hold(&request);
+            self.requests.insert(id, request);
+            return (id, Grant::Now);
+        }
+        for (item, m) in &request.items {
+            let state = self.items.entry(item.clone()).or_default();
+            if reentrant {
+                state.reentrant.push((id, *m));
+            } else {
+                state.waiting[*m as usize].insert(id);
             }
-            return Grant::Now;
         }
-        let keyset: Vec<LockKey> = keys.iter().map(|(k, _)| k.clone()).collect();
-        let id = self.requests.insert(Request { keys, on_grant });
-        for k in keyset {
-            self.keys.entry(k).or_default().queue.push_back(id);
-        }
-        Grant::Queued
+        request.on_grant = Some(on_grant);
+        self.requests.insert(id, request);
+        (id, Grant::Queued)
     }
 
-    /// Releases locks taken by [`LockTable::acquire`] (granted at once or later) and grants waiters.
-    pub fn release(&mut self, keys: &[(LockKey, Mode)]) {
-        let mut work = Vec::new();
-        for (k, m) in keys {
-            if let Some(s) = self.keys.get_mut(k) {
-                match m {
-                    Mode::Shared => s.shared = s.shared.saturating_sub(1),
-                    Mode::Exclusive => s.exclusive = false,
-                }
-                if s.idle() {
-                    self.keys.remove(k);
-                } else {
-                    work.push(k.clone());
-                }
-            }
-        }
-        let mut granted = Vec::new();
-        while let Some(k) = work.pop() {
-            let Some(&id) = self.keys.get(&k).and_then(|s| s.queue.front()) else {
+    /// Releases the grant `id` (one acquire's worth of holds) and grants what it was holding up.
+    /// A still-queued `id` is withdrawn, as by [`cancel`](Self::cancel); an unknown one is ignored.
+    pub fn release(&mut self, id: LockId) {
+        self.cancel(id)
+    }
+
+    /// Undoes request `id` whatever its state: withdraws it if queued, releases it if granted
+    /// (including when the grant fired but its requester is gone), and does nothing for an unknown
+    /// id (already released or cancelled). Whatever it was holding up is granted.
+    pub fn cancel(&mut self, id: LockId) {
+        let Some(req) = self.requests.remove(&id) else {
+            return;
+        };
+        let granted = req.on_grant.is_none();
+        let mut work = Vec::with_capacity(req.items.len());
+        for (key, mode) in req.items {
+            let Some(item) = self.items.get_mut(&key) else {
                 continue;
             };
-            let grantable = self.requests[id].keys.iter().all(|(key, mode)| {
-                self.keys
-                    .get(key)
-                    .is_some_and(|s| s.queue.front() == Some(&id) && s.compatible(*mode))
-            });
-            if !grantable {
-                continue;
+            if granted {
+                item.unhold(req.owner, mode);
+            } else {
+                item.dequeue(id, mode, req.reentrant);
             }
-            let req = self.requests.remove(id);
-            for (key, mode) in &req.keys {
-                if let Some(s) = self.keys.get_mut(key) {
-                    s.queue.pop_front();
-                    s.hold(*mode);
-                }
-                work.push(key.clone());
+            if item.is_unused() {
+                self.items.remove(&key);
+            } else {
+                work.push(key);
             }
-            granted.push(req.on_grant);
         }
-        for f in granted {
+        if granted {
+            if let Some(n) = self.grants.get_mut(&req.owner) {
+                *n -= 1;
+                if *n == 0 {
+                    self.grants.remove(&req.owner);
+                }
+            }
+        }
+        self.grant_waiters(work);
+    }
+
+    fn hold(&mut self, req: &Request) {
+        for (item, m) in &req.items {
+            self.items
+                .entry(item.clone())
+                .or_default()
+                .hold(req.owner, *m);
+        }
+        *self.grants.entry(req.owner).or_default() += 1;
+    }
+
+    /// Whether queued request `id` may be granted now.
+    fn grantable(&self, id: LockId) -> bool {
+        let Some(req) = self.requests.get(&id) else {
+            return false;
+        };
+        req.on_grant.is_some()
+            && req.items.iter().all(|(item, m)| {
+                self.items
+                    .get(item)
+                    .is_none_or(|i| i.allows(req.owner, *m, req.reentrant, Some(id)))
+            })
+    }
+
+    /// Grants every queued request that the changes to `work`'s items made grantable.
+    ///
+    /// A queued request can only become grantable through a change to one of its items (a hold
+    /// released, an earlier request leaving the queue), so scanning the changed items finds them
+    /// all. On one item, candidates of mode `m` are the queued requests of that mode before the
+    /// first conflicting one (later ones are blocked by rule 2), unless a conflicting hold exists
+    /// (then none are), plus the few re-entrant ones.
+    fn grant_waiters(&mut self, mut work: Vec<LockKey>) {
+        let mut callbacks = Vec::new();
+        let mut candidates = Vec::new();
+        while let Some(key) = work.pop() {
+            let Some(item) = self.items.get(&key) else {
+                continue;
+            };
+            candidates.clear();
+            for m in LockMode::ALL {
+                if item.held_conflicts(NOBODY, m) {
+                    continue;
+                }
+                for &id in &item.waiting[m as usize] {
+                    if item.queue_conflicts(m, Some(id)) {
+                        break;
+                    }
+                    candidates.push(id);
+                }
+            }
+            candidates.extend(item.reentrant.iter().map(|&(id, _)| id));
+            for &id in &candidates {
+                if !self.grantable(id) {
+                    continue;
+                }
+                let Some(mut req) = self.requests.remove(&id) else {
+                    continue;
+                };
+                for (item, m) in &req.items {
+                    if let Some(state) = self.items.get_mut(item) {
+                        state.dequeue(id, *m, req.reentrant);
+                    }
+                    // Leaving the queue may unblock later requests on this item.
+                    work.push(item.clone());
+                }
+                self.hold(&req);
+                callbacks.extend(req.on_grant.take());
+                self.requests.insert(id, req);
+            }
+        }
+        for f in callbacks {
             f();
         }
     }
@@ -194,55 +570,331 @@ mod tests {
         Bytes::copy_from_slice(k.as_bytes())
     }
 
+    fn keys(db: u32, ks: &[(&str, Mode)]) -> LockSet {
+        let mut set = LockSet::new();
+        for (k, m) in ks {
+            set.add_key(db, key(k), *m);
+        }
+        set
+    }
+
+    fn db_lock(db: u32, mode: Mode) -> LockSet {
+        let mut set = LockSet::new();
+        set.add_db(db, mode);
+        set
+    }
+
+    /// A grant log: `flag(log, n)` is a callback that records `n`.
+    type Log = Rc<RefCell<Vec<u32>>>;
+
+    fn flag(log: &Log, n: u32) -> Box<dyn FnOnce()> {
+        let log = log.clone();
+        Box::new(move || log.borrow_mut().push(n))
+    }
+
+    fn none() -> Box<dyn FnOnce()> {
+        Box::new(|| {})
+    }
+
+    const X: Mode = Mode::Exclusive;
+    const S: Mode = Mode::Shared;
+
     #[test]
     fn exclusive_waits_then_is_granted_in_fifo_order() {
         let mut t = LockTable::default();
-        let log = Rc::new(RefCell::new(Vec::new()));
-        let a = key_lock_set(0, [(key("a"), Mode::Exclusive)]);
-        assert!(t.acquire(a.clone(), Box::new(|| {})) == Grant::Now);
+        let log = Log::default();
+        let a = keys(0, &[("a", X)]);
+        let (first, g) = t.acquire(new_owner(), a.clone(), none());
+        assert_eq!(g, Grant::Now);
+        let mut ids = vec![first];
         for i in 0..3 {
-            let log = log.clone();
-            assert!(
-                t.acquire(a.clone(), Box::new(move || log.borrow_mut().push(i))) == Grant::Queued
-            );
+            let (id, g) = t.acquire(new_owner(), a.clone(), flag(&log, i));
+            assert_eq!(g, Grant::Queued);
+            ids.push(id);
         }
-        assert!(!t.all_free(&a));
+        assert!(!t.may_run(None, 0, b"a", S));
         for i in 0..3 {
-            t.release(&a);
+            t.release(ids[i as usize]);
             assert_eq!(*log.borrow(), (0..=i).collect::<Vec<_>>());
         }
-        t.release(&a);
+        t.release(ids[3]);
         assert!(t.is_idle());
     }
 
     #[test]
     fn shared_holders_coexist_and_db_lock_excludes_keys() {
         let mut t = LockTable::default();
-        let r = key_lock_set(0, [(key("a"), Mode::Shared)]);
-        assert!(t.acquire(r.clone(), Box::new(|| {})) == Grant::Now);
-        assert!(t.acquire(r.clone(), Box::new(|| {})) == Grant::Now);
-        let flush = vec![(LockKey::Db(0), Mode::Exclusive)];
-        let granted = Rc::new(RefCell::new(false));
-        let g = granted.clone();
-        assert!(
-            t.acquire(flush.clone(), Box::new(move || *g.borrow_mut() = true)) == Grant::Queued
-        );
-        // A later key request queues behind the flush.
-        assert!(!t.all_free(&key_lock_set(0, [(key("b"), Mode::Shared)])));
-        t.release(&r);
-        assert!(!*granted.borrow());
-        t.release(&r);
-        assert!(*granted.borrow());
-        t.release(&flush);
+        let log = Log::default();
+        let r = keys(0, &[("a", S)]);
+        let (r1, g1) = t.acquire(new_owner(), r.clone(), none());
+        let (r2, g2) = t.acquire(new_owner(), r.clone(), none());
+        assert_eq!((g1, g2), (Grant::Now, Grant::Now));
+        let (flush, g) = t.acquire(new_owner(), db_lock(0, X), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        t.release(r1);
+        assert!(log.borrow().is_empty());
+        t.release(r2);
+        assert_eq!(*log.borrow(), vec![1]);
+        t.release(flush);
         assert!(t.is_idle());
-        // Other databases are unaffected.
-        assert!(t.all_free(&key_lock_set(1, [(key("a"), Mode::Exclusive)])));
     }
 
     #[test]
     fn duplicate_keys_take_strongest_mode_once() {
-        let set = key_lock_set(3, [(key("a"), Mode::Shared), (key("a"), Mode::Exclusive)]);
-        assert_eq!(set.len(), 2);
-        assert_eq!(set[1], (LockKey::Key(3, key("a")), Mode::Exclusive));
+        let set = keys(3, &[("a", S), ("a", X), ("b", S)]);
+        assert_eq!(set.len(), 3);
+        assert_eq!(set.mode_of(&LockKey::Key(3, key("a"))), Some(LockMode::Exclusive));
+        assert_eq!(set.mode_of(&LockKey::Key(3, key("b"))), Some(LockMode::Shared));
+        assert_eq!(set.mode_of(&LockKey::Db(3)), Some(LockMode::IntentExclusive));
+        let mut both = db_lock(3, S);
+        both.extend(keys(3, &[("a", X)]));
+        assert_eq!(both.mode_of(&LockKey::Db(3)), Some(LockMode::Exclusive));
+    }
+
+    #[test]
+    fn huge_lock_set_is_deduplicated_by_hashing() {
+        // Quadratic deduplication would take minutes here.
+        let mut set = LockSet::new();
+        for round in 0..2 {
+            for i in 0..100_000u32 {
+                let mode = if round == 1 && i % 2 == 0 { X } else { S };
+                set.add_key(0, Bytes::from(i.to_string()), mode);
+            }
+        }
+        assert_eq!(set.len(), 100_001);
+        assert_eq!(set.mode_of(&LockKey::Key(0, key("10"))), Some(LockMode::Exclusive));
+        assert_eq!(set.mode_of(&LockKey::Key(0, key("11"))), Some(LockMode::Shared));
+        let mut t = LockTable::default();
+        let (id, g) = t.acquire(new_owner(), set.clone(), none());
+        assert_eq!(g, Grant::Now);
+        let (id2, g) = t.acquire(new_owner(), set, none());
+        assert_eq!(g, Grant::Queued);
+        t.release(id);
+        t.release(id2);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn a_waiting_key_request_does_not_hold_up_other_keys_of_its_db() {
+        let mut t = LockTable::default();
+        let log = Log::default();
+        let (hold_a, _) = t.acquire(new_owner(), keys(0, &[("a", X)]), none());
+        let (wait_a, g) = t.acquire(new_owner(), keys(0, &[("a", X)]), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        // Key b of the same db: neither the waiter on a nor the db lock's queue holds it up.
+        assert!(t.may_run(None, 0, b"b", X));
+        assert!(t.may_run(None, 0, b"b", S));
+        let (b, g) = t.acquire(new_owner(), keys(0, &[("b", X), ("c", S)]), none());
+        assert_eq!(g, Grant::Now);
+        assert!(!t.may_run(None, 0, b"a", S));
+        assert!(!t.may_run(None, 0, b"b", S));
+        t.release(hold_a);
+        assert_eq!(*log.borrow(), vec![1]);
+        for id in [wait_a, b] {
+            t.release(id);
+        }
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn db_exclusive_waits_for_key_holders_and_later_key_requests_wait_behind_it() {
+        let mut t = LockTable::default();
+        let log = Log::default();
+        let (a, _) = t.acquire(new_owner(), keys(0, &[("a", S)]), none());
+        let (flush, g) = t.acquire(new_owner(), db_lock(0, X), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        // Later requests in db 0 queue behind the flush, even on unrelated keys and reads.
+        assert!(!t.may_run(None, 0, b"b", S));
+        assert!(!t.may_run(None, 0, b"a", S));
+        let (later, g) = t.acquire(new_owner(), keys(0, &[("b", S)]), flag(&log, 2));
+        assert_eq!(g, Grant::Queued);
+        // Other databases are unaffected.
+        assert!(t.may_run(None, 1, b"a", X));
+        let (other, g) = t.acquire(new_owner(), keys(1, &[("a", X)]), none());
+        assert_eq!(g, Grant::Now);
+        // KEYS (db shared) waits too, behind the flush.
+        let (scan, g) = t.acquire(new_owner(), db_lock(0, S), flag(&log, 3));
+        assert_eq!(g, Grant::Queued);
+        t.release(a);
+        assert_eq!(*log.borrow(), vec![1]);
+        t.release(flush);
+        let mut got = log.borrow().clone();
+        got.sort();
+        assert_eq!(got, vec![1, 2, 3]);
+        for id in [later, other, scan] {
+            t.release(id);
+        }
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn cancel_withdraws_releases_and_ignores_unknown_ids() {
+        let mut t = LockTable::default();
+        let log = Log::default();
+        let (hold, _) = t.acquire(new_owner(), keys(0, &[("a", S)]), none());
+        // A writer of a waits for the reader; a later reader of a and b waits behind the writer.
+        let (writer, g) = t.acquire(new_owner(), keys(0, &[("a", X)]), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        let (reader, g) = t.acquire(new_owner(), keys(0, &[("a", S), ("b", S)]), flag(&log, 2));
+        assert_eq!(g, Grant::Queued);
+        // Withdrawing the writer grants the reader it was holding up, and never grants the writer.
+        t.cancel(writer);
+        assert_eq!(*log.borrow(), vec![2]);
+        t.cancel(writer);
+        t.cancel(9999);
+        t.release(hold);
+        assert_eq!(*log.borrow(), vec![2]);
+        // Cancel after the grant fired releases: a new writer then gets the key.
+        t.cancel(reader);
+        let (w2, g) = t.acquire(new_owner(), keys(0, &[("a", X)]), none());
+        assert_eq!(g, Grant::Now);
+        t.release(w2);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn release_is_per_grant() {
+        let mut t = LockTable::default();
+        let owner = new_owner();
+        let (r1, _) = t.acquire(owner, keys(0, &[("a", S)]), none());
+        let (r2, g) = t.acquire(owner, keys(0, &[("a", S)]), none());
+        assert_eq!(g, Grant::Now);
+        assert_ne!(r1, r2);
+        assert!(!t.may_run(None, 0, b"a", X));
+        t.release(r1);
+        // The second grant of the same owner still holds.
+        assert!(!t.may_run(None, 0, b"a", X));
+        t.release(r1);
+        assert!(!t.may_run(None, 0, b"a", X));
+        t.release(r2);
+        assert!(t.may_run(None, 0, b"a", X));
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn an_owner_reenters_its_own_locks_and_others_do_not() {
+        let mut t = LockTable::default();
+        let log = Log::default();
+        let (tx, other) = (new_owner(), new_owner());
+        let (held, _) = t.acquire(tx, keys(0, &[("a", X)]), none());
+        // Someone else queues for a.
+        let (waiter, g) = t.acquire(other, keys(0, &[("a", S)]), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        assert!(t.may_run(Some(tx), 0, b"a", X));
+        assert!(t.may_run(Some(tx), 0, b"a", S));
+        assert!(!t.may_run(Some(other), 0, b"a", S));
+        assert!(!t.may_run(None, 0, b"a", S));
+        // Re-entry is granted at once despite the queued waiter (waiting would deadlock).
+        let (again, g) = t.acquire(tx, keys(0, &[("a", X)]), none());
+        assert_eq!(g, Grant::Now);
+        t.release(held);
+        assert!(log.borrow().is_empty());
+        t.release(again);
+        assert_eq!(*log.borrow(), vec![1]);
+        t.release(waiter);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn db_exclusive_owner_reenters_keys_of_its_db() {
+        let mut t = LockTable::default();
+        let tx = new_owner();
+        let (db, _) = t.acquire(tx, db_lock(0, X), none());
+        assert!(t.may_run(Some(tx), 0, b"k", X));
+        assert!(!t.may_run(None, 0, b"k", S));
+        assert!(!t.may_run_db(None, 0, S));
+        assert!(t.may_run_db(Some(tx), 0, S));
+        let (k, g) = t.acquire(tx, keys(0, &[("k", X)]), none());
+        assert_eq!(g, Grant::Now);
+        t.release(k);
+        t.release(db);
+        assert!(t.is_idle());
+    }
+
+    /// Random requests and releases/cancels on a few items: every queued request is eventually
+    /// granted once everything else is released, holds never conflict, and the table ends idle.
+    #[test]
+    fn random_requests_never_conflict_and_always_drain() {
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut t = LockTable::default();
+        let granted: Rc<RefCell<Vec<LockId>>> = Rc::default();
+        let mut live: Vec<(LockId, LockSet)> = Vec::new();
+        let mut held: Vec<(LockId, LockSet)> = Vec::new();
+        for _ in 0..20_000 {
+            match next(3) {
+                0 | 1 => {
+                    let mut set = LockSet::new();
+                    match next(8) {
+                        0 => set.add_db(next(2) as u32, if next(2) == 0 { S } else { X }),
+                        _ => {
+                            for _ in 0..1 + next(3) {
+                                let k = Bytes::from(format!("k{}", next(4)));
+                                set.add_key(next(2) as u32, k, if next(2) == 0 { S } else { X });
+                            }
+                        }
+                    }
+                    let g = granted.clone();
+                    let cell: Rc<RefCell<LockId>> = Rc::default();
+                    let c = cell.clone();
+                    let (id, grant) = t.acquire(
+                        new_owner(),
+                        set.clone(),
+                        Box::new(move || g.borrow_mut().push(*c.borrow())),
+                    );
+                    *cell.borrow_mut() = id;
+                    if grant == Grant::Now {
+                        held.push((id, set));
+                    } else {
+                        live.push((id, set));
+                    }
+                }
+                _ => {
+                    let pool = if next(2) == 0 { &mut held } else { &mut live };
+                    if !pool.is_empty() {
+                        let (id, _) = pool.swap_remove(next(pool.len() as u64) as usize);
+                        t.cancel(id);
+                    }
+                }
+            }
+            for id in granted.borrow_mut().drain(..) {
+                if let Some(p) = live.iter().position(|(l, _)| *l == id) {
+                    held.push(live.swap_remove(p));
+                }
+            }
+            // Holds of different owners never conflict.
+            for (i, (_, a)) in held.iter().enumerate() {
+                for (_, b) in &held[i + 1..] {
+                    for (item, ma) in &a.items {
+                        if let Some(mb) = b.mode_of(item) {
+                            assert!(!ma.conflicts(mb), "{item:?} held {ma:?} and {mb:?}");
+                        }
+                    }
+                }
+            }
+            // Nothing grantable is left waiting.
+            for (id, _) in &live {
+                assert!(!t.grantable(*id), "request {id} is grantable but waits");
+            }
+            if held.is_empty() {
+                assert!(live.is_empty(), "{} requests wait for nobody", live.len());
+            }
+        }
+        while let Some((id, _)) = held.pop() {
+            t.release(id);
+            for id in granted.borrow_mut().drain(..) {
+                if let Some(p) = live.iter().position(|(l, _)| *l == id) {
+                    held.push(live.swap_remove(p));
+                }
+            }
+        }
+        assert!(live.is_empty());
+        assert!(t.is_idle());
+        assert!(t.items.is_empty() && t.grants.is_empty());
     }
 }

@@ -1,88 +1,179 @@
-//! Multi-shard atomicity: take intent locks on every key, shard by shard, then run the parts.
+//! Multi-shard atomicity: take locks on every key, shard by shard, then run the parts.
 //!
-//! See [`crate::locks`] for why this cannot deadlock. A [`MultiLock`] is the coordinator's handle:
-//! its parts run through [`MultiLock::run`] without any lock check (the locks are theirs), and the
-//! locks are released with [`MultiLock::release`] (or, as a fallback, on drop).
+//! See [`crate::locks`] for the lock rules and why they cannot deadlock. A [`MultiLock`] is the
+//! coordinator's handle: its parts run through [`MultiLock::run`] without any lock check (the locks
+//! are theirs), and the locks are released with [`MultiLock::release`].
+//!
+//! Cancel safety: a `MultiLock` knows, at every await point of its acquisition, exactly which
+//! requests it has made: the granted ones, the one queued on the current shard, and a request sent
+//! to a remote shard whose id is not known yet (the [`Handoff`]). Dropping it, at any point, posts a
+//! [`LockTable::cancel`](crate::LockTable::cancel) for each known request (withdrawn if still queued,
+//! released if granted, even if the grant fired after the drop) and marks an in-flight request
+//! abandoned, so the shard never makes it, or cancels it if it was made. Once the posted jobs have run,
+//! every lock table is as if the `MultiLock` had never existed.
+
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use futures_channel::oneshot;
 
-use crate::locks::{key_lock_set, Grant, LockKey, Mode};
+use crate::locks::{new_owner, Grant, LockId, LockSet, Mode, Owner};
 use crate::set::ShardSet;
 use crate::shard::{current_shard_id, with_shard, Shard};
 
-/// Locks held by one coordinator on one or more shards.
+/// Locks held by one owner on one or more shards.
 pub struct MultiLock {
     set: ShardSet,
-    groups: Vec<(usize, Vec<(LockKey, Mode)>)>,
+    owner: Owner,
+    /// Requests made, by shard ascending. All granted once acquisition has finished; during it, the
+    /// last one may still be queued.
+    ids: Vec<(usize, LockId)>,
+    /// A request posted to a remote shard whose id has not come back yet.
+    inflight: Option<(usize, Arc<Mutex<Handoff>>)>,
+}
+
+/// What happened to a request posted to another shard; shared by that shard's job and the
+/// coordinator, so exactly one of them decides its fate.
+enum Handoff {
+    /// Posted, not yet made.
+    Sent,
+    /// The coordinator is gone: the shard must not make the request.
+    Abandoned,
+    /// Made: its id, and the grant signal if it was queued.
+    Made(LockId, Option<oneshot::Receiver<()>>),
+}
+
+fn state_of(h: &Mutex<Handoff>) -> MutexGuard<'_, Handoff> {
+    // No code panics while holding it; recover the state rather than propagate a poison.
+    h.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A grant callback that wakes `tx`.
+fn signal(tx: oneshot::Sender<()>) -> Box<dyn FnOnce()> {
+    Box::new(move || {
+        // The receiver is gone only if the coordinator was dropped; its cancel releases the grant.
+        let _ = tx.send(());
+    })
 }
 
 impl ShardSet {
-    /// Groups `keys` of database `db` by owning shard, in ascending shard order.
+    /// Groups `keys` by owning shard, in ascending shard order.
     pub fn group_keys(
         &self,
         keys: impl IntoIterator<Item = (Bytes, Mode)>,
     ) -> Vec<(usize, Vec<(Bytes, Mode)>)> {
-        let mut groups: Vec<(usize, Vec<(Bytes, Mode)>)> = Vec::new();
+        let mut per: Vec<Vec<(Bytes, Mode)>> = vec![Vec::new(); self.len()];
         for (k, m) in keys {
-            let shard = self.shard_of_key(&k);
-            match groups.iter_mut().find(|(s, _)| *s == shard) {
-                Some((_, v)) => v.push((k, m)),
-                None => groups.push((shard, vec![(k, m)])),
-            }
+            per[self.shard_of_key(&k)].push((k, m));
         }
-        groups.sort_by_key(|(s, _)| *s);
-        groups
+        per.into_iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_empty())
+            .collect()
     }
 
-    /// Locks `keys` of database `db` on their shards, waiting (without blocking any thread) for
-    /// conflicting holders. Shards are visited in ascending order.
+    /// Locks `keys` of database `db` on their shards for a fresh owner, waiting (without blocking
+    /// any thread) for conflicting holders. Shards are visited in ascending order.
     pub async fn lock_keys(
         &self,
         db: u32,
         keys: impl IntoIterator<Item = (Bytes, Mode)>,
     ) -> MultiLock {
-        let groups = self
-            .group_keys(keys)
+        self.lock_keys_as(new_owner(), db, keys).await
+    }
+
+    /// [`lock_keys`](Self::lock_keys) for `owner` (a transaction's lock context).
+    pub async fn lock_keys_as(
+        &self,
+        owner: Owner,
+        db: u32,
+        keys: impl IntoIterator<Item = (Bytes, Mode)>,
+    ) -> MultiLock {
+        let mut per: Vec<LockSet> = (0..self.len()).map(|_| LockSet::new()).collect();
+        for (k, m) in keys {
+            per[self.shard_of_key(&k)].add_key(db, k, m);
+        }
+        let plan = per
             .into_iter()
-            .map(|(shard, keys)| (shard, key_lock_set(db, keys)))
+            .enumerate()
+            .filter(|(_, s)| !s.is_empty())
             .collect();
-        self.lock_groups(groups).await
+        self.lock_plan(owner, plan).await
     }
 
-    /// Locks whole databases on every shard (FLUSHDB, FLUSHALL, SWAPDB).
+    /// Locks whole databases exclusively on every shard for a fresh owner (FLUSHDB, FLUSHALL,
+    /// SWAPDB).
     pub async fn lock_dbs(&self, dbs: &[u32]) -> MultiLock {
-        let set: Vec<(LockKey, Mode)> = dbs
-            .iter()
-            .map(|&d| (LockKey::Db(d), Mode::Exclusive))
-            .collect();
-        let groups = (0..self.len()).map(|s| (s, set.clone())).collect();
-        self.lock_groups(groups).await
+        self.lock_dbs_as(new_owner(), dbs, Mode::Exclusive).await
     }
 
-    async fn lock_groups(&self, groups: Vec<(usize, Vec<(LockKey, Mode)>)>) -> MultiLock {
-        let lock = MultiLock {
+    /// Locks whole databases in `mode` on every shard for `owner` (`Shared` reads every key, as
+    /// KEYS does, while reads of single keys go on).
+    pub async fn lock_dbs_as(&self, owner: Owner, dbs: &[u32], mode: Mode) -> MultiLock {
+        let mut set = LockSet::new();
+        for &db in dbs {
+            set.add_db(db, mode);
+        }
+        let plan = (0..self.len()).map(|s| (s, set.clone())).collect();
+        self.lock_plan(owner, plan).await
+    }
+
+    /// Takes each shard's lock set for `owner`, in ascending shard order (the plan is sorted and
+    /// sets for the same shard merged first), each shard only once the previous one granted.
+    pub async fn lock_plan(&self, owner: Owner, mut plan: Vec<(usize, LockSet)>) -> MultiLock {
+        plan.sort_by_key(|(s, _)| *s);
+        let mut merged: Vec<(usize, LockSet)> = Vec::with_capacity(plan.len());
+        for (shard, set) in plan {
+            match merged.last_mut() {
+                Some((last, acc)) if *last == shard => acc.extend(set),
+                _ => merged.push((shard, set)),
+            }
+        }
+        let mut lock = MultiLock {
             set: self.clone(),
-            groups,
+            owner,
+            ids: Vec::with_capacity(merged.len()),
+            inflight: None,
         };
-        for (shard, keys) in &lock.groups {
-            let keys = keys.clone();
-            let wait = self
-                .call(*shard, move |s: &mut Shard| {
-                    let (tx, rx) = oneshot::channel::<()>();
-                    match s.locks.acquire(
-                        keys,
-                        Box::new(move || {
-                            let _ = tx.send(());
-                        }),
-                    ) {
-                        Grant::Now => None,
-                        Grant::Queued => Some(rx),
-                    }
-                })
-                .await;
+        for (shard, set) in merged {
+            let wait = if current_shard_id() == Some(shard) {
+                let (tx, rx) = oneshot::channel();
+                let (id, grant) = with_shard(|s| s.locks.acquire(owner, set, signal(tx)));
+                lock.ids.push((shard, id));
+                (grant == Grant::Queued).then_some(rx)
+            } else {
+                let handoff = Arc::new(Mutex::new(Handoff::Sent));
+                let (done_tx, done_rx) = oneshot::channel::<()>();
+                let h = handoff.clone();
+                self.post(
+                    shard,
+                    Box::new(move || {
+                        let mut h = state_of(&h);
+                        if matches!(*h, Handoff::Abandoned) {
+                            return;
+                        }
+                        let (tx, rx) = oneshot::channel();
+                        let (id, grant) = with_shard(|s| s.locks.acquire(owner, set, signal(tx)));
+                        *h = Handoff::Made(id, (grant == Grant::Queued).then_some(rx));
+                        drop(h);
+                        let _ = done_tx.send(());
+                    }),
+                );
+                lock.inflight = Some((shard, handoff));
+                // Dropped unsent only if the shard thread is gone (process shutdown); the state
+                // check below then fails loudly, as `ShardSet::call` does.
+                let _ = done_rx.await;
+                let (_, handoff) = lock.inflight.take().expect("set just above");
+                let state = std::mem::replace(&mut *state_of(&handoff), Handoff::Abandoned);
+                let Handoff::Made(id, rx) = state else {
+                    panic!("shard thread exited while a lock request was pending");
+                };
+                lock.ids.push((shard, id));
+                rx
+            };
             if let Some(rx) = wait {
-                // The sender lives in the lock table until granted; it is never dropped unfired.
+                // The sender sits in the lock table until the grant; only a cancel (ours, so not
+                // while we wait) or a shard thread's exit drops it unfired.
                 let _ = rx.await;
             }
         }
@@ -91,9 +182,14 @@ impl ShardSet {
 }
 
 impl MultiLock {
+    /// The lock context these locks belong to.
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
     /// The shards this lock spans, ascending.
     pub fn shards(&self) -> impl Iterator<Item = usize> + '_ {
-        self.groups.iter().map(|(s, _)| *s)
+        self.ids.iter().map(|(s, _)| *s)
     }
 
     /// Runs a part of the command on `shard` under the held locks.
@@ -135,21 +231,16 @@ impl MultiLock {
         futures_util::future::join_all(runs).await
     }
 
-    /// Releases every lock. The local shard's locks are released at once, remote ones by message.
+    /// Releases every lock: the local shard's at once, remote ones by message. Must not be called
+    /// inside [`with_shard`].
     pub fn release(mut self) {
-        self.release_all();
-    }
-
-    fn release_all(&mut self) {
         let local = current_shard_id();
-        for (shard, keys) in std::mem::take(&mut self.groups) {
+        for (shard, id) in std::mem::take(&mut self.ids) {
             if Some(shard) == local {
-                with_shard(|s| s.locks.release(&keys));
+                with_shard(|s| s.locks.release(id));
             } else {
-                self.set.post(
-                    shard,
-                    Box::new(move || with_shard(|s| s.locks.release(&keys))),
-                );
+                self.set
+                    .post(shard, Box::new(move || with_shard(|s| s.locks.release(id))));
             }
         }
     }
@@ -157,13 +248,17 @@ impl MultiLock {
 
 impl Drop for MultiLock {
     fn drop(&mut self) {
-        // Normally empty (released explicitly); reached only if a coordinator was cancelled. Posting
-        // (instead of releasing inline) keeps this safe even if dropped inside a `with_shard` call.
-        for (shard, keys) in std::mem::take(&mut self.groups) {
-            self.set.post(
-                shard,
-                Box::new(move || with_shard(|s| s.locks.release(&keys))),
-            );
+        // Reached with requests left only if the coordinator was dropped (cancelled). Posting, even
+        // to this thread's shard, keeps this safe when dropped inside a `with_shard` call.
+        if let Some((shard, handoff)) = self.inflight.take() {
+            if let Handoff::Made(id, _) = std::mem::replace(&mut *state_of(&handoff), Handoff::Abandoned)
+            {
+                self.ids.push((shard, id));
+            }
+        }
+        for (shard, id) in std::mem::take(&mut self.ids) {
+            self.set
+                .post(shard, Box::new(move || with_shard(|s| s.locks.cancel(id))));
         }
     }
 }
