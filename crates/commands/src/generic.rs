@@ -24,11 +24,12 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Object, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, Db, Mode, Shard};
+use strata_shard::{lru_clock, Db, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
+use crate::keyed::KeysCtx;
 use crate::server::reply_help;
 use crate::table::{CommandSpec, Flags, Handler, KeySpec};
 
@@ -79,10 +80,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Delete a key",
             "1.0.0",
             "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).",
-            Handler::Keys {
-                shard: del,
-                multi: del_multi,
-            },
+            Handler::Keys(del),
         )
     },
     CommandSpec {
@@ -95,10 +93,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
             "4.0.0",
             "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
-            Handler::Keys {
-                shard: del,
-                multi: del_multi,
-            },
+            Handler::Keys(del),
         )
     },
     CommandSpec {
@@ -111,10 +106,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Determine if a key exists",
             "1.0.0",
             "O(N) where N is the number of keys to check.",
-            Handler::Keys {
-                shard: exists,
-                multi: exists_multi,
-            },
+            Handler::Keys(exists),
         )
     },
     cmd(
@@ -137,10 +129,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Alters the last access time of a key(s). Returns the number of existing keys specified.",
             "3.2.1",
             "O(N) where N is the number of keys that will be touched.",
-            Handler::Keys {
-                shard: touch,
-                multi: touch_multi,
-            },
+            Handler::Keys(touch),
         )
     },
     cmd(
@@ -151,10 +140,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Rename a key",
         "1.0.0",
         "O(1)",
-        Handler::Keys {
-            shard: rename,
-            multi: rename_multi,
-        },
+        Handler::Keys(rename),
     ),
     cmd(
         "renamenx",
@@ -164,10 +150,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Rename a key, only if the new key does not exist",
         "1.0.0",
         "O(1)",
-        Handler::Keys {
-            shard: renamenx,
-            multi: renamenx_multi,
-        },
+        Handler::Keys(renamenx),
     ),
     cmd(
         "copy",
@@ -177,10 +160,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Copy a key",
         "6.2.0",
         "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
-        Handler::Keys {
-            shard: copy,
-            multi: copy_multi,
-        },
+        Handler::Keys(copy),
     )
     .with_other_db_key(copy_other_db_key),
     cmd(
@@ -475,61 +455,39 @@ pub fn op_touch(db: &mut Db, keys: &[Bytes], now: i64) -> i64 {
     keys.iter().filter(|k| db.get(k, now).is_some()).count() as i64
 }
 
-fn count_on_shard(cx: &mut ShardCtx<'_>, op: fn(&mut Db, &[Bytes], i64) -> i64) -> CmdResult {
-    let (now, args) = (cx.now, cx.args);
-    let n = op(cx.db(), &args[1..], now);
-    cx.out.int(n);
-    Ok(())
-}
-
-/// DEL/UNLINK key [key ...] → number of keys removed.
-fn del(cx: &mut ShardCtx<'_>) -> CmdResult {
-    count_on_shard(cx, op_del)
-}
-
-/// EXISTS key [key ...] → number of keys that exist.
-fn exists(cx: &mut ShardCtx<'_>) -> CmdResult {
-    count_on_shard(cx, op_exists)
-}
-
-/// TOUCH key [key ...] → number of keys that exist.
-fn touch(cx: &mut ShardCtx<'_>) -> CmdResult {
-    count_on_shard(cx, op_touch)
-}
-
-/// A counting command across shards: locks every key, runs `op` on each shard's keys, sums.
-fn count_multi<'a>(
-    cx: &'a mut ConnCtx<'_>,
-    mode: Mode,
+/// A counting command (DEL, UNLINK, EXISTS, TOUCH): `op` on each shard's keys, summed.
+fn count<'a>(
+    cx: &'a mut KeysCtx<'_>,
     op: fn(&mut Db, &[Bytes], i64) -> i64,
 ) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now) = (cx.session.db, cx.now);
-        let set = cx.shards().clone();
-        let keys = &cx.args[1..];
-        let lock = set
-            .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), mode)))
-            .await;
-        let parts = lock
-            .scatter(keys, |k| k, move |s, part| op(&mut s.dbs[db], part, now))
+        let (db, now, args) = (cx.db, cx.now, cx.args);
+        let parts = cx
+            .scatter(
+                &args[1..],
+                |k| k,
+                move |s, part| op(&mut s.dbs[db], part, now),
+            )
             .await;
         let n: i64 = parts.into_iter().map(|(_, n)| n).sum();
-        lock.release();
         cx.out.int(n);
         Ok(())
     })
 }
 
-fn del_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
-    count_multi(cx, Mode::Exclusive, op_del)
+/// DEL/UNLINK key [key ...] → number of keys removed.
+fn del<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    count(cx, op_del)
 }
 
-fn exists_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
-    count_multi(cx, Mode::Shared, op_exists)
+/// EXISTS key [key ...] → number of keys that exist.
+fn exists<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    count(cx, op_exists)
 }
 
-fn touch_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
-    count_multi(cx, Mode::Shared, op_touch)
+/// TOUCH key [key ...] → number of keys that exist.
+fn touch<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    count(cx, op_touch)
 }
 
 // ----- TYPE -----
@@ -550,29 +508,6 @@ fn type_(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 // ----- RENAME / RENAMENX -----
 
-/// RENAME / RENAMENX within one database: `Ok(true)` renamed (or same key with RENAME), `Ok(false)`
-/// refused by NX, `ERR no such key` if `src` is missing.
-pub fn op_rename(
-    db: &mut Db,
-    src: &[u8],
-    dst: &[u8],
-    nx: bool,
-    now: i64,
-) -> Result<bool, CmdError> {
-    if db.get_mut(src, now).is_none() {
-        return Err(CmdError::NoSuchKey);
-    }
-    if src == dst {
-        return Ok(!nx);
-    }
-    if nx && db.contains(dst, now) {
-        return Ok(false);
-    }
-    let moved = Detached::take(db, src, now).ok_or(CmdError::NoSuchKey)?;
-    db.insert_entry(moved.into_entry(dst), now);
-    Ok(true)
-}
-
 fn rename_reply(cx_out: &mut strata_resp::ReplyBuf, nx: bool, done: bool) {
     if nx {
         cx_out.int(done as i64);
@@ -581,83 +516,69 @@ fn rename_reply(cx_out: &mut strata_resp::ReplyBuf, nx: bool, done: bool) {
     }
 }
 
-fn rename_on_shard(cx: &mut ShardCtx<'_>, nx: bool) -> CmdResult {
-    let (now, args) = (cx.now, cx.args);
-    let done = op_rename(cx.db(), &args[1], &args[2], nx, now)?;
-    rename_reply(cx.out, nx, done);
-    Ok(())
+/// What RENAME's source shard did.
+enum Taken {
+    /// Source and destination are the same key: nothing to move.
+    Same,
+    /// RENAMENX found the destination taken.
+    Refused,
+    Moved(Detached),
 }
 
-/// RENAME key newkey → OK.
-fn rename(cx: &mut ShardCtx<'_>) -> CmdResult {
-    rename_on_shard(cx, false)
-}
-
-/// RENAMENX key newkey → 1 if renamed, 0 if newkey exists.
-fn renamenx(cx: &mut ShardCtx<'_>) -> CmdResult {
-    rename_on_shard(cx, true)
-}
-
-/// RENAME(NX) across shards: both keys locked exclusively; for NX the destination is checked first;
-/// the entry is taken out on the source shard and inserted on the destination shard.
-fn rename_across<'a>(cx: &'a mut ConnCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdResult> {
+/// RENAME(NX): for NX the destination is checked first (on its shard); the entry is then taken out
+/// on the source's shard and inserted on the destination's.
+fn rename_cmd<'a>(cx: &'a mut KeysCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now) = (cx.session.db, cx.now);
-        let set = cx.shards().clone();
+        let (db, now) = (cx.db, cx.now);
         let (src, dst) = (cx.args[1].clone(), cx.args[2].clone());
-        let (src_shard, dst_shard) = (set.shard_of_key(&src), set.shard_of_key(&dst));
-        let lock = set
-            .lock_keys(
-                db as u32,
-                [
-                    (src.clone(), Mode::Exclusive),
-                    (dst.clone(), Mode::Exclusive),
-                ],
-            )
-            .await;
-        let result = async {
-            let dst_taken = if nx {
-                let d = dst.clone();
-                lock.run(dst_shard, move |s| s.dbs[db].contains(&d, now))
-                    .await
-            } else {
-                false
-            };
-            let moved = lock
-                .run(src_shard, move |s| {
-                    let db = &mut s.dbs[db];
-                    if db.get_mut(&src, now).is_none() {
-                        return Err(CmdError::NoSuchKey);
-                    }
-                    Ok(if dst_taken {
-                        None
-                    } else {
-                        Detached::take(db, &src, now)
-                    })
+        let dst_taken = if nx && src != dst {
+            let d = dst.clone();
+            cx.on(&dst, move |s| s.dbs[db].contains(&d, now)).await
+        } else {
+            false
+        };
+        let same = src == dst;
+        let s_key = src.clone();
+        let taken = cx
+            .on(&src, move |s| {
+                let db = &mut s.dbs[db];
+                if db.get_mut(&s_key, now).is_none() {
+                    return Err(CmdError::NoSuchKey);
+                }
+                Ok(if same {
+                    Taken::Same
+                } else if dst_taken {
+                    Taken::Refused
+                } else {
+                    Detached::take(db, &s_key, now).map_or(Taken::Refused, Taken::Moved)
                 })
-                .await?;
-            let Some(moved) = moved else {
-                return Ok(false);
-            };
-            lock.run(dst_shard, move |s| {
-                s.dbs[db].insert_entry(moved.into_entry(&dst), now);
             })
-            .await;
-            Ok(true)
-        }
-        .await;
-        lock.release();
-        rename_reply(cx.out, nx, result?);
+            .await?;
+        let done = match taken {
+            Taken::Same => !nx,
+            Taken::Refused => false,
+            Taken::Moved(moved) => {
+                let d = dst.clone();
+                cx.on(&dst, move |s| {
+                    s.dbs[db].insert_entry(moved.into_entry(&d), now);
+                })
+                .await;
+                true
+            }
+        };
+        rename_reply(cx.out, nx, done);
         Ok(())
     })
 }
 
-fn rename_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
-    rename_across(cx, false)
+/// RENAME key newkey → OK.
+fn rename<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    rename_cmd(cx, false)
 }
 
-fn renamenx_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
-    rename_across(cx, true)
+/// RENAMENX key newkey → 1 if renamed, 0 if newkey exists.
+fn renamenx<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    rename_cmd(cx, true)
 }
 
 // ----- COPY / MOVE -----
@@ -751,78 +672,28 @@ pub fn op_copy_in(
     true
 }
 
-/// COPY between databases of one shard (`src` may equal `dst` when the keys differ).
-pub fn op_copy(
-    dbs: &mut [Db],
-    (src, key): (usize, &[u8]),
-    (dst, newkey): (usize, &[u8]),
-    replace: bool,
-    now: i64,
-) -> bool {
-    if dbs[src].get(key, now).is_none() {
-        return false;
-    }
-    if !replace && dbs[dst].contains(newkey, now) {
-        return false;
-    }
-    match dbs[src].peek(key, now) {
-        Some(e) => {
-            let copied = (e.clone_value(), e.expire());
-            op_copy_in(&mut dbs[dst], newkey, copied, true, now)
-        }
-        None => false,
-    }
-}
-
-/// COPY source destination [DB destination-db] [REPLACE] → 1 if copied, else 0.
-fn copy(cx: &mut ShardCtx<'_>) -> CmdResult {
-    let (now, args, db) = (cx.now, cx.args, cx.db);
-    let opts = parse_copy(args, db, cx.shard.dbs.len())?;
-    let done = op_copy(
-        &mut cx.shard.dbs,
-        (db, &args[1]),
-        (opts.dst_db, &args[2]),
-        opts.replace,
-        now,
-    );
-    cx.out.int(done as i64);
-    Ok(())
-}
-
-/// COPY across shards: the source is read (shared lock) on its shard and the copy stored on the
-/// destination's. Copying into another database locks both databases on every shard (key locks
-/// name one database), which is rare enough not to matter.
-fn copy_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+/// COPY source destination [DB destination-db] [REPLACE] → 1 if copied, else 0. The source is read
+/// on its shard and the copy stored on the destination's (the same shard, in another database, when
+/// the keys share a shard).
+fn copy<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now) = (cx.session.db, cx.now);
-        let databases = cx.server.config.get_i64("databases").max(0) as usize;
-        let opts = parse_copy(cx.args, db, databases)?;
-        let set = cx.shards().clone();
+        let (db, now) = (cx.db, cx.now);
+        let opts = parse_copy(cx.args, db, cx.databases)?;
         let (src, dst) = (cx.args[1].clone(), cx.args[2].clone());
-        let (src_shard, dst_shard) = (set.shard_of_key(&src), set.shard_of_key(&dst));
-        let lock = if opts.dst_db == db {
-            set.lock_keys(
-                db as u32,
-                [(src.clone(), Mode::Shared), (dst.clone(), Mode::Exclusive)],
-            )
-            .await
-        } else {
-            set.lock_dbs(&[db as u32, opts.dst_db as u32]).await
-        };
-        let copied = lock
-            .run(src_shard, move |s| op_copy_out(&mut s.dbs[db], &src, now))
+        let s_key = src.clone();
+        let copied = cx
+            .on(&src, move |s| op_copy_out(&mut s.dbs[db], &s_key, now))
             .await;
         let done = match copied {
             None => false,
             Some(copied) => {
-                let (dst_db, replace) = (opts.dst_db, opts.replace);
-                lock.run(dst_shard, move |s| {
-                    op_copy_in(&mut s.dbs[dst_db], &dst, copied, replace, now)
+                let (dst_db, replace, d) = (opts.dst_db, opts.replace, dst.clone());
+                cx.on(&dst, move |s| {
+                    op_copy_in(&mut s.dbs[dst_db], &d, copied, replace, now)
                 })
                 .await
             }
         };
-        lock.release();
         cx.out.int(done as i64);
         Ok(())
     })

@@ -10,6 +10,7 @@ pub mod config;
 pub mod ctx;
 pub mod docs;
 pub mod error;
+pub mod keyed;
 pub mod memory;
 pub mod table;
 pub mod testing;
@@ -24,6 +25,7 @@ use std::sync::OnceLock;
 pub use args::Args;
 pub use ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session, ShardCtx};
 pub use error::{CmdError, CmdResult};
+pub use keyed::{KeysCtx, KeysHandler};
 pub use table::{CommandSpec, Flags, Handler, KeySpec, Lookup, Resolved, Table};
 
 /// Every command family, in the order COMMAND lists them.

@@ -24,11 +24,12 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::num::{format_human_f64, parse_f64, parse_i64};
 use strata_core::{Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
-use strata_shard::{Db, Mode, MultiLock};
+use strata_shard::Db;
 
 use crate::args::{eq_ci, Args};
-use crate::ctx::{ConnCtx, ShardCtx};
+use crate::ctx::ShardCtx;
 use crate::error::{CmdError, CmdResult};
+use crate::keyed::{in_order, KeysCtx};
 use crate::table::{CommandSpec, Flags, Handler, KeySpec};
 
 const R: Flags = Flags::READONLY;
@@ -90,16 +91,16 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Set the string value of a key and return its old value", "1.0.0", "O(1)", Handler::Shard(getset)),
     cmd("mget", -2, R.or(FAST), KeySpec::ALL, "Get the values of all the given keys", "1.0.0",
         "O(N) where N is the number of keys to retrieve.",
-        Handler::Keys { shard: mget, multi: mget_multi })
+        Handler::Keys(mget))
         .with_tips(&["request_policy:multi_shard"]),
     cmd("mset", -3, W.or(DENYOOM), PAIRS, "Set multiple keys to multiple values", "1.0.1",
         "O(N) where N is the number of keys to set.",
-        Handler::Keys { shard: mset, multi: mset_multi })
+        Handler::Keys(mset))
         .with_tips(&["request_policy:multi_shard", "response_policy:all_succeeded"]),
     cmd("msetnx", -3, W.or(DENYOOM), PAIRS,
         "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1",
         "O(N) where N is the number of keys to set.",
-        Handler::Keys { shard: msetnx, multi: msetnx_multi })
+        Handler::Keys(msetnx))
         .with_tips(&["request_policy:multi_shard", "response_policy:agg_min"]),
     cmd("append", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Append a value to a key", "2.0.0",
         "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already \
@@ -131,7 +132,7 @@ value argument.",
         Handler::Shard(setrange)),
     cmd("lcs", -3, R, TWO, "Find longest common substring", "7.0.0",
         "O(N*M) where N and M are the lengths of s1 and s2, respectively",
-        Handler::Keys { shard: lcs, multi: lcs_multi }),
+        Handler::Keys(lcs)),
 ];
 
 // ===== the string type =====
@@ -616,44 +617,19 @@ fn reply_values(out: &mut ReplyBuf, values: &[Option<Bytes>]) {
     }
 }
 
-/// MGET key [key ...] on one shard: replies straight from the shard.
-fn mget(cx: &mut ShardCtx<'_>) -> CmdResult {
-    let now = cx.now;
-    let db = &mut cx.shard.dbs[cx.db];
-    cx.out.array(cx.args.len() - 1);
-    for k in &cx.args[1..] {
-        match op_get(db, k, now) {
-            Ok(Some(s)) => s.reply(cx.out),
-            _ => cx.out.null(),
-        }
-    }
-    Ok(())
-}
-
-/// Reads `keys` spread over shards atomically: shared locks on every key, `op` on each shard's
-/// share (one value per key), results back in key order.
-async fn read_across<T: Send + 'static>(
-    cx: &ConnCtx<'_>,
-    keys: Vec<Bytes>,
-    op: fn(&mut Db, &[Bytes], i64) -> Vec<T>,
-) -> Vec<T> {
-    let (db, now) = (cx.session.db, cx.now);
-    let lock = cx
-        .shards()
-        .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
-        .await;
-    let parts = lock
-        .scatter(&keys, |k| k, move |s, part| op(&mut s.dbs[db], part, now))
-        .await;
-    lock.release();
-    in_order(keys.len(), parts)
-}
-
-/// MGET across shards: shared locks on every key, one read per shard, replies merged in order.
-fn mget_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+/// MGET key [key ...] → the values, nil for missing or non-string keys. One read per shard.
+fn mget<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let values = read_across(cx, cx.args[1..].to_vec(), op_mget).await;
-        reply_values(cx.out, &values);
+        let (db, now, args) = (cx.db, cx.now, cx.args);
+        let keys = &args[1..];
+        let parts = cx
+            .scatter(
+                keys,
+                |k| k,
+                move |s, part| op_mget(&mut s.dbs[db], part, now),
+            )
+            .await;
+        reply_values(cx.out, &in_order(keys.len(), parts));
         Ok(())
     })
 }
@@ -670,88 +646,46 @@ fn pairs(args: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>, CmdError> {
         .collect())
 }
 
-/// Exclusive locks on the keys of MSET/MSETNX pairs, across their shards.
-async fn lock_pairs(cx: &ConnCtx<'_>, db: usize, pairs: &[(Bytes, Bytes)]) -> MultiLock {
-    let keys = pairs.iter().map(|(k, _)| (k.clone(), Mode::Exclusive));
-    cx.shards().lock_keys(db as u32, keys).await
-}
-
 fn pair_key(pair: &(Bytes, Bytes)) -> &Bytes {
     &pair.0
 }
 
-/// MSET key value [key value ...] → OK.
-fn mset(cx: &mut ShardCtx<'_>) -> CmdResult {
-    let pairs = pairs(cx.args, "mset")?;
-    let now = cx.now;
-    op_mset(cx.db(), &pairs, now);
-    cx.out.ok();
-    Ok(())
-}
-
-/// MSET across shards: exclusive locks on every key, then each shard sets its pairs.
-fn mset_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+/// MSET key value [key value ...] → OK. Each shard sets its pairs.
+fn mset<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let pairs = pairs(cx.args, "mset")?;
-        let (db, now) = (cx.session.db, cx.now);
-        let lock = lock_pairs(cx, db, &pairs).await;
-        lock.scatter(&pairs, pair_key, move |s, part| {
+        let (db, now) = (cx.db, cx.now);
+        cx.scatter(&pairs, pair_key, move |s, part| {
             op_mset(&mut s.dbs[db], part, now)
         })
         .await;
-        lock.release();
         cx.out.ok();
         Ok(())
     })
 }
 
 /// MSETNX key value [key value ...] → 1 if every key was set, 0 (setting nothing) if any existed.
-fn msetnx(cx: &mut ShardCtx<'_>) -> CmdResult {
-    let pairs = pairs(cx.args, "msetnx")?;
-    let now = cx.now;
-    let db = cx.db();
-    let set = !op_any_exists(db, &pairs, now);
-    if set {
-        op_mset(db, &pairs, now);
-    }
-    cx.out.int(i64::from(set));
-    Ok(())
-}
-
-/// MSETNX across shards: exclusive locks on every key are held from the existence check through the
-/// writes, so no other client can create one of the keys in between.
-fn msetnx_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+/// Across shards the exclusive locks are held from the existence check through the writes, so no
+/// other client can create one of the keys in between.
+fn msetnx<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let pairs = pairs(cx.args, "msetnx")?;
-        let (db, now) = (cx.session.db, cx.now);
-        let lock = lock_pairs(cx, db, &pairs).await;
-        let exists = lock
+        let (db, now) = (cx.db, cx.now);
+        let exists = cx
             .scatter(&pairs, pair_key, move |s, part| {
                 op_any_exists(&mut s.dbs[db], part, now)
             })
             .await;
         let write = !exists.iter().any(|(_, found)| *found);
         if write {
-            lock.scatter(&pairs, pair_key, move |s, part| {
+            cx.scatter(&pairs, pair_key, move |s, part| {
                 op_mset(&mut s.dbs[db], part, now)
             })
             .await;
         }
-        lock.release();
         cx.out.int(i64::from(write));
         Ok(())
     })
-}
-
-/// Merges per-shard per-item results from [`MultiLock::scatter`] back into item order.
-fn in_order<T>(n: usize, parts: Vec<(Vec<usize>, Vec<T>)>) -> Vec<T> {
-    let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
-    for (idx, values) in parts {
-        for (i, v) in idx.into_iter().zip(values) {
-            slots[i] = Some(v);
-        }
-    }
-    slots.into_iter().flatten().collect()
 }
 
 // ===== APPEND / STRLEN / SETRANGE / GETRANGE =====
@@ -1196,27 +1130,26 @@ fn lcs_reply(a: &[u8], b: &[u8], args: &[Bytes], out: &mut ReplyBuf) -> CmdResul
     Ok(())
 }
 
-/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN] with both keys on one shard.
-fn lcs(cx: &mut ShardCtx<'_>) -> CmdResult {
-    let now = cx.now;
-    let db = &mut cx.shard.dbs[cx.db];
-    let a = lcs_operand(db, &cx.args[1], now)?;
-    let b = lcs_operand(db, &cx.args[2], now)?;
-    lcs_reply(&a, &b, cx.args, cx.out)
-}
-
-/// LCS with the keys on two shards: both values are read under shared locks, then the LCS is computed
-/// here, on the connection's thread.
-fn lcs_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: both values are read (on their
+/// shards), then the LCS is computed where the command runs.
+fn lcs<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let operands = read_across(cx, cx.args[1..3].to_vec(), op_lcs_operands).await;
-        let mut operands = operands.into_iter();
+        let (db, now, args) = (cx.db, cx.now, cx.args);
+        let keys = &args[1..3];
+        let parts = cx
+            .scatter(
+                keys,
+                |k| k,
+                move |s, part| op_lcs_operands(&mut s.dbs[db], part, now),
+            )
+            .await;
+        let mut operands = in_order(2, parts).into_iter();
         let (Some(a), Some(b)) = (operands.next(), operands.next()) else {
             return Err(CmdError::msg(
                 "ERR internal error: an LCS operand was not read",
             ));
         };
-        lcs_reply(&a?, &b?, cx.args, cx.out)
+        lcs_reply(&a?, &b?, args, cx.out)
     })
 }
 

@@ -7,6 +7,7 @@ use futures_util::future::LocalBoxFuture;
 
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::CmdResult;
+use crate::keyed::KeysHandler;
 
 /// Command flags, named as in Redis's `COMMAND INFO` replies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -123,12 +124,10 @@ pub enum Handler {
     /// Runs on the shard owning the command's keys (all keys must live on one shard; keyless
     /// commands run on the connection's own shard). Pipelined shard commands are batched per shard.
     Shard(fn(&mut ShardCtx<'_>) -> CmdResult),
-    /// Runs on the shard owning all keys when they live on one shard (`shard`), otherwise as a
-    /// cross-shard coordinator on the connection's thread (`multi`), e.g. MGET, MSET, DEL, RENAME.
-    Keys {
-        shard: fn(&mut ShardCtx<'_>) -> CmdResult,
-        multi: AsyncHandler,
-    },
+    /// A keyed command written once for any placement of its keys (see [`crate::keyed`]): run in
+    /// place on the owning shard when all its keys live on one shard, otherwise by the coordinator
+    /// under intent locks. MGET, MSET, DEL, RENAME, COPY...
+    Keys(KeysHandler),
     /// Runs synchronously on the connection's thread (connection state: SELECT, CLIENT SETNAME...).
     Conn(fn(&mut ConnCtx<'_>) -> CmdResult),
     /// Runs asynchronously on the connection's thread (server-wide work: DBSIZE, KEYS, INFO...).
@@ -502,7 +501,7 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
             );
             assert!(spec.arity == -2, "{name}: containers have arity -2");
         }
-        Handler::Shard(_) | Handler::Keys { .. } => {
+        Handler::Shard(_) | Handler::Keys(_) => {
             assert!(
                 spec.subcommands.is_empty(),
                 "{name}: only containers have subcommands"
@@ -516,7 +515,7 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
             );
         }
     }
-    if let Handler::Keys { .. } = spec.handler {
+    if let Handler::Keys(_) = spec.handler {
         assert!(k.first > 0, "{name}: multi-key commands need key positions");
     }
 }

@@ -8,6 +8,7 @@ use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::Shard;
 
 use crate::ctx::ShardCtx;
+use crate::keyed::KeysCtx;
 use crate::table::{Handler, Lookup};
 
 /// A one-shard world for family unit tests.
@@ -24,20 +25,25 @@ pub fn run_at(shard: &mut Shard, db: usize, now: i64, cmd: &[&str]) -> String {
     let mut out = ReplyBuf::new(Protocol::Resp2);
     match crate::table().resolve(&args) {
         Lookup::Unknown(e) | Lookup::BadArity(_, e) => out.error(&e),
-        Lookup::Found(r) => {
-            let f = match r.spec.handler {
-                Handler::Shard(f) | Handler::Keys { shard: f, .. } => f,
-                _ => panic!("{} does not run on a shard", r.name),
-            };
-            let mut cx = ShardCtx {
-                shard,
-                db,
-                args: &args,
-                out: &mut out,
-                now,
-            };
-            crate::run_shard_handler(f, &mut cx);
-        }
+        Lookup::Found(r) => match r.spec.handler {
+            Handler::Shard(f) => {
+                let mut cx = ShardCtx {
+                    shard,
+                    db,
+                    args: &args,
+                    out: &mut out,
+                    now,
+                };
+                crate::run_shard_handler(f, &mut cx);
+            }
+            Handler::Keys(f) => {
+                let mut cx = KeysCtx::here(shard, db, &args, &mut out, now);
+                if let Err(e) = crate::keyed::run_here(f, &mut cx) {
+                    out.error(&e.message());
+                }
+            }
+            _ => panic!("{} does not run on a shard", r.name),
+        },
     }
     render(&out.buf)
 }

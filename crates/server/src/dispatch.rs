@@ -1,19 +1,26 @@
 //! Dispatch: lookup → arity → auth → route → run → reply, for a whole pipelined batch at once.
 //!
-//! A batch is every complete command read from a socket in one go. Commands are walked in order:
-//! * connection commands (SELECT, HELLO, CLIENT ...) run at once on this thread;
-//! * key commands are appended to their shard's sub-batch; another shard's sub-batch travels as one
-//!   message and comes back as one buffer of replies, this thread's own runs in place, with no hop,
-//!   while the others are away (a lone command on this thread's shard simply runs at once);
-//! * a sub-batch prefetches its keys' buckets and entries before running, so its cache misses
-//!   overlap;
-//! * multi-shard and server-wide commands (MSET across shards, DBSIZE, KEYS, ...) are barriers: the
-//!   sub-batches in flight are completed first, then the coordinator runs.
+//! A batch is every complete command read from a socket in one go. Commands are walked in order and
+//! routed:
+//! * key commands are appended to the sub-batch of the shard owning their keys (a keyed command whose
+//!   keys all live on one shard is a key command too: see `strata_commands::keyed`);
+//! * everything else is a **barrier**: the sub-batches collected so far run and complete first, then
+//!   it runs — connection commands (SELECT, CLIENT KILL, SHUTDOWN…) on this thread, multi-shard keyed
+//!   commands through the coordinator, server-wide commands (DBSIZE, KEYS, FLUSHALL…) as async work.
 //!
-//! Replies are assembled in request order at the end. Commands on the same key always go to the same
-//! shard in request order, so a client sees its own writes; across shards, commands of one pipeline
-//! may execute concurrently (as with pipeline squashing in Dragonfly), which no single-key read can
-//! observe and which multi-key commands exclude with their intent locks.
+//! **Ordering.** A pipeline's commands take effect in the order sent, as every other client sees it:
+//! * a run of sub-batches that touches one shard needs nothing: the shard runs it in one go, in
+//!   order, and nothing can happen in between;
+//! * a run that touches several shards is executed as one two-phase-locking transaction: shard by
+//!   shard in ascending order, each part takes intent locks on its keys (waiting if another command
+//!   holds them), runs, and keeps its locks; the last part releases at once and the others are
+//!   released after it. No part of a later command of the pipeline can be seen before an earlier
+//!   one, because a client that could see the later part would have to read keys still locked by
+//!   the earlier one. The locks cost a few hash-table operations per key, paid only by batches that
+//!   span shards, and each part still travels as one message (see docs/architecture.md).
+//!
+//! Before a sub-batch runs, the table buckets and then the entries of its keys are prefetched, so its
+//! cache misses overlap. Replies are assembled in request order at the end.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,19 +28,33 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use strata_commands::connection::is_authenticated;
-use strata_commands::table::Resolved;
+use strata_commands::keyed::{run_here, SLICE};
+use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
-    run_shard_handler, table, ConnCtx, Flags, Handler, Lookup, ReplyMode, ServerState, Session,
-    ShardCtx,
+    run_shard_handler, table, CmdResult, ConnCtx, Flags, Handler, KeysCtx, KeysHandler, Lookup,
+    ReplyMode, ServerState, Session, ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::{current_shard_id, new_owner, now_us, with_shard, Grant, LockSet, Mode, Shard};
+use strata_shard::{
+    current_shard_id, new_owner, now_us, with_shard, Grant, LockId, LockSet, LockTable, Mode,
+    Owner, Shard, ShardSet,
+};
+
+type ShardHandler = fn(&mut ShardCtx<'_>) -> CmdResult;
+type ConnHandler = fn(&mut ConnCtx<'_>) -> CmdResult;
+
+/// How a key command runs on its shard.
+#[derive(Clone, Copy)]
+enum Run {
+    Shard(ShardHandler),
+    Keys(KeysHandler),
+}
 
 /// One key command on its way to (or running on) its shard.
 pub struct ShardCmd {
     args: Vec<Bytes>,
     cmd: Resolved,
-    handler: fn(&mut ShardCtx<'_>) -> strata_commands::CmdResult,
+    run: Run,
     db: usize,
     proto: Protocol,
 }
@@ -45,25 +66,55 @@ pub struct ShardReplies {
     ends: Vec<usize>,
 }
 
+/// Calls `f(db, key, mode)` for every key `args` touches in database `db`: its key arguments
+/// (exclusive for write commands, shared otherwise), and the key MOVE or COPY … DB writes in
+/// another database.
+fn for_each_lock(
+    spec: &CommandSpec,
+    args: &[Bytes],
+    db: usize,
+    mut f: impl FnMut(u32, &Bytes, Mode),
+) {
+    let mode = if spec.flags.has(Flags::WRITE) {
+        Mode::Exclusive
+    } else {
+        Mode::Shared
+    };
+    for i in spec.keys.positions(args.len()) {
+        f(db as u32, &args[i], mode);
+    }
+    let other = spec.other_db_key.and_then(|o| o(args));
+    if let Some((other, i)) = other.filter(|(other, _)| *other != db) {
+        if let Some(key) = args.get(i) {
+            f(other as u32, key, Mode::Exclusive);
+        }
+    }
+}
+
 impl ShardCmd {
+    fn add_locks(&self, set: &mut LockSet) {
+        for_each_lock(self.cmd.spec, &self.args, self.db, |db, key, mode| {
+            set.add_key(db, key.clone(), mode)
+        });
+    }
+
     fn lock_set(&self) -> LockSet {
-        let mode = if self.cmd.spec.flags.has(Flags::WRITE) {
-            Mode::Exclusive
-        } else {
-            Mode::Shared
-        };
         let mut set = LockSet::new();
-        for i in self.cmd.spec.keys.positions(self.args.len()) {
-            set.add_key(self.db as u32, self.args[i].clone(), mode);
-        }
-        // MOVE and COPY ... DB also write a key in another database: lock it there too.
-        let other = self.cmd.spec.other_db_key.and_then(|f| f(&self.args));
-        if let Some((db, i)) = other.filter(|(db, _)| *db != self.db) {
-            if let Some(key) = self.args.get(i) {
-                set.add_key(db as u32, key.clone(), Mode::Exclusive);
-            }
-        }
+        self.add_locks(&mut set);
         set
+    }
+
+    /// True if no lock held or requested by another command stands in the way (outside any lock
+    /// context). One branch when the shard's lock table is idle, as it almost always is.
+    fn may_run(&self, locks: &LockTable) -> bool {
+        if locks.is_idle() {
+            return true;
+        }
+        let mut free = true;
+        for_each_lock(self.cmd.spec, &self.args, self.db, |db, key, mode| {
+            free = free && locks.may_run(None, db, key, mode)
+        });
+        free
     }
 
     fn first_key(&self) -> Option<&[u8]> {
@@ -78,14 +129,29 @@ impl ShardCmd {
     fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) {
         out.proto = self.proto;
         let start = now_us();
-        let mut cx = ShardCtx {
-            shard,
-            db: self.db,
-            args: &self.args,
-            out,
-            now: start / 1000,
+        let now = start / 1000;
+        let failed = match self.run {
+            Run::Shard(handler) => {
+                let mut cx = ShardCtx {
+                    shard: &mut *shard,
+                    db: self.db,
+                    args: &self.args,
+                    out: &mut *out,
+                    now,
+                };
+                run_shard_handler(handler, &mut cx)
+            }
+            Run::Keys(handler) => {
+                let mut cx = KeysCtx::here(&mut *shard, self.db, &self.args, &mut *out, now);
+                match run_here(handler, &mut cx) {
+                    Ok(()) => false,
+                    Err(e) => {
+                        out.error(&e.message());
+                        true
+                    }
+                }
+            }
         };
-        let failed = run_shard_handler(self.handler, &mut cx);
         let usec = (now_us() - start).max(0) as u64;
         let stats = &mut shard.stats;
         stats.commands += 1;
@@ -96,82 +162,269 @@ impl ShardCmd {
     }
 }
 
-/// Runs a sub-batch on `shard` at once, if no key locks are held there (the common case); None
-/// otherwise, so the caller can fall back to [`run_on_local_shard`], which waits for locks.
-///
-/// Before running, the table buckets and then the entries of every command's first key are
-/// prefetched, so a batch pays its cache misses in parallel rather than one after another.
-fn run_now(s: &mut Shard, cmds: &[ShardCmd]) -> Option<ShardReplies> {
-    if !s.locks.is_idle() {
-        return None;
+/// Prefetches the table buckets, then the entries, of the commands' first keys, so a sub-batch pays
+/// its cache misses in parallel rather than one after another.
+fn prefetch(s: &mut Shard, cmds: &[ShardCmd]) {
+    if cmds.len() < 2 {
+        return;
     }
-    if cmds.len() > 1 {
-        for c in cmds {
-            if let Some(k) = c.first_key() {
-                s.dbs[c.db].prefetch_bucket(k);
-            }
-        }
-        for c in cmds {
-            if let Some(k) = c.first_key() {
-                s.dbs[c.db].prefetch_entry(k);
-            }
+    for c in cmds {
+        if let Some(k) = c.first_key() {
+            s.dbs[c.db].prefetch_bucket(k);
         }
     }
-    let mut out = ReplyBuf::new(Protocol::Resp2);
-    let mut ends = Vec::with_capacity(cmds.len());
-    for cmd in cmds {
-        cmd.exec(s, &mut out);
-        ends.push(out.buf.len());
+    for c in cmds {
+        if let Some(k) = c.first_key() {
+            s.dbs[c.db].prefetch_entry(k);
+        }
     }
-    Some(ShardReplies { buf: out.buf, ends })
 }
 
-/// Runs a sub-batch on this thread's shard, in order. A command whose keys are locked by a
-/// multi-shard command waits (this task is parked, the thread is not) and the rest wait behind it.
-pub async fn run_on_local_shard(cmds: Vec<ShardCmd>) -> ShardReplies {
-    let mut replies = ShardReplies::default();
-    let mut out = ReplyBuf::new(Protocol::Resp2);
-    let mut i = 0;
-    while i < cmds.len() {
-        let blocked = with_shard(|s| {
-            while i < cmds.len() {
-                let cmd = &cmds[i];
-                if !s.locks.is_idle() {
-                    let set = cmd.lock_set();
-                    if !s.locks.may_run_set(None, &set) {
-                        let (tx, rx) = oneshot::channel::<()>();
-                        let (id, grant) = s.locks.acquire(
-                            new_owner(),
-                            set,
-                            Box::new(move || {
-                                let _ = tx.send(());
-                            }),
-                        );
-                        return Some((id, grant == Grant::Now, rx));
-                    }
-                }
-                cmd.exec(s, &mut out);
-                replies.ends.push(out.buf.len());
-                i += 1;
-            }
-            None
-        });
-        let Some((id, granted_now, rx)) = blocked else {
-            break;
-        };
-        if !granted_now {
-            // The sender sits in the lock table until the grant; it is never dropped unfired.
-            let _ = rx.await;
+/// A sub-batch being run: replies so far and the next command.
+#[derive(Default)]
+struct Progress {
+    out: Vec<u8>,
+    ends: Vec<usize>,
+    next: usize,
+}
+
+impl Progress {
+    /// Runs commands on `s` from `next` on while nothing locked stands in their way. True if all ran.
+    fn run_free(&mut self, s: &mut Shard, cmds: &[ShardCmd]) -> bool {
+        if self.next == 0 {
+            prefetch(s, cmds);
         }
-        with_shard(|s| {
-            cmds[i].exec(s, &mut out);
-            s.locks.release(id);
-        });
-        replies.ends.push(out.buf.len());
-        i += 1;
+        let mut out = ReplyBuf::new(Protocol::Resp2);
+        out.buf = std::mem::take(&mut self.out);
+        while let Some(cmd) = cmds.get(self.next) {
+            if !cmd.may_run(&s.locks) {
+                break;
+            }
+            cmd.exec(s, &mut out);
+            self.ends.push(out.buf.len());
+            self.next += 1;
+        }
+        self.out = out.buf;
+        self.next == cmds.len()
     }
-    replies.buf = out.buf;
-    replies
+
+    /// Runs all of `cmds` on `s` (their locks are held by the caller's lock context).
+    fn run_all(&mut self, s: &mut Shard, cmds: &[ShardCmd]) {
+        prefetch(s, cmds);
+        let mut out = ReplyBuf::new(Protocol::Resp2);
+        out.buf = std::mem::take(&mut self.out);
+        for cmd in cmds {
+            cmd.exec(s, &mut out);
+            self.ends.push(out.buf.len());
+        }
+        self.next = cmds.len();
+        self.out = out.buf;
+    }
+
+    /// Runs the rest of `cmds` on this thread's shard outside any lock context: a command whose keys
+    /// another command holds waits for them (this task parks, the thread does not), and the commands
+    /// behind it wait with it.
+    async fn finish_free(mut self, set: &ShardSet, cmds: &[ShardCmd]) -> ShardReplies {
+        while !with_shard(|s| self.run_free(s, cmds)) {
+            let cmd = &cmds[self.next];
+            let id = acquire_here(set, new_owner(), cmd.lock_set()).await;
+            with_shard(|s| {
+                let mut out = ReplyBuf::new(Protocol::Resp2);
+                out.buf = std::mem::take(&mut self.out);
+                cmd.exec(s, &mut out);
+                self.out = out.buf;
+                s.locks.release(id);
+            });
+            self.ends.push(self.out.len());
+            self.next += 1;
+        }
+        self.done()
+    }
+
+    fn done(self) -> ShardReplies {
+        ShardReplies {
+            buf: self.out,
+            ends: self.ends,
+        }
+    }
+}
+
+/// Withdraws a lock request if the task waiting for it is dropped before taking it over.
+struct Waiting<'a> {
+    set: &'a ShardSet,
+    id: Option<LockId>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let (Some(id), Some(me)) = (self.id, current_shard_id()) {
+            // Posted, not run inline: a drop may happen inside `with_shard`.
+            self.set
+                .post(me, Box::new(move || with_shard(|s| s.locks.cancel(id))));
+        }
+    }
+}
+
+/// Takes `set` for `owner` on this thread's shard, parking this task until it is granted.
+async fn acquire_here(shards: &ShardSet, owner: Owner, set: LockSet) -> LockId {
+    let (tx, rx) = oneshot::channel::<()>();
+    let (id, grant) = with_shard(|s| {
+        s.locks.acquire(
+            owner,
+            set,
+            Box::new(move || {
+                let _ = tx.send(());
+            }),
+        )
+    });
+    if grant == Grant::Queued {
+        let mut waiting = Waiting {
+            set: shards,
+            id: Some(id),
+        };
+        // The sender sits in the lock table until the grant or a cancel; it is never dropped unfired.
+        let _ = rx.await;
+        waiting.id = None;
+    }
+    id
+}
+
+/// The lock set of every command of a sub-batch.
+fn batch_lock_set(cmds: &[ShardCmd]) -> LockSet {
+    let mut set = LockSet::new();
+    for c in cmds {
+        c.add_locks(&mut set);
+    }
+    set
+}
+
+/// Runs a sub-batch on this thread's shard as one part of a lock context: takes the locks of all its
+/// keys for `owner` (waiting if needed), runs it, and keeps the locks unless `release`.
+async fn run_locked_here(
+    set: &ShardSet,
+    owner: Owner,
+    cmds: &[ShardCmd],
+    release: bool,
+) -> (Option<LockId>, ShardReplies) {
+    let id = acquire_here(set, owner, batch_lock_set(cmds)).await;
+    let mut p = Progress::default();
+    with_shard(|s| {
+        p.run_all(s, cmds);
+        if release {
+            s.locks.release(id);
+        }
+    });
+    ((!release).then_some(id), p.done())
+}
+
+/// [`run_locked_here`] on another shard: one message there, one back.
+async fn run_locked_on(
+    set: &ShardSet,
+    shard: usize,
+    owner: Owner,
+    cmds: Vec<ShardCmd>,
+    release: bool,
+) -> (Option<LockId>, ShardReplies) {
+    let (tx, rx) = oneshot::channel();
+    let origin = current_shard_id();
+    let shards = set.clone();
+    set.post(
+        shard,
+        Box::new(move || {
+            let lock_set = batch_lock_set(&cmds);
+            let (gtx, grx) = oneshot::channel::<()>();
+            let ran = with_shard(|s| {
+                let (id, grant) = s.locks.acquire(
+                    owner,
+                    lock_set,
+                    Box::new(move || {
+                        let _ = gtx.send(());
+                    }),
+                );
+                if grant == Grant::Queued {
+                    return Err(id);
+                }
+                let mut p = Progress::default();
+                p.run_all(s, &cmds);
+                if release {
+                    s.locks.release(id);
+                }
+                Ok(((!release).then_some(id), p.done()))
+            });
+            match ran {
+                Ok(result) => shards.reply(origin, tx, result),
+                Err(id) => {
+                    monoio::spawn(async move {
+                        let _ = grx.await;
+                        let mut p = Progress::default();
+                        with_shard(|s| {
+                            p.run_all(s, &cmds);
+                            if release {
+                                s.locks.release(id);
+                            }
+                        });
+                        shards.reply(origin, tx, ((!release).then_some(id), p.done()));
+                    });
+                }
+            }
+        }),
+    );
+    rx.await
+        .expect("shard thread exited with a sub-batch pending")
+}
+
+/// A sub-batch on another shard, outside any lock context: one message there, one back.
+async fn run_free_on(set: &ShardSet, shard: usize, cmds: Vec<ShardCmd>) -> ShardReplies {
+    let (tx, rx) = oneshot::channel();
+    let origin = current_shard_id();
+    let shards = set.clone();
+    set.post(
+        shard,
+        Box::new(move || {
+            let mut p = Progress::default();
+            if with_shard(|s| p.run_free(s, &cmds)) {
+                shards.reply(origin, tx, p.done());
+            } else {
+                // A key is locked by another command: become a task that waits for it.
+                monoio::spawn(async move {
+                    let replies = p.finish_free(&shards, &cmds).await;
+                    shards.reply(origin, tx, replies);
+                });
+            }
+        }),
+    );
+    rx.await
+        .expect("shard thread exited with a sub-batch pending")
+}
+
+/// Locks kept by the parts of a multi-shard run until its last part has run; released (or, if the
+/// run is dropped half-way, cancelled) on drop.
+struct Held<'a> {
+    set: &'a ShardSet,
+    ids: Vec<(usize, LockId)>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        for (shard, id) in self.ids.drain(..) {
+            self.set
+                .post(shard, Box::new(move || with_shard(|s| s.locks.cancel(id))));
+        }
+    }
+}
+
+impl Held<'_> {
+    fn release(mut self) {
+        let me = current_shard_id();
+        for (shard, id) in std::mem::take(&mut self.ids) {
+            if Some(shard) == me {
+                with_shard(|s| s.locks.release(id));
+            } else {
+                self.set
+                    .post(shard, Box::new(move || with_shard(|s| s.locks.release(id))));
+            }
+        }
+    }
 }
 
 /// Where one command's reply is.
@@ -187,12 +440,10 @@ enum Route {
     /// Rejected before running (unknown command, arity, NOAUTH, CROSSSLOT): the error text.
     Reject(String),
     Shard(usize, ShardCmd),
-    Conn(
-        Resolved,
-        Vec<Bytes>,
-        fn(&mut ConnCtx<'_>) -> strata_commands::CmdResult,
-    ),
-    Async(Resolved, Vec<Bytes>, strata_commands::table::AsyncHandler),
+    Conn(Resolved, Vec<Bytes>, ConnHandler),
+    Async(Resolved, Vec<Bytes>, AsyncHandler),
+    /// A keyed command whose keys span shards (or are too many for one slice): the coordinator.
+    Keys(Resolved, Vec<Bytes>, KeysHandler),
 }
 
 struct Pending {
@@ -213,7 +464,7 @@ impl Batch<'_> {
     pub async fn run(&mut self, cmds: Vec<Vec<Bytes>>) {
         let local_shard = current_shard_id().unwrap_or(0);
         // A lone command on this thread's shard runs in place; in a pipeline, commands for this
-        // shard form a sub-batch like those for other shards and run while the others are away.
+        // shard form a sub-batch like those for other shards.
         let single = cmds.len() == 1;
         let mut local = ReplyBuf::new(self.session.proto);
         let mut slots: Vec<(Slot, bool)> = Vec::with_capacity(cmds.len());
@@ -234,15 +485,17 @@ impl Batch<'_> {
                 }
                 Route::Shard(shard, cmd) if shard == local_shard && single => {
                     let ran = with_shard(|s| {
-                        if s.locks.is_idle() || s.locks.may_run_set(None, &cmd.lock_set()) {
+                        let free = cmd.may_run(&s.locks);
+                        if free {
                             cmd.exec(s, &mut local);
-                            true
-                        } else {
-                            false
                         }
+                        free
                     });
                     if !ran {
-                        let r = run_on_local_shard(vec![cmd]).await;
+                        let cmds = [cmd];
+                        let r = Progress::default()
+                            .finish_free(&self.state.shards, &cmds)
+                            .await;
                         local.buf.extend_from_slice(&r.buf);
                     }
                     Slot::Local(start, local.buf.len())
@@ -265,13 +518,19 @@ impl Batch<'_> {
                     }
                 }
                 Route::Conn(cmd, args, f) => {
+                    // A barrier: what came before takes effect first (CLIENT KILL, SHUTDOWN...).
+                    self.flush(&mut pending, &mut done).await;
                     self.run_conn(&cmd, &args, f, &mut local);
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Async(cmd, args, f) => {
-                    // A barrier: what came before completes first.
                     self.flush(&mut pending, &mut done).await;
                     self.run_async(&cmd, &args, f, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Keys(cmd, args, f) => {
+                    self.flush(&mut pending, &mut done).await;
+                    self.run_keys(&cmd, &args, f, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
             };
@@ -304,61 +563,49 @@ impl Batch<'_> {
         self.out.proto = self.session.proto;
     }
 
-    /// Runs every pending sub-batch and waits for all replies, kept in `pending` order: remote
-    /// sub-batches are posted first, then this thread's own runs in place while they are away.
+    /// Runs every pending sub-batch and waits for all replies, kept in `pending` order. One shard:
+    /// its sub-batch runs in one go. Several: one lock context, parts in ascending shard order (see
+    /// the module docs).
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
-        if pending.is_empty() {
+        let set = &self.state.shards;
+        let me = current_shard_id();
+        if pending.len() <= 1 {
+            if let Some(p) = pending.pop() {
+                let replies = if Some(p.shard) == me {
+                    Progress::default().finish_free(set, &p.cmds).await
+                } else {
+                    run_free_on(set, p.shard, p.cmds).await
+                };
+                done.push(replies);
+            }
             return;
         }
-        let set = &self.state.shards;
-        let local_shard = current_shard_id();
-        let mut local = None;
-        let mut remote = Vec::with_capacity(pending.len());
-        for (i, p) in pending.drain(..).enumerate() {
-            if Some(p.shard) == local_shard {
-                local = Some((i, p.cmds));
-                continue;
-            }
-            let (tx, rx) = oneshot::channel();
-            let cmds = p.cmds;
-            set.post(
-                p.shard,
-                Box::new(move || match with_shard(|s| run_now(s, &cmds)) {
-                    Some(replies) => {
-                        let _ = tx.send(replies);
-                    }
-                    None => {
-                        // Keys are locked by a multi-shard command: become a task that waits.
-                        monoio::spawn(async move {
-                            let _ = tx.send(run_on_local_shard(cmds).await);
-                        });
-                    }
-                }),
-            );
-            remote.push((i, rx));
-        }
-        let base = done.len();
-        let total = remote.len() + usize::from(local.is_some());
-        let mut results: Vec<Option<ShardReplies>> = (0..total).map(|_| None).collect();
-        if let Some((i, cmds)) = local {
-            let replies = match with_shard(|s| run_now(s, &cmds)) {
-                Some(r) => r,
-                None => run_on_local_shard(cmds).await,
+        let owner = new_owner();
+        let mut parts: Vec<Option<Pending>> = pending.drain(..).map(Some).collect();
+        let mut order: Vec<usize> = (0..parts.len()).collect();
+        order.sort_by_key(|&i| parts[i].as_ref().map_or(0, |p| p.shard));
+        let mut results: Vec<Option<ShardReplies>> = (0..parts.len()).map(|_| None).collect();
+        let mut held = Held {
+            set,
+            ids: Vec::with_capacity(parts.len()),
+        };
+        for (k, &i) in order.iter().enumerate() {
+            let Some(p) = parts[i].take() else { continue };
+            // The last part acquires last, so it may release at once (two-phase locking only
+            // forbids acquiring after a release).
+            let last = k + 1 == order.len();
+            let (id, replies) = if Some(p.shard) == me {
+                run_locked_here(set, owner, &p.cmds, last).await
+            } else {
+                run_locked_on(set, p.shard, owner, p.cmds, last).await
             };
+            if let Some(id) = id {
+                held.ids.push((p.shard, id));
+            }
             results[i] = Some(replies);
         }
-        for (i, rx) in remote {
-            results[i] = Some(
-                rx.await
-                    .expect("shard thread exited with a sub-batch pending"),
-            );
-        }
-        done.extend(
-            results
-                .into_iter()
-                .map(|r| r.expect("every sub-batch answered")),
-        );
-        debug_assert_eq!(done.len(), base + total);
+        held.release();
+        done.extend(results.into_iter().flatten());
     }
 
     fn route(&self, args: Vec<Bytes>, local_shard: usize) -> Route {
@@ -383,19 +630,21 @@ impl Batch<'_> {
         };
         match cmd.spec.handler {
             Handler::Shard(handler) => match single_shard() {
-                Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, handler)),
+                Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, Run::Shard(handler))),
                 None => reject(
                     &cmd,
                     "CROSSSLOT Keys in request don't hash to the same slot".into(),
                 ),
             },
-            Handler::Keys {
-                shard: handler,
-                multi,
-            } => match single_shard() {
-                Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, handler)),
-                None => Route::Async(cmd, args, multi),
-            },
+            Handler::Keys(handler) => {
+                let few = cmd.spec.keys.positions(args.len()).nth(SLICE).is_none();
+                match single_shard().filter(|_| few) {
+                    Some(shard) => {
+                        Route::Shard(shard, self.shard_cmd(args, cmd, Run::Keys(handler)))
+                    }
+                    None => Route::Keys(cmd, args, handler),
+                }
+            }
             Handler::Conn(f) => Route::Conn(cmd, args, f),
             Handler::Async(f) => Route::Async(cmd, args, f),
             Handler::Container => {
@@ -404,28 +653,17 @@ impl Batch<'_> {
         }
     }
 
-    fn shard_cmd(
-        &self,
-        args: Vec<Bytes>,
-        cmd: Resolved,
-        handler: fn(&mut ShardCtx<'_>) -> strata_commands::CmdResult,
-    ) -> ShardCmd {
+    fn shard_cmd(&self, args: Vec<Bytes>, cmd: Resolved, run: Run) -> ShardCmd {
         ShardCmd {
             args,
             cmd,
-            handler,
+            run,
             db: self.session.db,
             proto: self.session.proto,
         }
     }
 
-    fn run_conn(
-        &mut self,
-        cmd: &Resolved,
-        args: &[Bytes],
-        f: fn(&mut ConnCtx<'_>) -> strata_commands::CmdResult,
-        out: &mut ReplyBuf,
-    ) {
+    fn run_conn(&mut self, cmd: &Resolved, args: &[Bytes], f: ConnHandler, out: &mut ReplyBuf) {
         let start = now_us();
         let mut cx = ConnCtx {
             session: self.session,
@@ -448,7 +686,7 @@ impl Batch<'_> {
         &mut self,
         cmd: &Resolved,
         args: &[Bytes],
-        f: strata_commands::table::AsyncHandler,
+        f: AsyncHandler,
         out: &mut ReplyBuf,
     ) {
         let start = now_us();
@@ -463,6 +701,46 @@ impl Batch<'_> {
             Ok(()) => false,
             Err(e) => {
                 cx.out.error(&e.message());
+                true
+            }
+        };
+        record(cmd, start, failed);
+    }
+
+    /// Runs a keyed command whose keys span shards: intent locks on every key (shard by shard, in
+    /// ascending order), the command with its parts sent to the owning shards, then release.
+    async fn run_keys(
+        &mut self,
+        cmd: &Resolved,
+        args: &[Bytes],
+        f: KeysHandler,
+        out: &mut ReplyBuf,
+    ) {
+        let start = now_us();
+        let db = self.session.db;
+        let set = &self.state.shards;
+        let mut plan: Vec<(usize, LockSet)> = Vec::new();
+        for_each_lock(cmd.spec, args, db, |d, key, mode| {
+            let shard = set.shard_of_key(key);
+            let i = match plan.iter().position(|(s, _)| *s == shard) {
+                Some(i) => i,
+                None => {
+                    plan.push((shard, LockSet::new()));
+                    plan.len() - 1
+                }
+            };
+            plan[i].1.add_key(d, key.clone(), mode);
+        });
+        plan.sort_by_key(|(s, _)| *s);
+        let lock = set.lock_plan(new_owner(), plan).await;
+        let databases = self.state.config.get_i64("databases").max(1) as usize;
+        let mut cx = KeysCtx::across(&lock, db, args, out, start / 1000, databases);
+        let result = f(&mut cx).await;
+        lock.release();
+        let failed = match result {
+            Ok(()) => false,
+            Err(e) => {
+                out.error(&e.message());
                 true
             }
         };
@@ -501,14 +779,15 @@ mod tests {
         let Lookup::Found(cmd) = table().resolve(&args) else {
             panic!("{words:?} does not resolve")
         };
-        let handler = match cmd.spec.handler {
-            Handler::Shard(f) | Handler::Keys { shard: f, .. } => f,
+        let run = match cmd.spec.handler {
+            Handler::Shard(f) => Run::Shard(f),
+            Handler::Keys(f) => Run::Keys(f),
             _ => panic!("{words:?} is not a key command"),
         };
         ShardCmd {
             args,
             cmd,
-            handler,
+            run,
             db,
             proto: Protocol::Resp2,
         }
@@ -527,7 +806,10 @@ mod tests {
         let set = shard_cmd(&["mset", "a", "1", "b", "2"], 0).lock_set();
         assert_eq!(set.mode_of(&key(0, "a")), Some(LockMode::Exclusive));
         assert_eq!(set.mode_of(&key(0, "b")), Some(LockMode::Exclusive));
-        assert_eq!(set.mode_of(&LockKey::Db(0)), Some(LockMode::IntentExclusive));
+        assert_eq!(
+            set.mode_of(&LockKey::Db(0)),
+            Some(LockMode::IntentExclusive)
+        );
         assert_eq!(set.mode_of(&key(0, "1")), None);
     }
 
@@ -536,7 +818,10 @@ mod tests {
         let set = shard_cmd(&["move", "k", "3"], 0).lock_set();
         assert_eq!(set.mode_of(&key(0, "k")), Some(LockMode::Exclusive));
         assert_eq!(set.mode_of(&key(3, "k")), Some(LockMode::Exclusive));
-        assert_eq!(set.mode_of(&LockKey::Db(3)), Some(LockMode::IntentExclusive));
+        assert_eq!(
+            set.mode_of(&LockKey::Db(3)),
+            Some(LockMode::IntentExclusive)
+        );
         let set = shard_cmd(&["copy", "a", "b", "DB", "5", "REPLACE"], 1).lock_set();
         assert_eq!(set.mode_of(&key(5, "b")), Some(LockMode::Exclusive));
         // Same database: nothing extra.

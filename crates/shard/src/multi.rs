@@ -182,6 +182,11 @@ impl ShardSet {
 }
 
 impl MultiLock {
+    /// The shard set these locks live in.
+    pub fn shard_set(&self) -> &ShardSet {
+        &self.set
+    }
+
     /// The lock context these locks belong to.
     pub fn owner(&self) -> Owner {
         self.owner
@@ -251,7 +256,8 @@ impl Drop for MultiLock {
         // Reached with requests left only if the coordinator was dropped (cancelled). Posting, even
         // to this thread's shard, keeps this safe when dropped inside a `with_shard` call.
         if let Some((shard, handoff)) = self.inflight.take() {
-            if let Handoff::Made(id, _) = std::mem::replace(&mut *state_of(&handoff), Handoff::Abandoned)
+            if let Handoff::Made(id, _) =
+                std::mem::replace(&mut *state_of(&handoff), Handoff::Abandoned)
             {
                 self.ids.push((shard, id));
             }

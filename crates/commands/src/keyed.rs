@@ -1,0 +1,171 @@
+//! The one coordinator behind every multi-key command.
+//!
+//! A keyed command (MGET, MSET, DEL, RENAME, COPY, LCS, and later SINTERSTORE, SMOVE, SORT … STORE)
+//! is written once, as an async function over a [`KeysCtx`]. It reaches its keys only through
+//! [`KeysCtx::on`] (run a closure on the shard owning one key) and [`KeysCtx::scatter`] (run a closure
+//! on every shard with that shard's share of some items). Where the work happens is the context's
+//! business, not the command's:
+//!
+//! * **Here**: every key lives on one shard and the command runs inside that shard's sub-batch, like
+//!   any single-key command. `on` and `scatter` call their closure at once on the shard, no lock is
+//!   taken (the shard is single-threaded, so the command is atomic), and the command's future
+//!   completes on its first poll ([`run_here`]).
+//! * **Across**: the keys live on several shards (or there are so many that the work must be cut in
+//!   slices). The dispatcher first takes intent locks on every key — shard by shard, in ascending
+//!   order — then runs the command on the connection's thread; `on` and `scatter` become messages
+//!   to the owning shards, and the locks are released when the command returns. Strict two-phase
+//!   locking makes the command atomic: no other client sees a state between two of its parts.
+//!
+//! Long commands: in Across mode `scatter` cuts its items into slices of [`SLICE`] and runs them one
+//! after another, each a separate message, while the locks stay held. A shard therefore never spends
+//! more than one slice on one command before serving its other clients, and the command stays atomic.
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
+use strata_resp::ReplyBuf;
+use strata_shard::{MultiLock, Shard};
+
+use crate::args::Args;
+use crate::error::CmdResult;
+
+/// Items per message when a command's work is cut into slices (Across mode).
+pub const SLICE: usize = 1024;
+
+/// A keyed command: one async function, whatever shards its keys live on.
+pub type KeysHandler = for<'a, 'b> fn(&'a mut KeysCtx<'b>) -> LocalBoxFuture<'a, CmdResult>;
+
+enum Place<'a> {
+    Here(&'a mut Shard),
+    Across(&'a MultiLock),
+}
+
+/// What a keyed command sees; see the module docs.
+pub struct KeysCtx<'a> {
+    /// Selected database index.
+    pub db: usize,
+    /// The whole command line; `args[0]` is the command name.
+    pub args: &'a [Bytes],
+    pub out: &'a mut ReplyBuf,
+    /// Command time in unix ms.
+    pub now: i64,
+    /// Number of databases (the `databases` setting).
+    pub databases: usize,
+    place: Place<'a>,
+}
+
+impl<'a> KeysCtx<'a> {
+    /// A context for a command whose keys all live on `shard`, running inside its sub-batch.
+    pub fn here(
+        shard: &'a mut Shard,
+        db: usize,
+        args: &'a [Bytes],
+        out: &'a mut ReplyBuf,
+        now: i64,
+    ) -> KeysCtx<'a> {
+        let databases = shard.dbs.len();
+        KeysCtx {
+            db,
+            args,
+            out,
+            now,
+            databases,
+            place: Place::Here(shard),
+        }
+    }
+
+    /// A context for a command whose keys are locked by `lock` on several shards.
+    pub fn across(
+        lock: &'a MultiLock,
+        db: usize,
+        args: &'a [Bytes],
+        out: &'a mut ReplyBuf,
+        now: i64,
+        databases: usize,
+    ) -> KeysCtx<'a> {
+        KeysCtx {
+            db,
+            args,
+            out,
+            now,
+            databases,
+            place: Place::Across(lock),
+        }
+    }
+
+    /// A cursor over the arguments after the command name.
+    pub fn args(&self) -> Args<'a> {
+        Args::new(self.args, 1)
+    }
+
+    /// True when every key lives on the shard the command runs on (no message is sent).
+    pub fn is_here(&self) -> bool {
+        matches!(self.place, Place::Here(_))
+    }
+
+    /// Runs `f` on the shard that owns `key`.
+    pub async fn on<R: Send + 'static>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&mut Shard) -> R + Send + 'static,
+    ) -> R {
+        match &mut self.place {
+            Place::Here(shard) => f(shard),
+            Place::Across(lock) => {
+                let shard = lock.shard_set().shard_of_key(key);
+                lock.run(shard, f).await
+            }
+        }
+    }
+
+    /// Runs `op` on every shard owning some of `items`, each call with that shard's share (in the
+    /// items' order). Returns, per call, the indices in `items` it got and its result. Here: one call
+    /// with everything. Across: concurrent calls per shard, in slices of at most [`SLICE`] items.
+    pub async fn scatter<I, T>(
+        &mut self,
+        items: &[I],
+        key: fn(&I) -> &Bytes,
+        op: impl Fn(&mut Shard, &[I]) -> T + Clone + Send + 'static,
+    ) -> Vec<(Vec<usize>, T)>
+    where
+        I: Clone + Send + 'static,
+        T: Send + 'static,
+    {
+        match &mut self.place {
+            Place::Here(shard) => vec![((0..items.len()).collect(), op(shard, items))],
+            Place::Across(lock) => {
+                let mut parts = Vec::new();
+                for (n, slice) in items.chunks(SLICE).enumerate() {
+                    let base = n * SLICE;
+                    for (idx, r) in lock.scatter(slice, key, op.clone()).await {
+                        parts.push((idx.into_iter().map(|i| i + base).collect(), r));
+                    }
+                }
+                parts
+            }
+        }
+    }
+}
+
+/// Runs a keyed command in Here mode to completion. Its future completes on the first poll, since
+/// in Here mode `on` and `scatter` never wait; anything else would be a bug in the command.
+pub fn run_here(handler: KeysHandler, cx: &mut KeysCtx<'_>) -> CmdResult {
+    let mut fut = handler(cx);
+    let mut poll_cx = Context::from_waker(futures_util::task::noop_waker_ref());
+    match fut.as_mut().poll(&mut poll_cx) {
+        Poll::Ready(r) => r,
+        Poll::Pending => panic!("a keyed command waited on something other than its own shard"),
+    }
+}
+
+/// Merges per-call, per-item results from [`KeysCtx::scatter`] back into item order.
+pub fn in_order<T>(n: usize, parts: Vec<(Vec<usize>, Vec<T>)>) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
+    for (idx, values) in parts {
+        for (i, v) in idx.into_iter().zip(values) {
+            slots[i] = Some(v);
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
