@@ -405,9 +405,9 @@ impl Drain {
         self.len
     }
 
-    /// True when everything has been freed (the bucket arrays may remain, empty of entries).
+    /// True when everything has been freed, bucket arrays included.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.tables.iter().all(Vec::is_empty)
     }
 
     /// Frees entries and buckets until `budget` units of work are spent (one per bucket visited and

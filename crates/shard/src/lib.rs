@@ -1,6 +1,6 @@
 //! Shards: one thread's slice of the keyspace, and how threads talk to each other.
 //!
-//! * [`db`]: one database with lazy and active expiry.
+//! * [`db`]: one database: the one write path, its key events, lazy and active expiry, lazy free.
 //! * [`locks`]: per-key intent locks that keep multi-shard commands atomic.
 //! * [`shard`]: the per-thread shard and its accessor.
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
@@ -11,8 +11,13 @@ pub mod multi;
 pub mod set;
 pub mod shard;
 
-pub use db::{lru_clock, now_ms, now_us, Db};
+pub use db::{
+    lru_clock, now_ms, now_us, Db, DbStats, EntryMut, EventKind, FreeWait, KeyEvent, KeyWait,
+    LAZYFREE_THRESHOLD,
+};
 pub use locks::{key_lock_set, Grant, LockKey, LockTable, Mode};
 pub use multi::MultiLock;
 pub use set::{Inbox, Job, ShardSet};
-pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};
+pub use shard::{
+    current_shard_id, install, with_shard, yield_now, CmdStat, Shard, ThreadStats, YieldNow,
+};
