@@ -460,7 +460,7 @@ impl Detached {
 
 /// Deletes `keys`, returning how many existed.
 pub fn op_del(db: &mut Db, keys: &[Bytes], now: i64) -> i64 {
-    keys.iter().filter(|k| db.remove(k, now).is_some()).count() as i64
+    keys.iter().filter(|k| db.delete(k, now)).count() as i64
 }
 
 /// How many of `keys` exist; a key named twice counts twice.
@@ -511,7 +511,7 @@ fn count_multi<'a>(
             .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), mode)))
             .await;
         let parts = lock
-            .scatter(keys, |k| k, move |s, part| op(&mut s.dbs[db], part, now))
+            .scatter(keys, |k| k, move |s, part| op(s.db_mut(db), part, now))
             .await;
         let n: i64 = parts.into_iter().map(|(_, n)| n).sum();
         lock.release();
@@ -559,7 +559,7 @@ pub fn op_rename(
     nx: bool,
     now: i64,
 ) -> Result<bool, CmdError> {
-    if db.get_mut(src, now).is_none() {
+    if db.modify(src, now).is_none() {
         return Err(CmdError::NoSuchKey);
     }
     if src == dst {
@@ -618,15 +618,15 @@ fn rename_across<'a>(cx: &'a mut ConnCtx<'_>, nx: bool) -> LocalBoxFuture<'a, Cm
         let result = async {
             let dst_taken = if nx {
                 let d = dst.clone();
-                lock.run(dst_shard, move |s| s.dbs[db].contains(&d, now))
+                lock.run(dst_shard, move |s| s.db_mut(db).contains(&d, now))
                     .await
             } else {
                 false
             };
             let moved = lock
                 .run(src_shard, move |s| {
-                    let db = &mut s.dbs[db];
-                    if db.get_mut(&src, now).is_none() {
+                    let db = s.db_mut(db);
+                    if db.modify(&src, now).is_none() {
                         return Err(CmdError::NoSuchKey);
                     }
                     Ok(if dst_taken {
@@ -640,7 +640,7 @@ fn rename_across<'a>(cx: &'a mut ConnCtx<'_>, nx: bool) -> LocalBoxFuture<'a, Cm
                 return Ok(false);
             };
             lock.run(dst_shard, move |s| {
-                s.dbs[db].insert_entry(moved.into_entry(&dst), now);
+                s.db_mut(db).insert_entry(moved.into_entry(&dst), now);
             })
             .await;
             Ok(true)
@@ -777,9 +777,9 @@ pub fn op_copy(
 /// COPY source destination [DB destination-db] [REPLACE] → 1 if copied, else 0.
 fn copy(cx: &mut ShardCtx<'_>) -> CmdResult {
     let (now, args, db) = (cx.now, cx.args, cx.db);
-    let opts = parse_copy(args, db, cx.shard.dbs.len())?;
+    let opts = parse_copy(args, db, cx.shard.db_count())?;
     let done = op_copy(
-        &mut cx.shard.dbs,
+        cx.shard.dbs_mut(),
         (db, &args[1]),
         (opts.dst_db, &args[2]),
         opts.replace,
@@ -810,14 +810,14 @@ fn copy_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             set.lock_dbs(&[db as u32, opts.dst_db as u32]).await
         };
         let copied = lock
-            .run(src_shard, move |s| op_copy_out(&mut s.dbs[db], &src, now))
+            .run(src_shard, move |s| op_copy_out(s.db_mut(db), &src, now))
             .await;
         let done = match copied {
             None => false,
             Some(copied) => {
                 let (dst_db, replace) = (opts.dst_db, opts.replace);
                 lock.run(dst_shard, move |s| {
-                    op_copy_in(&mut s.dbs[dst_db], &dst, copied, replace, now)
+                    op_copy_in(s.db_mut(dst_db), &dst, copied, replace, now)
                 })
                 .await
             }
@@ -831,7 +831,7 @@ fn copy_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 /// MOVE within one shard (a key's shard does not depend on its database): 1 if moved, 0 if the key
 /// is missing or already exists in `dst`.
 pub fn op_move(dbs: &mut [Db], src: usize, dst: usize, key: &[u8], now: i64) -> bool {
-    if dbs[src].get_mut(key, now).is_none() || dbs[dst].contains(key, now) {
+    if dbs[src].modify(key, now).is_none() || dbs[dst].contains(key, now) {
         return false;
     }
     match Detached::take(&mut dbs[src], key, now) {
@@ -848,11 +848,11 @@ fn move_(cx: &mut ShardCtx<'_>) -> CmdResult {
     let (now, args, db) = (cx.now, cx.args, cx.db);
     let mut a = cx.args();
     a.next_bytes()?;
-    let dst = parse_db_index(&mut a, cx.shard.dbs.len())?;
+    let dst = parse_db_index(&mut a, cx.shard.db_count())?;
     if dst == db {
         return Err(SAME_OBJECT);
     }
-    let moved = op_move(&mut cx.shard.dbs, db, dst, &args[1], now);
+    let moved = op_move(cx.shard.dbs_mut(), db, dst, &args[1], now);
     cx.out.int(moved as i64);
     Ok(())
 }
@@ -913,14 +913,14 @@ impl ExpireCond {
 /// Sets `key`'s deadline to `when` (unix ms) if `cond` allows; a deadline not in the future deletes
 /// the key. Returns whether the key was changed (EXPIRE's 1 / 0).
 pub fn op_expire(db: &mut Db, key: &[u8], when: i64, cond: ExpireCond, now: i64) -> bool {
-    let Some(current) = db.get_mut(key, now).map(|e| e.expire()) else {
+    let Some(current) = db.modify(key, now).map(|e| e.expire()) else {
         return false;
     };
     if !cond.allows(current, when) {
         return false;
     }
     if when <= now {
-        db.remove(key, now);
+        db.delete(key, now);
     } else {
         db.set_expire(key, Some(when), now);
     }
@@ -973,7 +973,7 @@ fn pexpireat(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 /// PERSIST's work: 1 if a TTL was removed, 0 if the key is missing or has none.
 pub fn op_persist(db: &mut Db, key: &[u8], now: i64) -> bool {
-    if db.get_mut(key, now).and_then(|e| e.expire()).is_none() {
+    if db.modify(key, now).and_then(|e| e.expire()).is_none() {
         return false;
     }
     db.set_expire(key, None, now)
@@ -1055,7 +1055,7 @@ fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let lock = set.lock_dbs(&[db as u32]).await;
         let parts = lock.shards().map(|shard| {
             let pattern = pattern.clone();
-            lock.run(shard, move |s| op_keys(&s.dbs[db], &pattern, now))
+            lock.run(shard, move |s| op_keys(s.db(db), &pattern, now))
         });
         let parts = join_all(parts).await;
         lock.release();
@@ -1247,7 +1247,7 @@ fn scan<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             let (cursor, w, b) = (at.dict, want, budget);
             let part = set
                 .call(at.shard, move |s| {
-                    op_scan(&s.dbs[db], cursor, w, b, &filter, now)
+                    op_scan(s.db(db), cursor, w, b, &filter, now)
                 })
                 .await;
             found.extend(part.keys);
@@ -1286,7 +1286,7 @@ fn scan<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 /// A random live key of the shard's database `db`.
 pub fn op_random_key(s: &mut Shard, db: usize, now: i64) -> Option<Bytes> {
     let mut x = s.rand() | 1;
-    s.dbs[db].random_key(now, || {
+    s.db_mut(db).random_key(now, || {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -1304,7 +1304,7 @@ fn randomkey<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now) = (cx.session.db, cx.now);
         let set = cx.shards().clone();
         for _ in 0..RANDOMKEY_ROUNDS {
-            let sizes = set.call_all(move |s| (s.dbs[db].len(), s.rand())).await;
+            let sizes = set.call_all(move |s| (s.db_mut(db).len(), s.rand())).await;
             let total: usize = sizes.iter().map(|(n, _)| n).sum();
             if total == 0 {
                 break;
@@ -1364,7 +1364,7 @@ async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
     let shard = cx.shards().shard_of_key(&key);
     cx.shards()
         .call(shard, move |s| {
-            s.dbs[db].get_untouched(&key, now).map(|e| Probe {
+            s.db_mut(db).get_untouched(&key, now).map(|e| Probe {
                 clock: e.lru(),
                 small_int: matches!(e.value(), ValueRef::Int(i) if (0..SHARED_INTEGERS).contains(&i)),
             })
@@ -1396,8 +1396,8 @@ pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::conf
         config.get_i64("lfu-log-factor"),
         config.get_i64("lfu-decay-time"),
     );
-    for db in &mut shard.dbs {
-        db.access = access;
+    for db in shard.dbs_mut() {
+        db.set_access(access);
     }
 }
 
@@ -1517,7 +1517,7 @@ mod tests {
             "-ERR wrong number of arguments for 'exists' command"
         );
         // EXISTS and TYPE count hits and misses but do not touch the clock.
-        let db = &s.dbs[0];
+        let db = s.db(0);
         assert!(db.hits >= 3 && db.misses >= 3);
     }
 
@@ -1710,7 +1710,7 @@ mod tests {
         assert_eq!(run_at(&mut s, 0, T + 1999, &["ttl", "k"]), ":0");
         assert_eq!(run_at(&mut s, 0, T + 2000, &["exists", "k"]), ":0");
         assert_eq!(run_at(&mut s, 0, T + 2000, &["ttl", "k"]), ":-2");
-        assert_eq!(s.dbs[0].len(), 0);
+        assert_eq!(s.db_mut(0).len(), 0);
     }
 
     #[test]
@@ -1834,7 +1834,7 @@ mod tests {
         at(&mut s, &["set", "other", "v"]);
         at(&mut s, &["set", "gone", "v"]);
         at(&mut s, &["pexpire", "gone", "1"]);
-        let db = &s.dbs[0];
+        let db = s.db(0);
         let scan_all = |filter: &ScanFilter| {
             let mut seen = std::collections::BTreeSet::new();
             let mut cursor = 0;
@@ -1875,13 +1875,13 @@ mod tests {
             v.sort();
             v
         };
-        assert_eq!(op_keys(&s.dbs[0], b"*", T).len(), 5);
+        assert_eq!(op_keys(s.db(0), b"*", T).len(), 5);
         assert_eq!(
-            sorted(op_keys(&s.dbs[0], b"h[ae]llo", T)),
+            sorted(op_keys(s.db(0), b"h[ae]llo", T)),
             vec![Bytes::from("hallo"), Bytes::from("hello")]
         );
-        assert_eq!(op_keys(&s.dbs[0], b"*o", T).len(), 4);
-        assert_eq!(op_keys(&s.dbs[0], b"", T), vec![Bytes::new()]);
+        assert_eq!(op_keys(s.db(0), b"*o", T).len(), 4);
+        assert_eq!(op_keys(s.db(0), b"", T), vec![Bytes::new()]);
     }
 
     #[test]
@@ -1907,9 +1907,9 @@ mod tests {
     #[test]
     fn lfu_counter_starts_at_five_and_grows() {
         let mut s = shard();
-        s.dbs[0].access = access_for("allkeys-lfu", 10, 1);
+        s.db_mut(0).set_access(access_for("allkeys-lfu", 10, 1));
         at(&mut s, &["set", "k", "v"]);
-        let field = |s: &mut Shard| s.dbs[0].get_untouched(b"k", T).map(Entry::lru);
+        let field = |s: &mut Shard| s.db_mut(0).get_untouched(b"k", T).map(Entry::lru);
         let f = field(&mut s).expect("key exists");
         assert_eq!(lfu_decayed(f, T, 1), 5);
         at(&mut s, &["get", "k"]);

@@ -8,8 +8,9 @@
 //! amortised O(1)).
 //!
 //! Invariants:
-//! * every write goes through [`Db`]'s methods (`set`, `set_keep_ttl`, `replace_value`, `get_mut`,
-//!   `remove`, `set_expire`), so the TTL bookkeeping and the expiry heap stay right;
+//! * every write goes through [`Db`]'s write path (`set`, `set_keep_ttl`, `delete`, `set_expire`, or
+//!   the [`strata_shard::EntryMut`] guard of `Db::modify` for in-place changes), so the TTL
+//!   bookkeeping, the expiry hints and the key events stay right;
 //! * no command makes a string longer than [`MAX_STRING_LEN`] (Redis's default proto-max-bulk-len);
 //! * expiry arguments are validated exactly where Redis validates them (e.g. GETEX on a missing key
 //!   answers nil even with an invalid expire time), so the same input fails with the same error;
@@ -417,7 +418,7 @@ pub fn op_set(
 fn get(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
     let key = &cx.args[1];
-    match op_get(&mut cx.shard.dbs[cx.db], key, now)? {
+    match op_get(cx.shard.db_mut(cx.db), key, now)? {
         Some(s) => s.reply(cx.out),
         None => cx.out.null(),
     }
@@ -523,7 +524,7 @@ pub fn op_getex(
         GetEx::Expire(e) => {
             let at = e.deadline(now, "getex")?;
             if e.kind.absolute() && at <= now {
-                db.remove(key, now);
+                db.delete(key, now);
             } else {
                 db.set_expire(key, Some(at), now);
             }
@@ -554,7 +555,7 @@ fn getex(cx: &mut ShardCtx<'_>) -> CmdResult {
 pub fn op_getdel(db: &mut Db, key: &[u8], now: i64) -> Result<Option<Bytes>, CmdError> {
     let value = op_get(db, key, now)?.map(Str::to_bytes);
     if value.is_some() {
-        db.remove(key, now);
+        db.delete(key, now);
     }
     Ok(value)
 }
@@ -562,7 +563,7 @@ pub fn op_getdel(db: &mut Db, key: &[u8], now: i64) -> Result<Option<Bytes>, Cmd
 /// GETDEL key → bulk string or null.
 fn getdel(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    match op_getdel(&mut cx.shard.dbs[cx.db], &cx.args[1], now)? {
+    match op_getdel(cx.shard.db_mut(cx.db), &cx.args[1], now)? {
         Some(v) => cx.out.bulk(&v),
         None => cx.out.null(),
     }
@@ -619,7 +620,7 @@ fn reply_values(out: &mut ReplyBuf, values: &[Option<Bytes>]) {
 /// MGET key [key ...] on one shard: replies straight from the shard.
 fn mget(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let db = &mut cx.shard.dbs[cx.db];
+    let db = cx.shard.db_mut(cx.db);
     cx.out.array(cx.args.len() - 1);
     for k in &cx.args[1..] {
         match op_get(db, k, now) {
@@ -643,7 +644,7 @@ async fn read_across<T: Send + 'static>(
         .lock_keys(db as u32, keys.iter().map(|k| (k.clone(), Mode::Shared)))
         .await;
     let parts = lock
-        .scatter(&keys, |k| k, move |s, part| op(&mut s.dbs[db], part, now))
+        .scatter(&keys, |k| k, move |s, part| op(s.db_mut(db), part, now))
         .await;
     lock.release();
     in_order(keys.len(), parts)
@@ -696,7 +697,7 @@ fn mset_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now) = (cx.session.db, cx.now);
         let lock = lock_pairs(cx, db, &pairs).await;
         lock.scatter(&pairs, pair_key, move |s, part| {
-            op_mset(&mut s.dbs[db], part, now)
+            op_mset(s.db_mut(db), part, now)
         })
         .await;
         lock.release();
@@ -727,13 +728,13 @@ fn msetnx_multi<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let lock = lock_pairs(cx, db, &pairs).await;
         let exists = lock
             .scatter(&pairs, pair_key, move |s, part| {
-                op_any_exists(&mut s.dbs[db], part, now)
+                op_any_exists(s.db_mut(db), part, now)
             })
             .await;
         let write = !exists.iter().any(|(_, found)| *found);
         if write {
             lock.scatter(&pairs, pair_key, move |s, part| {
-                op_mset(&mut s.dbs[db], part, now)
+                op_mset(s.db_mut(db), part, now)
             })
             .await;
         }
@@ -759,28 +760,30 @@ fn in_order<T>(n: usize, parts: Vec<(Vec<usize>, Vec<T>)>) -> Vec<T> {
 /// APPEND: the new length. A new key gets the value encoded as SET would; an existing string becomes
 /// raw and grows in place.
 pub fn op_append(db: &mut Db, key: &[u8], tail: &Bytes, now: i64) -> Result<usize, CmdError> {
-    let Some(e) = db.get_mut(key, now) else {
+    let Some(mut e) = db.modify(key, now) else {
         db.set(key, encode(tail), None, now);
         return Ok(tail.len());
     };
-    if let Some(Object::Str(s)) = e.object_mut() {
+    if let ValueRef::Obj(Object::Str(s)) = e.value() {
         check_len(s.len(), tail.len())?;
-        s.extend_from_slice(tail);
-        return Ok(s.len());
+        if let Some(Object::Str(s)) = e.object_mut() {
+            s.extend_from_slice(tail);
+            return Ok(s.len());
+        }
     }
     let cur = as_str(e.value())?;
     check_len(cur.len(), tail.len())?;
     let mut s = cur.as_bytes().into_owned();
     s.extend_from_slice(tail);
     let len = s.len();
-    db.replace_value(key, raw(s));
+    e.set_value(raw(s));
     Ok(len)
 }
 
 /// APPEND key value → the new length.
 fn append(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let n = op_append(&mut cx.shard.dbs[cx.db], &cx.args[1], &cx.args[2], now)?;
+    let n = op_append(cx.shard.db_mut(cx.db), &cx.args[1], &cx.args[2], now)?;
     cx.out.int(n as i64);
     Ok(())
 }
@@ -793,7 +796,7 @@ pub fn op_strlen(db: &mut Db, key: &[u8], now: i64) -> Result<usize, CmdError> {
 /// STRLEN key → integer.
 fn strlen(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let n = op_strlen(&mut cx.shard.dbs[cx.db], &cx.args[1], now)?;
+    let n = op_strlen(cx.shard.db_mut(cx.db), &cx.args[1], now)?;
     cx.out.int(n as i64);
     Ok(())
 }
@@ -816,7 +819,7 @@ pub fn op_setrange(
     value: &[u8],
     now: i64,
 ) -> Result<usize, CmdError> {
-    let Some(e) = db.get_mut(key, now) else {
+    let Some(mut e) = db.modify(key, now) else {
         if value.is_empty() {
             return Ok(0);
         }
@@ -827,12 +830,15 @@ pub fn op_setrange(
         db.set(key, raw(s), None, now);
         return Ok(len);
     };
-    if let Some(Object::Str(s)) = e.object_mut() {
-        if !value.is_empty() {
-            check_len(offset, value.len())?;
-            write_at(s, offset, value);
+    if let ValueRef::Obj(Object::Str(s)) = e.value() {
+        if value.is_empty() {
+            return Ok(s.len());
         }
-        return Ok(s.len());
+        check_len(offset, value.len())?;
+        if let Some(Object::Str(s)) = e.object_mut() {
+            write_at(s, offset, value);
+            return Ok(s.len());
+        }
     }
     let cur = as_str(e.value())?;
     if value.is_empty() {
@@ -842,7 +848,7 @@ pub fn op_setrange(
     let mut s = cur.as_bytes().into_owned();
     write_at(&mut s, offset, value);
     let len = s.len();
-    db.replace_value(key, raw(s));
+    e.set_value(raw(s));
     Ok(len)
 }
 
@@ -898,7 +904,7 @@ fn getrange(cx: &mut ShardCtx<'_>) -> CmdResult {
     let start = a.next_i64()?;
     let end = a.next_i64()?;
     let now = cx.now;
-    let bytes = op_getrange(&mut cx.shard.dbs[cx.db], key, start, end, now)?;
+    let bytes = op_getrange(cx.shard.db_mut(cx.db), key, start, end, now)?;
     cx.out.bulk(&bytes);
     Ok(())
 }
@@ -907,7 +913,7 @@ fn getrange(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 /// Adds `by` to the integer at `key` (0 if absent) and returns the result, int-encoded, keeping the TTL.
 pub fn op_incr_by(db: &mut Db, key: &[u8], by: i64, now: i64) -> Result<i64, CmdError> {
-    let Some(e) = db.get_mut(key, now) else {
+    let Some(mut e) = db.modify(key, now) else {
         db.set(key, Value::Int(by), None, now);
         return Ok(by);
     };
@@ -917,14 +923,14 @@ pub fn op_incr_by(db: &mut Db, key: &[u8], by: i64, now: i64) -> Result<i64, Cmd
     };
     let new = cur.checked_add(by).ok_or(CmdError::Overflow)?;
     if !e.set_int(new) {
-        db.replace_value(key, Value::Int(new));
+        e.set_value(Value::Int(new));
     }
     Ok(new)
 }
 
 fn incr_by(cx: &mut ShardCtx<'_>, by: i64) -> CmdResult {
     let now = cx.now;
-    let v = op_incr_by(&mut cx.shard.dbs[cx.db], &cx.args[1], by, now)?;
+    let v = op_incr_by(cx.shard.db_mut(cx.db), &cx.args[1], by, now)?;
     cx.out.int(v);
     Ok(())
 }
@@ -958,7 +964,8 @@ fn decrby(cx: &mut ShardCtx<'_>) -> CmdResult {
 /// formats it; the result is stored as a string, keeping the TTL. The stored value is checked before
 /// the increment, as Redis does (both fail with `ERR value is not a valid float`).
 pub fn op_incr_by_float(db: &mut Db, key: &[u8], by: &[u8], now: i64) -> Result<Bytes, CmdError> {
-    let cur = match db.get_mut(key, now) {
+    let mut entry = db.modify(key, now);
+    let cur = match &entry {
         None => None,
         Some(e) => Some(match as_str(e.value())? {
             Str::Int(i) => Num::Int(i),
@@ -971,10 +978,12 @@ pub fn op_incr_by_float(db: &mut Db, key: &[u8], by: &[u8], now: i64) -> Result<
         .add(inc)
         .ok_or(CmdError::msg("ERR increment would produce NaN or Infinity"))?;
     let value = Value::Str(text.clone());
-    if cur.is_some() {
-        db.replace_value(key, value);
-    } else {
-        db.set(key, value, None, now);
+    match &mut entry {
+        Some(e) => e.set_value(value),
+        None => {
+            drop(entry);
+            db.set(key, value, None, now);
+        }
     }
     Ok(text)
 }
@@ -1015,7 +1024,7 @@ impl Num {
 /// INCRBYFLOAT key increment → the new value as a bulk string.
 fn incrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let v = op_incr_by_float(&mut cx.shard.dbs[cx.db], &cx.args[1], &cx.args[2], now)?;
+    let v = op_incr_by_float(cx.shard.db_mut(cx.db), &cx.args[1], &cx.args[2], now)?;
     cx.out.bulk(&v);
     Ok(())
 }
@@ -1199,7 +1208,7 @@ fn lcs_reply(a: &[u8], b: &[u8], args: &[Bytes], out: &mut ReplyBuf) -> CmdResul
 /// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN] with both keys on one shard.
 fn lcs(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let db = &mut cx.shard.dbs[cx.db];
+    let db = cx.shard.db_mut(cx.db);
     let a = lcs_operand(db, &cx.args[1], now)?;
     let b = lcs_operand(db, &cx.args[2], now)?;
     lcs_reply(&a, &b, cx.args, cx.out)
@@ -1469,7 +1478,7 @@ mod tests {
         at(&mut s, 0, &["set", "k", "7"]);
         assert_eq!(at(&mut s, 0, &["getdel", "k"]), "$1:7");
         assert_eq!(at(&mut s, 0, &["get", "k"]), "$-1");
-        assert!(s.dbs[0].is_empty());
+        assert!(s.db_mut(0).is_empty());
     }
 
     #[test]
@@ -1631,7 +1640,7 @@ mod tests {
     fn setrange() {
         let mut s = shard();
         assert_eq!(at(&mut s, 0, &["setrange", "k", "5", ""]), ":0");
-        assert!(s.dbs[0].is_empty());
+        assert!(s.db_mut(0).is_empty());
         assert_eq!(at(&mut s, 0, &["setrange", "k", "2", "ab"]), ":4");
         assert_eq!(at(&mut s, 0, &["get", "k"]), "$4:\0\0ab");
         assert_eq!(encoding(&mut s, "k"), "raw");
@@ -1766,9 +1775,9 @@ mod tests {
         ] {
             at(&mut s, 0, &["set", "k", "abc", "px", "10"]);
             let fresh = at(&mut s, 10, cmd);
-            s.dbs[0].clear();
+            s.db_mut(0).clear();
             assert_eq!(fresh, at(&mut s, 10, cmd), "{cmd:?}");
-            s.dbs[0].clear();
+            s.db_mut(0).clear();
         }
     }
 }

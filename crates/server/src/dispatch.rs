@@ -113,12 +113,12 @@ fn run_now(s: &mut Shard, cmds: &[ShardCmd]) -> Option<ShardReplies> {
     if cmds.len() > 1 {
         for c in cmds {
             if let Some(k) = c.first_key() {
-                s.dbs[c.db].prefetch_bucket(k);
+                s.db(c.db).prefetch_bucket(k);
             }
         }
         for c in cmds {
             if let Some(k) = c.first_key() {
-                s.dbs[c.db].prefetch_entry(k);
+                s.db(c.db).prefetch_entry(k);
             }
         }
     }
