@@ -24,7 +24,7 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Object, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, Db, Mode, Shard};
+use strata_shard::{lru_clock, yield_now, Db, Mode, MultiLock, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -1036,27 +1036,98 @@ fn pexpiretime(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 // ----- KEYS -----
 
-/// The live keys of `db` matching `pattern` (a lone `*` matches every key, the empty one included).
-pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
+/// Scan steps (buckets, more while a resize is in progress) of one shard's table per KEYS slice;
+/// the thread serves other work between slices.
+pub const KEYS_SLICE_BUCKETS: usize = 1024;
+
+/// One slice of KEYS: up to `buckets` scan steps of `db` from `cursor`, appending the live keys
+/// matching `pattern` (a lone `*` matches every key, the empty one included) to `out`. Returns the
+/// next cursor, 0 when the walk is complete.
+pub fn op_keys_slice(
+    db: &Db,
+    pattern: &[u8],
+    mut cursor: u64,
+    buckets: usize,
+    now: i64,
+    out: &mut Vec<Bytes>,
+) -> u64 {
     let all = pattern == b"*";
-    db.iter(now)
-        .filter(|e| all || glob_match(pattern, e.key(), false))
-        .map(|e| Bytes::copy_from_slice(e.key()))
-        .collect()
+    for _ in 0..buckets {
+        cursor = db.scan(cursor, now, |e| {
+            if all || glob_match(pattern, e.key(), false) {
+                out.push(Bytes::copy_from_slice(e.key()));
+            }
+        });
+        if cursor == 0 {
+            break;
+        }
+    }
+    cursor
+}
+
+/// The live keys of `db` matching `pattern`, walked in one go (tests).
+pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut cursor = 0;
+    loop {
+        cursor = op_keys_slice(db, pattern, cursor, usize::MAX, now, &mut out);
+        if cursor == 0 {
+            return out;
+        }
+    }
+}
+
+/// KEYS on one shard, a slice at a time, yielding between slices. The caller holds the database
+/// lock, so no command changes the table meanwhile; the background tick may still resize it (or
+/// expire keys, which may start a shrink), and a cursor walk across a resize can return a key
+/// twice, so the shard's keys are deduplicated when the table changed size.
+async fn keys_on_shard(
+    lock: &MultiLock,
+    shard: usize,
+    db: usize,
+    pattern: Bytes,
+    now: i64,
+) -> Vec<Bytes> {
+    let (mut keys, mut cursor) = (Vec::new(), 0);
+    let (mut table, mut resized) = (None, false);
+    loop {
+        let pattern = pattern.clone();
+        let (part, next, size) = lock
+            .run(shard, move |s| {
+                let d = s.db(db);
+                let mut out = Vec::new();
+                let next = op_keys_slice(d, &pattern, cursor, KEYS_SLICE_BUCKETS, now, &mut out);
+                (out, next, d.table_bytes())
+            })
+            .await;
+        resized |= table.is_some_and(|t| t != size);
+        table = Some(size);
+        keys.extend(part);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+        yield_now().await;
+    }
+    if resized {
+        let mut seen = std::collections::HashSet::with_capacity(keys.len());
+        keys.retain(|k| seen.insert(k.clone()));
+    }
+    keys
 }
 
 /// KEYS pattern → every matching key, from every shard, under the database lock so the answer is
-/// a consistent snapshot.
+/// a consistent snapshot. Each shard's table is walked in slices, so a large keyspace does not stop
+/// the thread from serving other databases, connections and shards meanwhile.
 fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let (db, now) = (cx.session.db, cx.now);
         let pattern = cx.args[1].clone();
         let set = cx.shards().clone();
         let lock = set.lock_dbs(&[db as u32]).await;
-        let parts = lock.shards().map(|shard| {
-            let pattern = pattern.clone();
-            lock.run(shard, move |s| op_keys(s.db(db), &pattern, now))
-        });
+        let parts = lock
+            .shards()
+            .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now));
         let parts = join_all(parts).await;
         lock.release();
         cx.out.array(parts.iter().map(Vec::len).sum());
@@ -1518,7 +1589,7 @@ mod tests {
         );
         // EXISTS and TYPE count hits and misses but do not touch the clock.
         let db = s.db(0);
-        assert!(db.hits >= 3 && db.misses >= 3);
+        assert!(db.stats().hits >= 3 && db.stats().misses >= 3);
     }
 
     #[test]
@@ -1882,6 +1953,40 @@ mod tests {
         );
         assert_eq!(op_keys(s.db(0), b"*o", T).len(), 4);
         assert_eq!(op_keys(s.db(0), b"", T), vec![Bytes::new()]);
+    }
+
+    #[test]
+    fn keys_in_slices_returns_every_key_across_resizes() {
+        let mut s = shard();
+        let db = s.db_mut(0);
+        for i in 0..5000 {
+            db.set(format!("k{i}").as_bytes(), Value::Int(i), None, T);
+        }
+        for i in 0..40_000 {
+            db.set(format!("x{i}").as_bytes(), Value::Int(i), None, T);
+        }
+        let buckets = db.table_bytes();
+        let mut out = Vec::new();
+        let mut cursor = 0;
+        let mut slices = 0;
+        loop {
+            cursor = op_keys_slice(db, b"k*", cursor, 16, T, &mut out);
+            slices += 1;
+            if cursor == 0 {
+                break;
+            }
+            // Between slices (as active expiry may do), other keys go and the table shrinks.
+            if slices == 40 {
+                for i in 0..40_000 {
+                    db.delete(format!("x{i}").as_bytes(), T);
+                }
+            }
+            db.rehash(64);
+        }
+        assert!(slices > 100 && db.table_bytes() < buckets);
+        let got: std::collections::HashSet<_> = out.into_iter().collect();
+        let all: std::collections::HashSet<_> = op_keys(db, b"*", T).into_iter().collect();
+        assert_eq!((all.len(), got), (5000, all));
     }
 
     #[test]

@@ -1243,13 +1243,13 @@ mod tests {
     }
 
     fn expire_of(s: &mut Shard, key: &str, dt: i64) -> Option<i64> {
-        s.dbs[0]
+        s.db_mut(0)
             .peek(key.as_bytes(), T0 + dt)
             .and_then(|e| e.expire())
     }
 
     fn encoding(s: &mut Shard, key: &str) -> &'static str {
-        s.dbs[0]
+        s.db_mut(0)
             .peek(key.as_bytes(), T0)
             .map_or("none", |e| crate::generic::encoding_name(e.value()))
     }
