@@ -29,7 +29,7 @@ pub struct ShardCtx<'a> {
 impl<'a> ShardCtx<'a> {
     /// The selected database.
     pub fn db(&mut self) -> &mut Db {
-        &mut self.shard.dbs[self.db]
+        self.shard.db_mut(self.db)
     }
 
     /// A cursor over the arguments after the command name.

@@ -24,7 +24,7 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Object, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, Db, Shard};
+use strata_shard::{lru_clock, yield_now, Db, MultiLock, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -440,7 +440,7 @@ impl Detached {
 
 /// Deletes `keys`, returning how many existed.
 pub fn op_del(db: &mut Db, keys: &[Bytes], now: i64) -> i64 {
-    keys.iter().filter(|k| db.remove(k, now).is_some()).count() as i64
+    keys.iter().filter(|k| db.delete(k, now)).count() as i64
 }
 
 /// How many of `keys` exist; a key named twice counts twice.
@@ -466,7 +466,7 @@ fn count<'a>(
             .scatter(
                 &args[1..],
                 |k| k,
-                move |s, part| op(&mut s.dbs[db], part, now),
+                move |s, part| op(s.db_mut(db), part, now),
             )
             .await;
         let n: i64 = parts.into_iter().map(|(_, n)| n).sum();
@@ -533,7 +533,7 @@ fn rename_cmd<'a>(cx: &'a mut KeysCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdRe
         let (src, dst) = (cx.args[1].clone(), cx.args[2].clone());
         let dst_taken = if nx && src != dst {
             let d = dst.clone();
-            cx.on(&dst, move |s| s.dbs[db].contains(&d, now)).await
+            cx.on(&dst, move |s| s.db_mut(db).contains(&d, now)).await
         } else {
             false
         };
@@ -541,8 +541,8 @@ fn rename_cmd<'a>(cx: &'a mut KeysCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdRe
         let s_key = src.clone();
         let taken = cx
             .on(&src, move |s| {
-                let db = &mut s.dbs[db];
-                if db.get_mut(&s_key, now).is_none() {
+                let db = s.db_mut(db);
+                if db.modify(&s_key, now).is_none() {
                     return Err(CmdError::NoSuchKey);
                 }
                 Ok(if same {
@@ -560,7 +560,7 @@ fn rename_cmd<'a>(cx: &'a mut KeysCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdRe
             Taken::Moved(moved) => {
                 let d = dst.clone();
                 cx.on(&dst, move |s| {
-                    s.dbs[db].insert_entry(moved.into_entry(&d), now);
+                    s.db_mut(db).insert_entry(moved.into_entry(&d), now);
                 })
                 .await;
                 true
@@ -682,14 +682,14 @@ fn copy<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (src, dst) = (cx.args[1].clone(), cx.args[2].clone());
         let s_key = src.clone();
         let copied = cx
-            .on(&src, move |s| op_copy_out(&mut s.dbs[db], &s_key, now))
+            .on(&src, move |s| op_copy_out(s.db_mut(db), &s_key, now))
             .await;
         let done = match copied {
             None => false,
             Some(copied) => {
                 let (dst_db, replace, d) = (opts.dst_db, opts.replace, dst.clone());
                 cx.on(&dst, move |s| {
-                    op_copy_in(&mut s.dbs[dst_db], &d, copied, replace, now)
+                    op_copy_in(s.db_mut(dst_db), &d, copied, replace, now)
                 })
                 .await
             }
@@ -702,7 +702,7 @@ fn copy<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 /// MOVE within one shard (a key's shard does not depend on its database): 1 if moved, 0 if the key
 /// is missing or already exists in `dst`.
 pub fn op_move(dbs: &mut [Db], src: usize, dst: usize, key: &[u8], now: i64) -> bool {
-    if dbs[src].get_mut(key, now).is_none() || dbs[dst].contains(key, now) {
+    if dbs[src].modify(key, now).is_none() || dbs[dst].contains(key, now) {
         return false;
     }
     match Detached::take(&mut dbs[src], key, now) {
@@ -719,11 +719,11 @@ fn move_(cx: &mut ShardCtx<'_>) -> CmdResult {
     let (now, args, db) = (cx.now, cx.args, cx.db);
     let mut a = cx.args();
     a.next_bytes()?;
-    let dst = parse_db_index(&mut a, cx.shard.dbs.len())?;
+    let dst = parse_db_index(&mut a, cx.shard.db_count())?;
     if dst == db {
         return Err(SAME_OBJECT);
     }
-    let moved = op_move(&mut cx.shard.dbs, db, dst, &args[1], now);
+    let moved = op_move(cx.shard.dbs_mut(), db, dst, &args[1], now);
     cx.out.int(moved as i64);
     Ok(())
 }
@@ -784,14 +784,14 @@ impl ExpireCond {
 /// Sets `key`'s deadline to `when` (unix ms) if `cond` allows; a deadline not in the future deletes
 /// the key. Returns whether the key was changed (EXPIRE's 1 / 0).
 pub fn op_expire(db: &mut Db, key: &[u8], when: i64, cond: ExpireCond, now: i64) -> bool {
-    let Some(current) = db.get_mut(key, now).map(|e| e.expire()) else {
+    let Some(current) = db.modify(key, now).map(|e| e.expire()) else {
         return false;
     };
     if !cond.allows(current, when) {
         return false;
     }
     if when <= now {
-        db.remove(key, now);
+        db.delete(key, now);
     } else {
         db.set_expire(key, Some(when), now);
     }
@@ -844,7 +844,7 @@ fn pexpireat(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 /// PERSIST's work: 1 if a TTL was removed, 0 if the key is missing or has none.
 pub fn op_persist(db: &mut Db, key: &[u8], now: i64) -> bool {
-    if db.get_mut(key, now).and_then(|e| e.expire()).is_none() {
+    if db.modify(key, now).and_then(|e| e.expire()).is_none() {
         return false;
     }
     db.set_expire(key, None, now)
@@ -907,27 +907,98 @@ fn pexpiretime(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 // ----- KEYS -----
 
-/// The live keys of `db` matching `pattern` (a lone `*` matches every key, the empty one included).
-pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
+/// Scan steps (buckets, more while a resize is in progress) of one shard's table per KEYS slice;
+/// the thread serves other work between slices.
+pub const KEYS_SLICE_BUCKETS: usize = 1024;
+
+/// One slice of KEYS: up to `buckets` scan steps of `db` from `cursor`, appending the live keys
+/// matching `pattern` (a lone `*` matches every key, the empty one included) to `out`. Returns the
+/// next cursor, 0 when the walk is complete.
+pub fn op_keys_slice(
+    db: &Db,
+    pattern: &[u8],
+    mut cursor: u64,
+    buckets: usize,
+    now: i64,
+    out: &mut Vec<Bytes>,
+) -> u64 {
     let all = pattern == b"*";
-    db.iter(now)
-        .filter(|e| all || glob_match(pattern, e.key(), false))
-        .map(|e| Bytes::copy_from_slice(e.key()))
-        .collect()
+    for _ in 0..buckets {
+        cursor = db.scan(cursor, now, |e| {
+            if all || glob_match(pattern, e.key(), false) {
+                out.push(Bytes::copy_from_slice(e.key()));
+            }
+        });
+        if cursor == 0 {
+            break;
+        }
+    }
+    cursor
+}
+
+/// The live keys of `db` matching `pattern`, walked in one go (tests).
+pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut cursor = 0;
+    loop {
+        cursor = op_keys_slice(db, pattern, cursor, usize::MAX, now, &mut out);
+        if cursor == 0 {
+            return out;
+        }
+    }
+}
+
+/// KEYS on one shard, a slice at a time, yielding between slices. The caller holds the database
+/// lock, so no command changes the table meanwhile; the background tick may still resize it (or
+/// expire keys, which may start a shrink), and a cursor walk across a resize can return a key
+/// twice, so the shard's keys are deduplicated when the table changed size.
+async fn keys_on_shard(
+    lock: &MultiLock,
+    shard: usize,
+    db: usize,
+    pattern: Bytes,
+    now: i64,
+) -> Vec<Bytes> {
+    let (mut keys, mut cursor) = (Vec::new(), 0);
+    let (mut table, mut resized) = (None, false);
+    loop {
+        let pattern = pattern.clone();
+        let (part, next, size) = lock
+            .run(shard, move |s| {
+                let d = s.db(db);
+                let mut out = Vec::new();
+                let next = op_keys_slice(d, &pattern, cursor, KEYS_SLICE_BUCKETS, now, &mut out);
+                (out, next, d.table_bytes())
+            })
+            .await;
+        resized |= table.is_some_and(|t| t != size);
+        table = Some(size);
+        keys.extend(part);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+        yield_now().await;
+    }
+    if resized {
+        let mut seen = std::collections::HashSet::with_capacity(keys.len());
+        keys.retain(|k| seen.insert(k.clone()));
+    }
+    keys
 }
 
 /// KEYS pattern → every matching key, from every shard, under the database lock so the answer is
-/// a consistent snapshot.
+/// a consistent snapshot. Each shard's table is walked in slices, so a large keyspace does not stop
+/// the thread from serving other databases, connections and shards meanwhile.
 fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let (db, now) = (cx.session.db, cx.now);
         let pattern = cx.args[1].clone();
         let set = cx.shards().clone();
         let lock = set.lock_dbs(&[db as u32]).await;
-        let parts = lock.shards().map(|shard| {
-            let pattern = pattern.clone();
-            lock.run(shard, move |s| op_keys(&s.dbs[db], &pattern, now))
-        });
+        let parts = lock
+            .shards()
+            .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now));
         let parts = join_all(parts).await;
         lock.release();
         cx.out.array(parts.iter().map(Vec::len).sum());
@@ -1118,7 +1189,7 @@ fn scan<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             let (cursor, w, b) = (at.dict, want, budget);
             let part = set
                 .call(at.shard, move |s| {
-                    op_scan(&s.dbs[db], cursor, w, b, &filter, now)
+                    op_scan(s.db(db), cursor, w, b, &filter, now)
                 })
                 .await;
             found.extend(part.keys);
@@ -1157,7 +1228,7 @@ fn scan<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 /// A random live key of the shard's database `db`.
 pub fn op_random_key(s: &mut Shard, db: usize, now: i64) -> Option<Bytes> {
     let mut x = s.rand() | 1;
-    s.dbs[db].random_key(now, || {
+    s.db_mut(db).random_key(now, || {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -1175,7 +1246,7 @@ fn randomkey<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now) = (cx.session.db, cx.now);
         let set = cx.shards().clone();
         for _ in 0..RANDOMKEY_ROUNDS {
-            let sizes = set.call_all(move |s| (s.dbs[db].len(), s.rand())).await;
+            let sizes = set.call_all(move |s| (s.db_mut(db).len(), s.rand())).await;
             let total: usize = sizes.iter().map(|(n, _)| n).sum();
             if total == 0 {
                 break;
@@ -1235,7 +1306,7 @@ async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
     let shard = cx.shards().shard_of_key(&key);
     cx.shards()
         .call(shard, move |s| {
-            s.dbs[db].get_untouched(&key, now).map(|e| Probe {
+            s.db_mut(db).get_untouched(&key, now).map(|e| Probe {
                 clock: e.lru(),
                 small_int: matches!(e.value(), ValueRef::Int(i) if (0..SHARED_INTEGERS).contains(&i)),
             })
@@ -1267,8 +1338,8 @@ pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::conf
         config.get_i64("lfu-log-factor"),
         config.get_i64("lfu-decay-time"),
     );
-    for db in &mut shard.dbs {
-        db.access = access;
+    for db in shard.dbs_mut() {
+        db.set_access(access);
     }
 }
 
@@ -1388,8 +1459,8 @@ mod tests {
             "-ERR wrong number of arguments for 'exists' command"
         );
         // EXISTS and TYPE count hits and misses but do not touch the clock.
-        let db = &s.dbs[0];
-        assert!(db.hits >= 3 && db.misses >= 3);
+        let db = s.db(0);
+        assert!(db.stats().hits >= 3 && db.stats().misses >= 3);
     }
 
     #[test]
@@ -1581,7 +1652,7 @@ mod tests {
         assert_eq!(run_at(&mut s, 0, T + 1999, &["ttl", "k"]), ":0");
         assert_eq!(run_at(&mut s, 0, T + 2000, &["exists", "k"]), ":0");
         assert_eq!(run_at(&mut s, 0, T + 2000, &["ttl", "k"]), ":-2");
-        assert_eq!(s.dbs[0].len(), 0);
+        assert_eq!(s.db_mut(0).len(), 0);
     }
 
     #[test]
@@ -1705,7 +1776,7 @@ mod tests {
         at(&mut s, &["set", "other", "v"]);
         at(&mut s, &["set", "gone", "v"]);
         at(&mut s, &["pexpire", "gone", "1"]);
-        let db = &s.dbs[0];
+        let db = s.db(0);
         let scan_all = |filter: &ScanFilter| {
             let mut seen = std::collections::BTreeSet::new();
             let mut cursor = 0;
@@ -1746,13 +1817,47 @@ mod tests {
             v.sort();
             v
         };
-        assert_eq!(op_keys(&s.dbs[0], b"*", T).len(), 5);
+        assert_eq!(op_keys(s.db(0), b"*", T).len(), 5);
         assert_eq!(
-            sorted(op_keys(&s.dbs[0], b"h[ae]llo", T)),
+            sorted(op_keys(s.db(0), b"h[ae]llo", T)),
             vec![Bytes::from("hallo"), Bytes::from("hello")]
         );
-        assert_eq!(op_keys(&s.dbs[0], b"*o", T).len(), 4);
-        assert_eq!(op_keys(&s.dbs[0], b"", T), vec![Bytes::new()]);
+        assert_eq!(op_keys(s.db(0), b"*o", T).len(), 4);
+        assert_eq!(op_keys(s.db(0), b"", T), vec![Bytes::new()]);
+    }
+
+    #[test]
+    fn keys_in_slices_returns_every_key_across_resizes() {
+        let mut s = shard();
+        let db = s.db_mut(0);
+        for i in 0..5000 {
+            db.set(format!("k{i}").as_bytes(), Value::Int(i), None, T);
+        }
+        for i in 0..40_000 {
+            db.set(format!("x{i}").as_bytes(), Value::Int(i), None, T);
+        }
+        let buckets = db.table_bytes();
+        let mut out = Vec::new();
+        let mut cursor = 0;
+        let mut slices = 0;
+        loop {
+            cursor = op_keys_slice(db, b"k*", cursor, 16, T, &mut out);
+            slices += 1;
+            if cursor == 0 {
+                break;
+            }
+            // Between slices (as active expiry may do), other keys go and the table shrinks.
+            if slices == 40 {
+                for i in 0..40_000 {
+                    db.delete(format!("x{i}").as_bytes(), T);
+                }
+            }
+            db.rehash(64);
+        }
+        assert!(slices > 100 && db.table_bytes() < buckets);
+        let got: std::collections::HashSet<_> = out.into_iter().collect();
+        let all: std::collections::HashSet<_> = op_keys(db, b"*", T).into_iter().collect();
+        assert_eq!((all.len(), got), (5000, all));
     }
 
     #[test]
@@ -1778,9 +1883,9 @@ mod tests {
     #[test]
     fn lfu_counter_starts_at_five_and_grows() {
         let mut s = shard();
-        s.dbs[0].access = access_for("allkeys-lfu", 10, 1);
+        s.db_mut(0).set_access(access_for("allkeys-lfu", 10, 1));
         at(&mut s, &["set", "k", "v"]);
-        let field = |s: &mut Shard| s.dbs[0].get_untouched(b"k", T).map(Entry::lru);
+        let field = |s: &mut Shard| s.db_mut(0).get_untouched(b"k", T).map(Entry::lru);
         let f = field(&mut s).expect("key exists");
         assert_eq!(lfu_decayed(f, T, 1), 5);
         at(&mut s, &["get", "k"]);

@@ -64,7 +64,7 @@ impl<'a> KeysCtx<'a> {
         out: &'a mut ReplyBuf,
         now: i64,
     ) -> KeysCtx<'a> {
-        let databases = shard.dbs.len();
+        let databases = shard.db_count();
         KeysCtx {
             db,
             args,

@@ -760,10 +760,8 @@ fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 st.net_input_bytes = 0;
                 st.net_output_bytes = 0;
                 st.cmd.clear();
-                for db in &mut s.dbs {
-                    db.hits = 0;
-                    db.misses = 0;
-                    db.expired_keys = 0;
+                for db in s.dbs_mut() {
+                    db.reset_stats();
                 }
             })
             .await;
@@ -881,6 +879,9 @@ pub struct InfoData {
     pub maxmemory: i64,
     pub maxmemory_policy: String,
     pub last_save: i64,
+    /// Key modifications since start (no persistence yet, so "since the last save").
+    pub dirty: u64,
+    pub lazyfree_pending_objects: usize,
     pub connections_received: u64,
     pub commands_processed: u64,
     pub ops_per_sec: u64,
@@ -1043,11 +1044,18 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                     d.used_memory_rss as i64 - d.used_memory as i64
                 );
                 field!(out, "mem_allocator", "{ALLOCATOR}");
+                field!(
+                    out,
+                    "lazyfree_pending_objects",
+                    "{}",
+                    d.lazyfree_pending_objects
+                );
             }
             "persistence" => {
                 section(&mut out, "Persistence");
                 field!(out, "loading", "0");
                 field!(out, "async_loading", "0");
+                field!(out, "rdb_changes_since_last_save", "{}", d.dirty);
                 field!(out, "rdb_bgsave_in_progress", "0");
                 field!(out, "rdb_last_save_time", "{}", d.last_save);
                 field!(out, "rdb_last_bgsave_status", "ok");
@@ -1209,6 +1217,8 @@ struct ShardInfo {
     expired: u64,
     hits: u64,
     misses: u64,
+    dirty: u64,
+    lazyfree_pending: usize,
 }
 
 /// A 40-hex-digit replication id, fixed for the life of the process.
@@ -1300,10 +1310,16 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
             net_in: s.stats.net_input_bytes,
             net_out: s.stats.net_output_bytes,
             cmd: s.stats.cmd.clone(),
-            keys: s.dbs.iter().map(|d| (d.len(), d.volatile_len())).collect(),
-            expired: s.dbs.iter().map(|d| d.expired_keys).sum(),
-            hits: s.dbs.iter().map(|d| d.hits).sum(),
-            misses: s.dbs.iter().map(|d| d.misses).sum(),
+            keys: s
+                .dbs()
+                .iter()
+                .map(|d| (d.len(), d.volatile_len()))
+                .collect(),
+            expired: s.dbs().iter().map(|d| d.stats().expired_keys).sum(),
+            hits: s.dbs().iter().map(|d| d.stats().hits).sum(),
+            misses: s.dbs().iter().map(|d| d.stats().misses).sum(),
+            dirty: s.dbs().iter().map(|d| d.dirty()).sum(),
+            lazyfree_pending: s.lazyfree_pending(),
         })
         .await;
     let mut d = InfoData {
@@ -1322,6 +1338,8 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         d.expired_keys += s.expired;
         d.keyspace_hits += s.hits;
         d.keyspace_misses += s.misses;
+        d.dirty += s.dirty;
+        d.lazyfree_pending_objects += s.lazyfree_pending;
         for (total, st) in cmd.iter_mut().zip(&s.cmd) {
             total.calls += st.calls;
             total.usec += st.usec;
@@ -1415,44 +1433,46 @@ fn info<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 fn dbsize<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let db = cx.session.db;
-        let sizes = cx.shards().call_all(move |s| s.dbs[db].len()).await;
+        let sizes = cx.shards().call_all(move |s| s.db_mut(db).len()).await;
         cx.out.int(sizes.iter().sum::<usize>() as i64);
         Ok(())
     })
 }
 
-/// FLUSHDB/FLUSHALL's optional ASYNC|SYNC. Strata frees a flushed database on its shard thread
-/// either way, so both modes behave alike apart from Redis's background freeing.
-fn parse_flush_mode(args: &[Bytes]) -> CmdResult {
+/// FLUSHDB/FLUSHALL's optional ASYNC|SYNC: true for SYNC, which is also the default (Redis's
+/// `lazyfree-lazy-user-flush no`).
+fn parse_flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
     match args {
-        [_] => Ok(()),
-        [_, mode] if eq_ci(mode, "sync") || eq_ci(mode, "async") => Ok(()),
+        [_] => Ok(true),
+        [_, mode] if eq_ci(mode, "sync") => Ok(true),
+        [_, mode] if eq_ci(mode, "async") => Ok(false),
         _ => Err(CmdError::Syntax),
     }
 }
 
 /// Empties databases `dbs` on every shard, under database locks so that no multi-key command
-/// runs half before and half after.
-async fn flush(cx: &ConnCtx<'_>, dbs: Vec<u32>) {
+/// runs half before and half after. Each shard swaps its tables out in O(1); their memory is freed
+/// by each shard's background tick in slices. With `sync`, this returns once that is done (the
+/// wait blocks no thread); otherwise at once.
+async fn flush(cx: &ConnCtx<'_>, dbs: Vec<u32>, sync: bool) {
     let set = cx.shards().clone();
     let lock = set.lock_dbs(&dbs).await;
     let parts = lock.shards().map(|shard| {
-        let dbs = dbs.clone();
-        lock.run(shard, move |s| {
-            for db in dbs {
-                s.dbs[db as usize].clear();
-            }
-        })
+        let dbs: Vec<usize> = dbs.iter().map(|&d| d as usize).collect();
+        lock.run(shard, move |s| s.flush(&dbs))
     });
-    join_all(parts).await;
+    let freed = join_all(parts).await;
     lock.release();
+    if sync {
+        join_all(freed).await;
+    }
 }
 
 /// FLUSHDB [ASYNC|SYNC] → OK.
 fn flushdb<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        parse_flush_mode(cx.args)?;
-        flush(cx, vec![cx.session.db as u32]).await;
+        let sync = parse_flush_mode(cx.args)?;
+        flush(cx, vec![cx.session.db as u32], sync).await;
         cx.out.ok();
         Ok(())
     })
@@ -1461,9 +1481,9 @@ fn flushdb<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 /// FLUSHALL [ASYNC|SYNC] → OK.
 fn flushall<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        parse_flush_mode(cx.args)?;
+        let sync = parse_flush_mode(cx.args)?;
         let n = cx.server.config.get_i64("databases") as u32;
-        flush(cx, (0..n).collect()).await;
+        flush(cx, (0..n).collect(), sync).await;
         cx.out.ok();
         Ok(())
     })
@@ -1489,7 +1509,7 @@ fn swapdb<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             let lock = set.lock_dbs(&[a, b]).await;
             let parts = lock
                 .shards()
-                .map(|shard| lock.run(shard, move |s| s.dbs.swap(a as usize, b as usize)));
+                .map(|shard| lock.run(shard, move |s| s.swap_dbs(a as usize, b as usize)));
             join_all(parts).await;
             lock.release();
         }
@@ -1610,7 +1630,7 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 let text = cx
                     .shards()
                     .call(shard, move |s| {
-                        s.dbs[db]
+                        s.db_mut(db)
                             .peek(&key, now)
                             .map(|e| debug_object(e, now, shared_ints))
                     })

@@ -8,8 +8,9 @@
 //! amortised O(1)).
 //!
 //! Invariants:
-//! * every write goes through [`Db`]'s methods (`set`, `set_keep_ttl`, `replace_value`, `get_mut`,
-//!   `remove`, `set_expire`), so the TTL bookkeeping and the expiry heap stay right;
+//! * every write goes through [`Db`]'s write path (`set`, `set_keep_ttl`, `delete`, `set_expire`, or
+//!   the [`strata_shard::EntryMut`] guard of `Db::modify` for in-place changes), so the TTL
+//!   bookkeeping, the expiry hints and the key events stay right;
 //! * no command makes a string longer than [`MAX_STRING_LEN`] (Redis's default proto-max-bulk-len);
 //! * expiry arguments are validated exactly where Redis validates them (e.g. GETEX on a missing key
 //!   answers nil even with an invalid expire time), so the same input fails with the same error;
@@ -418,7 +419,7 @@ pub fn op_set(
 fn get(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
     let key = &cx.args[1];
-    match op_get(&mut cx.shard.dbs[cx.db], key, now)? {
+    match op_get(cx.shard.db_mut(cx.db), key, now)? {
         Some(s) => s.reply(cx.out),
         None => cx.out.null(),
     }
@@ -524,7 +525,7 @@ pub fn op_getex(
         GetEx::Expire(e) => {
             let at = e.deadline(now, "getex")?;
             if e.kind.absolute() && at <= now {
-                db.remove(key, now);
+                db.delete(key, now);
             } else {
                 db.set_expire(key, Some(at), now);
             }
@@ -555,7 +556,7 @@ fn getex(cx: &mut ShardCtx<'_>) -> CmdResult {
 pub fn op_getdel(db: &mut Db, key: &[u8], now: i64) -> Result<Option<Bytes>, CmdError> {
     let value = op_get(db, key, now)?.map(Str::to_bytes);
     if value.is_some() {
-        db.remove(key, now);
+        db.delete(key, now);
     }
     Ok(value)
 }
@@ -563,7 +564,7 @@ pub fn op_getdel(db: &mut Db, key: &[u8], now: i64) -> Result<Option<Bytes>, Cmd
 /// GETDEL key → bulk string or null.
 fn getdel(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    match op_getdel(&mut cx.shard.dbs[cx.db], &cx.args[1], now)? {
+    match op_getdel(cx.shard.db_mut(cx.db), &cx.args[1], now)? {
         Some(v) => cx.out.bulk(&v),
         None => cx.out.null(),
     }
@@ -623,11 +624,7 @@ fn mget<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now, args) = (cx.db, cx.now, cx.args);
         let keys = &args[1..];
         let parts = cx
-            .scatter(
-                keys,
-                |k| k,
-                move |s, part| op_mget(&mut s.dbs[db], part, now),
-            )
+            .scatter(keys, |k| k, move |s, part| op_mget(s.db_mut(db), part, now))
             .await;
         reply_values(cx.out, &in_order(keys.len(), parts));
         Ok(())
@@ -656,7 +653,7 @@ fn mset<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let pairs = pairs(cx.args, "mset")?;
         let (db, now) = (cx.db, cx.now);
         cx.scatter(&pairs, pair_key, move |s, part| {
-            op_mset(&mut s.dbs[db], part, now)
+            op_mset(s.db_mut(db), part, now)
         })
         .await;
         cx.out.ok();
@@ -673,13 +670,13 @@ fn msetnx<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now) = (cx.db, cx.now);
         let exists = cx
             .scatter(&pairs, pair_key, move |s, part| {
-                op_any_exists(&mut s.dbs[db], part, now)
+                op_any_exists(s.db_mut(db), part, now)
             })
             .await;
         let write = !exists.iter().any(|(_, found)| *found);
         if write {
             cx.scatter(&pairs, pair_key, move |s, part| {
-                op_mset(&mut s.dbs[db], part, now)
+                op_mset(s.db_mut(db), part, now)
             })
             .await;
         }
@@ -693,28 +690,30 @@ fn msetnx<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 /// APPEND: the new length. A new key gets the value encoded as SET would; an existing string becomes
 /// raw and grows in place.
 pub fn op_append(db: &mut Db, key: &[u8], tail: &Bytes, now: i64) -> Result<usize, CmdError> {
-    let Some(e) = db.get_mut(key, now) else {
+    let Some(mut e) = db.modify(key, now) else {
         db.set(key, encode(tail), None, now);
         return Ok(tail.len());
     };
-    if let Some(Object::Str(s)) = e.object_mut() {
+    if let ValueRef::Obj(Object::Str(s)) = e.value() {
         check_len(s.len(), tail.len())?;
-        s.extend_from_slice(tail);
-        return Ok(s.len());
+        if let Some(Object::Str(s)) = e.object_mut() {
+            s.extend_from_slice(tail);
+            return Ok(s.len());
+        }
     }
     let cur = as_str(e.value())?;
     check_len(cur.len(), tail.len())?;
     let mut s = cur.as_bytes().into_owned();
     s.extend_from_slice(tail);
     let len = s.len();
-    db.replace_value(key, raw(s));
+    e.set_value(raw(s));
     Ok(len)
 }
 
 /// APPEND key value → the new length.
 fn append(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let n = op_append(&mut cx.shard.dbs[cx.db], &cx.args[1], &cx.args[2], now)?;
+    let n = op_append(cx.shard.db_mut(cx.db), &cx.args[1], &cx.args[2], now)?;
     cx.out.int(n as i64);
     Ok(())
 }
@@ -727,7 +726,7 @@ pub fn op_strlen(db: &mut Db, key: &[u8], now: i64) -> Result<usize, CmdError> {
 /// STRLEN key → integer.
 fn strlen(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let n = op_strlen(&mut cx.shard.dbs[cx.db], &cx.args[1], now)?;
+    let n = op_strlen(cx.shard.db_mut(cx.db), &cx.args[1], now)?;
     cx.out.int(n as i64);
     Ok(())
 }
@@ -750,7 +749,7 @@ pub fn op_setrange(
     value: &[u8],
     now: i64,
 ) -> Result<usize, CmdError> {
-    let Some(e) = db.get_mut(key, now) else {
+    let Some(mut e) = db.modify(key, now) else {
         if value.is_empty() {
             return Ok(0);
         }
@@ -761,12 +760,15 @@ pub fn op_setrange(
         db.set(key, raw(s), None, now);
         return Ok(len);
     };
-    if let Some(Object::Str(s)) = e.object_mut() {
-        if !value.is_empty() {
-            check_len(offset, value.len())?;
-            write_at(s, offset, value);
+    if let ValueRef::Obj(Object::Str(s)) = e.value() {
+        if value.is_empty() {
+            return Ok(s.len());
         }
-        return Ok(s.len());
+        check_len(offset, value.len())?;
+        if let Some(Object::Str(s)) = e.object_mut() {
+            write_at(s, offset, value);
+            return Ok(s.len());
+        }
     }
     let cur = as_str(e.value())?;
     if value.is_empty() {
@@ -776,7 +778,7 @@ pub fn op_setrange(
     let mut s = cur.as_bytes().into_owned();
     write_at(&mut s, offset, value);
     let len = s.len();
-    db.replace_value(key, raw(s));
+    e.set_value(raw(s));
     Ok(len)
 }
 
@@ -832,7 +834,7 @@ fn getrange(cx: &mut ShardCtx<'_>) -> CmdResult {
     let start = a.next_i64()?;
     let end = a.next_i64()?;
     let now = cx.now;
-    let bytes = op_getrange(&mut cx.shard.dbs[cx.db], key, start, end, now)?;
+    let bytes = op_getrange(cx.shard.db_mut(cx.db), key, start, end, now)?;
     cx.out.bulk(&bytes);
     Ok(())
 }
@@ -841,7 +843,7 @@ fn getrange(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 /// Adds `by` to the integer at `key` (0 if absent) and returns the result, int-encoded, keeping the TTL.
 pub fn op_incr_by(db: &mut Db, key: &[u8], by: i64, now: i64) -> Result<i64, CmdError> {
-    let Some(e) = db.get_mut(key, now) else {
+    let Some(mut e) = db.modify(key, now) else {
         db.set(key, Value::Int(by), None, now);
         return Ok(by);
     };
@@ -851,14 +853,14 @@ pub fn op_incr_by(db: &mut Db, key: &[u8], by: i64, now: i64) -> Result<i64, Cmd
     };
     let new = cur.checked_add(by).ok_or(CmdError::Overflow)?;
     if !e.set_int(new) {
-        db.replace_value(key, Value::Int(new));
+        e.set_value(Value::Int(new));
     }
     Ok(new)
 }
 
 fn incr_by(cx: &mut ShardCtx<'_>, by: i64) -> CmdResult {
     let now = cx.now;
-    let v = op_incr_by(&mut cx.shard.dbs[cx.db], &cx.args[1], by, now)?;
+    let v = op_incr_by(cx.shard.db_mut(cx.db), &cx.args[1], by, now)?;
     cx.out.int(v);
     Ok(())
 }
@@ -892,7 +894,8 @@ fn decrby(cx: &mut ShardCtx<'_>) -> CmdResult {
 /// formats it; the result is stored as a string, keeping the TTL. The stored value is checked before
 /// the increment, as Redis does (both fail with `ERR value is not a valid float`).
 pub fn op_incr_by_float(db: &mut Db, key: &[u8], by: &[u8], now: i64) -> Result<Bytes, CmdError> {
-    let cur = match db.get_mut(key, now) {
+    let mut entry = db.modify(key, now);
+    let cur = match &entry {
         None => None,
         Some(e) => Some(match as_str(e.value())? {
             Str::Int(i) => Num::Int(i),
@@ -905,10 +908,12 @@ pub fn op_incr_by_float(db: &mut Db, key: &[u8], by: &[u8], now: i64) -> Result<
         .add(inc)
         .ok_or(CmdError::msg("ERR increment would produce NaN or Infinity"))?;
     let value = Value::Str(text.clone());
-    if cur.is_some() {
-        db.replace_value(key, value);
-    } else {
-        db.set(key, value, None, now);
+    match &mut entry {
+        Some(e) => e.set_value(value),
+        None => {
+            drop(entry);
+            db.set(key, value, None, now);
+        }
     }
     Ok(text)
 }
@@ -949,7 +954,7 @@ impl Num {
 /// INCRBYFLOAT key increment → the new value as a bulk string.
 fn incrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
-    let v = op_incr_by_float(&mut cx.shard.dbs[cx.db], &cx.args[1], &cx.args[2], now)?;
+    let v = op_incr_by_float(cx.shard.db_mut(cx.db), &cx.args[1], &cx.args[2], now)?;
     cx.out.bulk(&v);
     Ok(())
 }
@@ -1140,7 +1145,7 @@ fn lcs<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             .scatter(
                 keys,
                 |k| k,
-                move |s, part| op_lcs_operands(&mut s.dbs[db], part, now),
+                move |s, part| op_lcs_operands(s.db_mut(db), part, now),
             )
             .await;
         let mut operands = in_order(2, parts).into_iter();
@@ -1167,13 +1172,13 @@ mod tests {
     }
 
     fn expire_of(s: &mut Shard, key: &str, dt: i64) -> Option<i64> {
-        s.dbs[0]
+        s.db_mut(0)
             .peek(key.as_bytes(), T0 + dt)
             .and_then(|e| e.expire())
     }
 
     fn encoding(s: &mut Shard, key: &str) -> &'static str {
-        s.dbs[0]
+        s.db_mut(0)
             .peek(key.as_bytes(), T0)
             .map_or("none", |e| crate::generic::encoding_name(e.value()))
     }
@@ -1402,7 +1407,7 @@ mod tests {
         at(&mut s, 0, &["set", "k", "7"]);
         assert_eq!(at(&mut s, 0, &["getdel", "k"]), "$1:7");
         assert_eq!(at(&mut s, 0, &["get", "k"]), "$-1");
-        assert!(s.dbs[0].is_empty());
+        assert!(s.db_mut(0).is_empty());
     }
 
     #[test]
@@ -1564,7 +1569,7 @@ mod tests {
     fn setrange() {
         let mut s = shard();
         assert_eq!(at(&mut s, 0, &["setrange", "k", "5", ""]), ":0");
-        assert!(s.dbs[0].is_empty());
+        assert!(s.db_mut(0).is_empty());
         assert_eq!(at(&mut s, 0, &["setrange", "k", "2", "ab"]), ":4");
         assert_eq!(at(&mut s, 0, &["get", "k"]), "$4:\0\0ab");
         assert_eq!(encoding(&mut s, "k"), "raw");
@@ -1699,9 +1704,9 @@ mod tests {
         ] {
             at(&mut s, 0, &["set", "k", "abc", "px", "10"]);
             let fresh = at(&mut s, 10, cmd);
-            s.dbs[0].clear();
+            s.db_mut(0).clear();
             assert_eq!(fresh, at(&mut s, 10, cmd), "{cmd:?}");
-            s.dbs[0].clear();
+            s.db_mut(0).clear();
         }
     }
 }

@@ -215,6 +215,16 @@ impl Dict {
         true
     }
 
+    /// Takes every entry out in O(1), leaving the table empty, as a [`Drain`] that frees them in
+    /// bounded slices (FLUSHDB/FLUSHALL hand it to the shard's lazy-free queue).
+    pub fn take_all(&mut self) -> Drain {
+        let len = self.len;
+        let tables = std::mem::replace(&mut self.tables, [Vec::new(), Vec::new()]);
+        self.rehash_idx = None;
+        self.len = 0;
+        Drain { tables, len }
+    }
+
     /// Removes every entry.
     pub fn clear(&mut self) {
         self.tables = [Vec::new(), Vec::new()];
@@ -380,6 +390,55 @@ impl Dict {
     }
 }
 
+/// The entries of a table taken out whole ([`Dict::take_all`]), freed a slice at a time.
+///
+/// Invariant: `len` counts the entries still reachable from `tables`. Buckets are popped from the end
+/// of each bucket array, so the array shrinks as it is freed and dropping the remainder never walks it.
+pub struct Drain {
+    tables: [Vec<Option<Entry>>; 2],
+    len: usize,
+}
+
+impl Drain {
+    /// Entries not yet freed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when everything has been freed, bucket arrays included.
+    pub fn is_empty(&self) -> bool {
+        self.tables.iter().all(Vec::is_empty)
+    }
+
+    /// Frees entries and buckets until `budget` units of work are spent (one per bucket visited and
+    /// one per entry freed; a bucket's chain is freed whole). Returns the entries freed.
+    pub fn free(&mut self, budget: usize) -> usize {
+        let (mut work, mut freed) = (0, 0);
+        for t in &mut self.tables {
+            while work < budget {
+                let Some(head) = t.pop() else {
+                    break;
+                };
+                let mut chain = 0;
+                let mut link = head.as_ref();
+                while let Some(e) = link {
+                    chain += 1;
+                    link = e.next().as_ref();
+                }
+                // Entry's Drop unlinks and frees the rest of the chain iteratively.
+                drop(head);
+                work += 1 + chain;
+                freed += chain;
+            }
+            if t.is_empty() {
+                *t = Vec::new();
+            }
+        }
+        self.len -= freed;
+        freed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +447,27 @@ mod tests {
 
     fn e(k: &str, v: i64) -> Entry {
         Entry::new(k.as_bytes(), Value::Int(v), None, 0)
+    }
+
+    #[test]
+    fn take_all_empties_at_once_and_drains_in_bounded_slices() {
+        let mut d = Dict::new();
+        for i in 0..10_000 {
+            d.insert(e(&format!("k{i}"), i));
+        }
+        d.rehash_for(3); // leave a resize half done: both tables hold entries
+        let mut g = d.take_all();
+        assert!(d.is_empty() && d.get(b"k1").is_none());
+        d.insert(e("k1", 1));
+        assert_eq!((d.len(), g.len()), (1, 10_000));
+        let mut total = 0;
+        while !g.is_empty() {
+            let n = g.free(100);
+            assert!(n <= 100);
+            total += n;
+        }
+        assert_eq!(total, 10_000);
+        assert_eq!(g.free(100), 0);
     }
 
     #[test]

@@ -308,6 +308,15 @@ impl Entry {
         e
     }
 
+    /// Replaces the value where the entry stands (same key, expiry, clock and chain position: a new
+    /// allocation swapped into `self`). Returns the old entry, detached from the chain, so the caller
+    /// decides when it is freed.
+    pub fn replace_value(&mut self, value: Value) -> Entry {
+        let mut new = Entry::new(self.key(), value, self.expire(), self.lru());
+        *new.next_mut() = self.next_mut().take();
+        std::mem::replace(self, new)
+    }
+
     /// Consumes the entry, returning its value without copying heap objects.
     pub fn into_value(self) -> Value {
         let parts = self.parts();
@@ -443,6 +452,22 @@ mod tests {
         assert_eq!((e.value(), e.expire()), (ValueRef::Int(-42), None));
         assert!(e.set_int(9));
         assert_eq!(e.value(), ValueRef::Int(9));
+    }
+
+    #[test]
+    fn replace_value_keeps_key_ttl_clock_and_link() {
+        let mut e = Entry::new(b"k", Value::Int(1), Some(77), 9);
+        *e.next_mut() = Some(Entry::new(b"tail", Value::Int(2), None, 0));
+        let old = e.replace_value(Value::Str(Bytes::from_static(b"new")));
+        assert_eq!(
+            (old.value(), old.next().is_none()),
+            (ValueRef::Int(1), true)
+        );
+        assert_eq!(
+            (e.key(), e.value(), e.expire(), e.lru()),
+            (&b"k"[..], ValueRef::Inline(b"new"), Some(77), 9)
+        );
+        assert_eq!(e.next().as_ref().map(Entry::key), Some(&b"tail"[..]));
     }
 
     #[test]

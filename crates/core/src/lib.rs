@@ -12,5 +12,5 @@ pub mod glob;
 pub mod num;
 pub mod slot;
 
-pub use dict::Dict;
+pub use dict::{Dict, Drain};
 pub use entry::{Entry, Object, Value, ValueRef};

@@ -170,12 +170,12 @@ fn prefetch(s: &mut Shard, cmds: &[ShardCmd]) {
     }
     for c in cmds {
         if let Some(k) = c.first_key() {
-            s.dbs[c.db].prefetch_bucket(k);
+            s.db(c.db).prefetch_bucket(k);
         }
     }
     for c in cmds {
         if let Some(k) = c.first_key() {
-            s.dbs[c.db].prefetch_entry(k);
+            s.db(c.db).prefetch_entry(k);
         }
     }
 }

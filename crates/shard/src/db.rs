@@ -1,16 +1,43 @@
-//! One logical database (SELECT index) inside one shard.
+//! One logical database (SELECT index) inside one shard, and the one write path into it.
 //!
-//! Expiry is lazy on access and active in the background. Unlike Redis's random sampling of the
-//! `expires` dict, the active side keeps a min-heap of (deadline, key): every expired key is found in
-//! O(log n) without scanning, and a cycle's work is bounded by its budget. Heap items are hints; an
-//! item whose key is gone or whose deadline changed is skipped. The heap is compacted when stale items
-//! outnumber live volatile keys, so repeated EXPIRE on one key cannot grow it without bound.
+//! **One write path.** Every change to a key goes through a method of [`Db`] (`set`, `insert_entry`,
+//! `remove`, `delete`, `set_expire`, `clear`, `swap_contents`, lazy and active expiry) or through the
+//! [`EntryMut`] guard handed out by [`Db::modify`] for in-place changes. Reads get `&Entry` only.
+//! Each change emits one [`KeyEvent`] (database, key, [`EventKind`]) into the database's hooks, which
+//! today (1) count `dirty` changes, (2) wake the [`KeyWait`]ers of that key (blocked clients, commands
+//! that park), and (3) append to an opt-in journal (tests now, AOF/replication later). WATCH,
+//! keyspace notifications, client tracking and eviction accounting hook in the same place. When no
+//! one waits and the journal is off, an event costs one counter increment and one `is_empty()` test.
+//!
+//! **Expiry** is lazy on access and active in the background. The active side keeps a min-heap of
+//! (deadline, key) hints: every due key is found in O(log n) without scanning, and a cycle's work is
+//! bounded by its budget. Hints are never removed when a key is deleted or its TTL changes; a hint is
+//! live only while its key still has exactly that deadline. So that stale hints cannot accumulate
+//! (repeated EXPIRE of one key, volatile keys overwritten), the heap is compacted *incrementally*:
+//! once it holds more than `2 × volatile + 1024` hints, it becomes the `old` heap, and every later
+//! push (and every background tick) moves a few of its hints into a fresh heap, dropping stale ones.
+//! A write therefore touches at most `1 + 2 × COMPACT_STEP` hints; the compaction finishes long
+//! before the fresh heap can reach the threshold again, so the hints stay O(volatile keys). Active
+//! expiry pops from whichever heap has the earlier deadline.
+//!
+//! **Lazy free.** Nothing that may be large is freed inside a command: FLUSHDB/FLUSHALL swap the
+//! table (and the hints) out in O(1), and values above [`LAZYFREE_THRESHOLD`] bytes that are
+//! deleted, overwritten or expired are queued too. The shard's background tick frees the queue a
+//! bounded slice at a time ([`Db::free_garbage`]); [`Db::when_freed`] lets FLUSH SYNC wait for it
+//! without blocking the thread. Invariant: everything removed from the table is either dropped at
+//! once (small) or owned by the queue until freed; nothing is leaked.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
+use std::ops::Deref;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use strata_core::{Dict, Entry, Value};
+use futures_channel::oneshot;
+use hashbrown::HashMap;
+use strata_core::{Dict, Drain, Entry, Object, Value};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -103,23 +130,458 @@ impl Access {
     }
 }
 
-/// A database: its entries plus the expiry heap.
+// ===== Events =====
+
+/// What happened to a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Created, overwritten, or changed in place.
+    Written,
+    /// Removed by a command (DEL, GETDEL, the source of RENAME or MOVE...).
+    Deleted,
+    /// Removed because its TTL passed, lazily on access or by the active cycle.
+    Expired,
+    /// Its TTL was set, changed or removed; the value is unchanged.
+    TtlChanged,
+    /// The whole database was emptied (FLUSHDB, FLUSHALL); the event's key is empty.
+    Flushed,
+    /// The database's contents were exchanged with another's (SWAPDB); the event's key is empty.
+    Swapped,
+}
+
+/// One modification: which database, which key (empty for database-wide kinds), what happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyEvent {
+    pub db: u32,
+    pub key: Bytes,
+    pub kind: EventKind,
+}
+
+/// The next event on one key ([`Db::wait_key`]). Resolves with its kind; a database-wide event
+/// (flush, swap) wakes every waiter of the database. If the database itself is dropped (shutdown),
+/// it resolves with `Flushed`. Dropping it withdraws the wait (the sender is pruned later).
+pub struct KeyWait(oneshot::Receiver<EventKind>);
+
+impl Future for KeyWait {
+    type Output = EventKind;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<EventKind> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(EventKind::Flushed))
+    }
+}
+
+/// Waiters are pruned of dropped [`KeyWait`]s at most this often (in keys), and then whenever the map
+/// has doubled since the last sweep, so it stays within twice the keys that have live waiters.
+const WAITERS_PRUNE_MIN: usize = 64;
+
+/// Where a database's events go. Stays with the database *index* across SWAPDB (clients wait on
+/// "key k in db n", whatever table currently backs n).
+struct Hooks {
+    index: u32,
+    /// Modifications since start (INFO `rdb_changes_since_last_save` until persistence exists).
+    dirty: u64,
+    waiters: HashMap<Box<[u8]>, Vec<oneshot::Sender<EventKind>>>,
+    /// Sweep dropped waiters when the map grows past this many keys.
+    prune_at: usize,
+    /// Opt-in event journal; `None` (no allocation) unless [`Db::record_events`] turned it on.
+    journal: Option<Vec<KeyEvent>>,
+    lazy: LazyFree,
+}
+
+impl Hooks {
+    fn new(index: u32) -> Hooks {
+        Hooks {
+            index,
+            dirty: 0,
+            waiters: HashMap::new(),
+            prune_at: WAITERS_PRUNE_MIN,
+            journal: None,
+            lazy: LazyFree::default(),
+        }
+    }
+
+    /// True when an event needs its key (someone waits, or the journal is on).
+    #[inline]
+    fn listening(&self) -> bool {
+        !self.waiters.is_empty() || self.journal.is_some()
+    }
+
+    /// Emits `kind` for `key`: the whole cost when nobody listens is the counter and two tests.
+    #[inline]
+    fn emit(&mut self, kind: EventKind, key: &[u8]) {
+        self.dirty += 1;
+        if self.listening() {
+            self.notify(kind, key);
+        }
+    }
+
+    #[cold]
+    fn notify(&mut self, kind: EventKind, key: &[u8]) {
+        if !self.waiters.is_empty() {
+            if let Some(list) = self.waiters.remove(key) {
+                for tx in list {
+                    let _ = tx.send(kind);
+                }
+            }
+        }
+        if let Some(j) = &mut self.journal {
+            j.push(KeyEvent {
+                db: self.index,
+                key: Bytes::copy_from_slice(key),
+                kind,
+            });
+        }
+    }
+
+    /// A database-wide event: wakes every waiter; `changes` is added to `dirty`.
+    fn emit_all(&mut self, kind: EventKind, changes: u64) {
+        self.dirty += changes;
+        for (_, list) in self.waiters.drain() {
+            for tx in list {
+                let _ = tx.send(kind);
+            }
+        }
+        self.prune_at = WAITERS_PRUNE_MIN;
+        if let Some(j) = &mut self.journal {
+            j.push(KeyEvent {
+                db: self.index,
+                key: Bytes::new(),
+                kind,
+            });
+        }
+    }
+
+    fn wait(&mut self, key: &[u8]) -> KeyWait {
+        let (tx, rx) = oneshot::channel();
+        match self.waiters.get_mut(key) {
+            Some(list) => {
+                list.retain(|t| !t.is_canceled());
+                list.push(tx);
+            }
+            None => {
+                self.waiters.insert(key.into(), vec![tx]);
+            }
+        }
+        if self.waiters.len() > self.prune_at {
+            self.waiters.retain(|_, list| {
+                list.retain(|t| !t.is_canceled());
+                !list.is_empty()
+            });
+            self.prune_at = (2 * self.waiters.len()).max(WAITERS_PRUNE_MIN);
+        }
+        KeyWait(rx)
+    }
+
+    /// Drops a removed entry now, or queues it when freeing it could take long.
+    #[inline]
+    fn discard(&mut self, e: Entry) {
+        if e.heap_size() > LAZYFREE_THRESHOLD {
+            self.lazy.push(Garbage::Entry(e));
+        }
+    }
+}
+
+// ===== Lazy free =====
+
+/// Values larger than this (bytes on the heap) are freed by the background tick, not inline.
+pub const LAZYFREE_THRESHOLD: usize = 64 * 1024;
+
+/// A flushed table with at most this many keys is freed inline (not worth a queue item).
+const FLUSH_INLINE_MAX: usize = 64;
+
+/// Something removed from the database and not yet freed.
+enum Garbage {
+    /// Held only to be dropped.
+    Entry(#[allow(dead_code)] Entry),
+    Table(Drain),
+    /// A flushed database's expiry hints.
+    Hints(Vec<Reverse<(i64, Box<[u8]>)>>),
+}
+
+/// A database's queue of garbage. Items are numbered from 1 in queue order: `queued` is the number of
+/// the last one pushed, `freed` of the last one completely freed.
 #[derive(Default)]
-pub struct Db {
-    dict: Dict,
-    ttl_heap: BinaryHeap<Reverse<(i64, Box<[u8]>)>>,
-    volatile: usize,
-    /// Keys removed because their TTL passed (INFO stats `expired_keys`).
+struct LazyFree {
+    queue: VecDeque<Garbage>,
+    /// Keys (entries) still owned by the queue (INFO `lazyfree_pending_objects`).
+    pending: usize,
+    queued: u64,
+    freed: u64,
+    waiters: Vec<(u64, oneshot::Sender<()>)>,
+}
+
+impl LazyFree {
+    fn push(&mut self, g: Garbage) -> u64 {
+        self.pending += match &g {
+            Garbage::Entry(_) => 1,
+            Garbage::Table(d) => d.len(),
+            Garbage::Hints(_) => 0,
+        };
+        self.queue.push_back(g);
+        self.queued += 1;
+        self.queued
+    }
+
+    /// Frees up to about `budget` units of work (an entry, a bucket or a hint each). Returns the work
+    /// done.
+    fn free(&mut self, budget: usize) -> usize {
+        let mut work = 0;
+        while work < budget {
+            let Some(front) = self.queue.front_mut() else {
+                break;
+            };
+            let done = match front {
+                Garbage::Entry(_) => {
+                    self.pending -= 1;
+                    work += 1;
+                    true
+                }
+                Garbage::Table(d) => {
+                    let n = d.free(budget - work);
+                    self.pending -= n;
+                    // A table not finished used up the budget (buckets count too).
+                    work = if d.is_empty() { work + n + 1 } else { budget };
+                    d.is_empty()
+                }
+                Garbage::Hints(h) => {
+                    let n = h.len().min(budget - work);
+                    h.truncate(h.len() - n);
+                    work += n + 1;
+                    h.is_empty()
+                }
+            };
+            if done {
+                self.queue.pop_front();
+                self.freed += 1;
+            }
+        }
+        let mut i = 0;
+        while i < self.waiters.len() {
+            let (ticket, tx) = &self.waiters[i];
+            if *ticket <= self.freed {
+                let _ = self.waiters.swap_remove(i).1.send(());
+            } else if tx.is_canceled() {
+                self.waiters.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        work
+    }
+}
+
+/// Resolves once the garbage a flush queued has been freed ([`crate::Shard::flush`]).
+pub struct FreeWait(Vec<oneshot::Receiver<()>>);
+
+impl FreeWait {
+    /// A wait that is already over.
+    pub fn done() -> FreeWait {
+        FreeWait(Vec::new())
+    }
+
+    /// Adds another wait to this one.
+    pub fn join(&mut self, other: FreeWait) {
+        self.0.extend(other.0);
+    }
+}
+
+impl Future for FreeWait {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Receivers resolve (as cancelled) when the queue drops their sender: freed, or shut down.
+        self.0.retain_mut(|rx| Pin::new(rx).poll(cx).is_pending());
+        if self.0.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+// ===== Expiry hints =====
+
+/// Stale hints moved out of the `old` heap per push while a compaction is running.
+pub const COMPACT_STEP: usize = 4;
+
+type Hint = Reverse<(i64, Box<[u8]>)>;
+
+/// The expiry hints: a heap, plus the previous heap while it is being compacted into the new one.
+#[derive(Default)]
+struct Deadlines {
+    heap: BinaryHeap<Hint>,
+    old: BinaryHeap<Hint>,
+    /// Hints pushed or popped since creation (how tests bound the work of one write).
+    touched: u64,
+}
+
+fn live(dict: &Dict, key: &[u8], at: i64) -> bool {
+    dict.get(key).and_then(Entry::expire) == Some(at)
+}
+
+impl Deadlines {
+    fn len(&self) -> usize {
+        self.heap.len() + self.old.len()
+    }
+
+    /// Adds a hint, does one compaction step, and starts a compaction if stale hints dominate.
+    fn push(&mut self, at: i64, key: Box<[u8]>, dict: &Dict, volatile: usize) {
+        self.heap.push(Reverse((at, key)));
+        self.touched += 1;
+        self.compact(dict, COMPACT_STEP);
+        if self.old.is_empty() && self.heap.len() > 2 * volatile + 1024 {
+            self.old = std::mem::take(&mut self.heap);
+        }
+    }
+
+    /// Moves up to `n` hints from the old heap, keeping the live ones. True while some remain.
+    fn compact(&mut self, dict: &Dict, n: usize) -> bool {
+        for _ in 0..n {
+            let Some(Reverse((at, key))) = self.old.pop() else {
+                break;
+            };
+            self.touched += 1;
+            if live(dict, &key, at) {
+                self.heap.push(Reverse((at, key)));
+                self.touched += 1;
+            }
+        }
+        if self.old.is_empty() && self.old.capacity() > 0 {
+            self.old = BinaryHeap::new();
+        }
+        !self.old.is_empty()
+    }
+
+    /// The earliest hint if it is due at `now`.
+    fn pop_due(&mut self, now: i64) -> Option<(i64, Box<[u8]>)> {
+        let first = |h: &BinaryHeap<Hint>| h.peek().map(|Reverse((at, _))| *at);
+        let h = match (first(&self.heap), first(&self.old)) {
+            (Some(a), Some(b)) if b < a => &mut self.old,
+            (None, Some(_)) => &mut self.old,
+            _ => &mut self.heap,
+        };
+        if first(h)? > now {
+            return None;
+        }
+        self.touched += 1;
+        h.pop().map(|Reverse(hint)| hint)
+    }
+
+    /// Takes every hint out (flush), leaving no allocation behind.
+    fn take(&mut self) -> Vec<Hint> {
+        let mut all = std::mem::take(&mut self.heap).into_vec();
+        let old = std::mem::take(&mut self.old).into_vec();
+        if all.is_empty() {
+            all = old;
+        } else if !old.is_empty() {
+            all.extend(old);
+        }
+        all
+    }
+
+    fn capacity_bytes(&self) -> usize {
+        (self.heap.capacity() + self.old.capacity()) * std::mem::size_of::<Hint>()
+    }
+}
+
+// ===== The database =====
+
+/// Keyspace statistics of one database (INFO stats).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DbStats {
+    /// Keys removed because their TTL passed (`expired_keys`).
     pub expired_keys: u64,
-    /// Read lookups that found / did not find the key (INFO stats `keyspace_hits/misses`).
+    /// Read lookups that found / did not find the key (`keyspace_hits/misses`).
     pub hits: u64,
     pub misses: u64,
-    /// How accesses are recorded in each entry (LRU clock or LFU counter).
-    pub access: Access,
+}
+
+/// A database: its entries, the expiry hints, and the hooks its modifications go through.
+pub struct Db {
+    dict: Dict,
+    ttl: Deadlines,
+    volatile: usize,
+    stats: DbStats,
+    access: Access,
     rng: u64,
+    hooks: Hooks,
+}
+
+impl Default for Db {
+    fn default() -> Self {
+        Db::new(0)
+    }
+}
+
+/// A key being modified in place ([`Db::modify`]). Reading goes through `Deref<Target = Entry>`;
+/// each mutator records that something changed, and dropping the guard then emits one `Written`
+/// event for the key (none if nothing changed).
+pub struct EntryMut<'a> {
+    entry: &'a mut Entry,
+    hooks: &'a mut Hooks,
+    changed: bool,
+}
+
+impl Deref for EntryMut<'_> {
+    type Target = Entry;
+
+    fn deref(&self) -> &Entry {
+        self.entry
+    }
+}
+
+impl EntryMut<'_> {
+    /// The heap object, mutably, if the value is one. Counts as a change.
+    pub fn object_mut(&mut self) -> Option<&mut Object> {
+        let o = self.entry.object_mut();
+        self.changed |= o.is_some();
+        o
+    }
+
+    /// Overwrites an int-encoded value in place; false (changing nothing) for other encodings.
+    pub fn set_int(&mut self, i: i64) -> bool {
+        let done = self.entry.set_int(i);
+        self.changed |= done;
+        done
+    }
+
+    /// Replaces the value, keeping the key's TTL and access clock.
+    pub fn set_value(&mut self, value: Value) {
+        let old = self.entry.replace_value(value);
+        self.hooks.discard(old);
+        self.changed = true;
+    }
+}
+
+impl Drop for EntryMut<'_> {
+    fn drop(&mut self) {
+        if self.changed {
+            self.hooks.emit(EventKind::Written, self.entry.key());
+        }
+    }
 }
 
 impl Db {
+    /// An empty database with SELECT index `index` (the `db` of its events).
+    pub fn new(index: u32) -> Db {
+        Db {
+            dict: Dict::new(),
+            ttl: Deadlines::default(),
+            volatile: 0,
+            stats: DbStats::default(),
+            access: Access::default(),
+            rng: 0,
+            hooks: Hooks::new(index),
+        }
+    }
+
+    /// The SELECT index of this database.
+    pub fn index(&self) -> u32 {
+        self.hooks.index
+    }
+
     /// Number of keys (including expired keys not yet reclaimed, as in Redis).
     pub fn len(&self) -> usize {
         self.dict.len()
@@ -135,31 +597,66 @@ impl Db {
         self.volatile
     }
 
-    /// Approximate heap bytes of this database's table (not counting entries).
+    /// Modifications so far (every event counts one; a flush counts the keys it removed).
+    pub fn dirty(&self) -> u64 {
+        self.hooks.dirty
+    }
+
+    /// Keyspace statistics.
+    pub fn stats(&self) -> DbStats {
+        self.stats
+    }
+
+    /// Zeroes the statistics (CONFIG RESETSTAT).
+    pub fn reset_stats(&mut self) {
+        self.stats = DbStats::default();
+    }
+
+    /// How accesses are recorded in each entry.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Sets how accesses are recorded (from `maxmemory-policy` and the LFU settings).
+    pub fn set_access(&mut self, access: Access) {
+        self.access = access;
+    }
+
+    /// Approximate heap bytes of this database's table and hints (not counting entries).
     pub fn overhead_bytes(&self) -> usize {
-        self.dict.table_size() + self.ttl_heap.capacity() * std::mem::size_of::<(i64, Box<[u8]>)>()
+        self.dict.table_size() + self.ttl.capacity_bytes()
+    }
+
+    /// Bytes of the bucket arrays: changes whenever a resize starts or ends (KEYS uses it to know
+    /// that a cursor walk may have returned a key twice).
+    pub fn table_bytes(&self) -> usize {
+        self.dict.table_size()
     }
 
     fn expired(e: &Entry, now: i64) -> bool {
         e.expire().is_some_and(|at| at <= now)
     }
 
-    /// Removes `key` if its TTL has passed. Returns true if it was removed.
-    fn expire_if_needed(&mut self, key: &[u8], now: i64) -> bool {
-        if self.dict.get(key).is_some_and(|e| Self::expired(e, now)) {
-            self.remove_entry(key);
-            self.expired_keys += 1;
-            return true;
-        }
-        false
-    }
-
-    fn remove_entry(&mut self, key: &[u8]) -> Option<Entry> {
+    /// Takes `key`'s entry out of the table, keeping the TTL count right. No event.
+    fn unlink(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.dict.remove(key)?;
         if e.expire().is_some() {
             self.volatile -= 1;
         }
         Some(e)
+    }
+
+    /// Removes `key` if its TTL has passed (an `Expired` event). Returns true if it was removed.
+    fn expire_if_needed(&mut self, key: &[u8], now: i64) -> bool {
+        if !self.dict.get(key).is_some_and(|e| Self::expired(e, now)) {
+            return false;
+        }
+        if let Some(e) = self.unlink(key) {
+            self.stats.expired_keys += 1;
+            self.hooks.emit(EventKind::Expired, key);
+            self.hooks.discard(e);
+        }
+        true
     }
 
     /// First prefetch stage for a lookup of `key` (see [`strata_core::Dict::prefetch_bucket`]).
@@ -173,27 +670,19 @@ impl Db {
     }
 
     /// Looks a key up for reading: expires it if due, touches its LRU clock, counts a hit or miss.
-    pub fn get(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
+    pub fn get(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
         self.expire_if_needed(key, now);
         match self.dict.get_mut(key) {
             Some(e) => {
-                self.hits += 1;
+                self.stats.hits += 1;
                 self.access.touch(e, now, &mut self.rng);
                 Some(e)
             }
             None => {
-                self.misses += 1;
+                self.stats.misses += 1;
                 None
             }
         }
-    }
-
-    /// Looks a key up for writing: expires it if due and touches its clock; no hit/miss accounting.
-    pub fn get_mut(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
-        self.expire_if_needed(key, now);
-        let e = self.dict.get_mut(key)?;
-        self.access.touch(e, now, &mut self.rng);
-        Some(e)
     }
 
     /// Looks a key up for reading without recording the access (EXISTS, TYPE, TTL, OBJECT): expires
@@ -202,11 +691,11 @@ impl Db {
         self.expire_if_needed(key, now);
         match self.dict.get(key) {
             Some(e) => {
-                self.hits += 1;
+                self.stats.hits += 1;
                 Some(e)
             }
             None => {
-                self.misses += 1;
+                self.stats.misses += 1;
                 None
             }
         }
@@ -223,55 +712,104 @@ impl Db {
         self.peek(key, now).is_some()
     }
 
-    /// Stores `value` under `key` with `expire`, replacing any previous entry. Returns the old entry
-    /// (None if there was none or it had expired). One table lookup.
-    pub fn set(
-        &mut self,
-        key: &[u8],
-        value: Value,
-        expire: Option<i64>,
-        now: i64,
-    ) -> Option<Entry> {
+    /// Looks a key up for an in-place change: expires it if due and touches its clock (no hit/miss
+    /// accounting, as Redis's lookupKeyWrite). The guard emits `Written` if it changes anything.
+    pub fn modify(&mut self, key: &[u8], now: i64) -> Option<EntryMut<'_>> {
+        self.expire_if_needed(key, now);
+        let entry = self.dict.get_mut(key)?;
+        self.access.touch(entry, now, &mut self.rng);
+        Some(EntryMut {
+            entry,
+            hooks: &mut self.hooks,
+            changed: false,
+        })
+    }
+
+    /// Stores `value` under `key` with `expire`, replacing any previous entry (one table lookup).
+    /// Returns true if a live key was replaced.
+    pub fn set(&mut self, key: &[u8], value: Value, expire: Option<i64>, now: i64) -> bool {
         let entry = Entry::new(key, value, expire, self.access.fresh(now));
         self.insert_entry(entry, now)
     }
 
-    /// Stores `value` keeping the key's current TTL (SET KEEPTTL, SETRANGE, APPEND, INCR...).
-    pub fn set_keep_ttl(&mut self, key: &[u8], value: Value, now: i64) -> Option<Entry> {
-        self.expire_if_needed(key, now);
-        let expire = self.dict.get(key).and_then(Entry::expire);
-        self.set(key, value, expire, now)
+    /// Stores `value` keeping the key's current TTL (SET KEEPTTL). Returns true if the key existed.
+    pub fn set_keep_ttl(&mut self, key: &[u8], value: Value, now: i64) -> bool {
+        let mut value = Some(value);
+        let existed = match self.modify(key, now) {
+            Some(mut e) => {
+                e.set_value(value.take().expect("value not yet used"));
+                true
+            }
+            None => false,
+        };
+        if let Some(value) = value {
+            self.set(key, value, None, now);
+        }
+        existed
     }
 
     /// Inserts a prepared entry (SET, RENAME/MOVE/COPY destinations), replacing any previous one.
-    /// Returns the replaced entry unless it had already expired (then it counts as expired).
-    pub fn insert_entry(&mut self, entry: Entry, now: i64) -> Option<Entry> {
-        // The deadline hint goes in after the entry, so a heap compaction it triggers keeps it.
+    /// Returns true if a live key was replaced (a replaced expired key counts as expired).
+    pub fn insert_entry(&mut self, entry: Entry, now: i64) -> bool {
+        let key = self
+            .hooks
+            .listening()
+            .then(|| Bytes::copy_from_slice(entry.key()));
         let deadline = entry
             .expire()
             .map(|at| (at, Box::<[u8]>::from(entry.key())));
         let old = self.dict.insert(entry);
-        if let Some((at, key)) = deadline {
+        // The hint goes in after the entry, so a compaction step it triggers sees the key live.
+        if let Some((at, hint)) = deadline {
             self.volatile += 1;
-            self.push_deadline(at, key);
+            self.ttl.push(at, hint, &self.dict, self.volatile);
         }
-        let old = old?;
-        if old.expire().is_some() {
-            self.volatile -= 1;
+        let mut replaced = false;
+        if let Some(old) = old {
+            if old.expire().is_some() {
+                self.volatile -= 1;
+            }
+            if Self::expired(&old, now) {
+                self.stats.expired_keys += 1;
+                self.emit_opt(EventKind::Expired, key.as_deref());
+            } else {
+                replaced = true;
+            }
+            self.hooks.discard(old);
         }
-        if Self::expired(&old, now) {
-            self.expired_keys += 1;
-            return None;
-        }
-        Some(old)
+        self.emit_opt(EventKind::Written, key.as_deref());
+        replaced
     }
 
-    /// Removes a key, returning its entry if it existed and was not expired.
+    /// Emits an event whose key was copied only if someone listens.
+    fn emit_opt(&mut self, kind: EventKind, key: Option<&[u8]>) {
+        match key {
+            Some(k) => self.hooks.emit(kind, k),
+            None => self.hooks.dirty += 1,
+        }
+    }
+
+    /// Removes a key and hands its entry to the caller (GETDEL's value, RENAME/MOVE's source);
+    /// None if it did not exist or had expired. Use [`Db::delete`] when the value is not needed.
     pub fn remove(&mut self, key: &[u8], now: i64) -> Option<Entry> {
         if self.expire_if_needed(key, now) {
             return None;
         }
-        self.remove_entry(key)
+        let e = self.unlink(key)?;
+        self.hooks.emit(EventKind::Deleted, key);
+        Some(e)
+    }
+
+    /// Deletes a key (DEL, UNLINK); a large value is freed by the background tick. Returns whether
+    /// a live key was deleted.
+    pub fn delete(&mut self, key: &[u8], now: i64) -> bool {
+        match self.remove(key, now) {
+            Some(e) => {
+                self.hooks.discard(e);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Sets or clears the key's absolute expiry. Returns false if the key does not exist.
@@ -289,47 +827,42 @@ impl Db {
             _ => {}
         }
         if let Some(at) = expire {
-            self.push_deadline(at, key.into());
+            self.ttl.push(at, key.into(), &self.dict, self.volatile);
         }
+        self.hooks.emit(EventKind::TtlChanged, key);
         true
     }
 
-    /// Replaces the key's value keeping its TTL and clock; false if absent.
-    pub fn replace_value(&mut self, key: &[u8], value: Value) -> bool {
-        self.dict.replace(key, |e| e.with_value(value))
-    }
-
-    fn push_deadline(&mut self, at: i64, key: Box<[u8]>) {
-        self.ttl_heap.push(Reverse((at, key)));
-        if self.ttl_heap.len() > 2 * self.volatile + 1024 {
-            let dict = &self.dict;
-            let items = std::mem::take(&mut self.ttl_heap).into_vec();
-            self.ttl_heap = items
-                .into_iter()
-                .filter(|Reverse((at, k))| dict.get(k).and_then(Entry::expire) == Some(*at))
-                .collect();
-        }
-    }
-
-    /// Reclaims up to `budget` expired keys. Returns (keys examined, keys expired).
+    /// Reclaims up to `budget` due hints' keys. Returns (hints examined, keys expired).
     pub fn active_expire(&mut self, now: i64, budget: usize) -> (usize, usize) {
         let (mut seen, mut expired) = (0, 0);
         while seen < budget {
-            match self.ttl_heap.peek() {
-                Some(Reverse((at, _))) if *at <= now => {}
-                _ => break,
-            }
-            let Some(Reverse((at, key))) = self.ttl_heap.pop() else {
+            let Some((at, key)) = self.ttl.pop_due(now) else {
                 break;
             };
             seen += 1;
-            if self.dict.get(&key).and_then(Entry::expire) == Some(at) {
-                self.remove_entry(&key);
-                self.expired_keys += 1;
+            if !live(&self.dict, &key, at) {
+                continue;
+            }
+            if let Some(e) = self.unlink(&key) {
+                self.stats.expired_keys += 1;
+                self.hooks.emit(EventKind::Expired, &key);
+                self.hooks.discard(e);
                 expired += 1;
             }
         }
         (seen, expired)
+    }
+
+    /// Moves up to `n` hints of a running heap compaction (background work, so it also finishes
+    /// without writes). Returns true while the compaction is unfinished.
+    pub fn compact_hints(&mut self, n: usize) -> bool {
+        self.ttl.compact(&self.dict, n)
+    }
+
+    /// Number of expiry hints held (live and stale).
+    pub fn hints_len(&self) -> usize {
+        self.ttl.len()
     }
 
     /// One SCAN step over this database's table (see [`Dict::scan`]); expired keys are skipped.
@@ -341,7 +874,7 @@ impl Db {
         })
     }
 
-    /// Every live entry (KEYS).
+    /// Every live entry (tests, and snapshots later).
     pub fn iter(&self, now: i64) -> impl Iterator<Item = &Entry> {
         self.dict.iter().filter(move |e| !Self::expired(e, now))
     }
@@ -367,26 +900,123 @@ impl Db {
         self.dict.rehash_for(buckets)
     }
 
-    /// Removes every key.
-    pub fn clear(&mut self) {
-        self.dict.clear();
-        self.ttl_heap = BinaryHeap::new();
+    /// Removes every key in O(1) (FLUSHDB, FLUSHALL): the table and the hints go to the lazy-free
+    /// queue unless small. Emits `Flushed`, waking every waiter. Returns a ticket for
+    /// [`Db::when_freed`] (0: nothing was queued).
+    pub fn clear(&mut self) -> u64 {
+        let keys = self.dict.len();
+        let table = self.dict.take_all();
+        let hints = self.ttl.take();
         self.volatile = 0;
+        self.hooks.emit_all(EventKind::Flushed, keys as u64);
+        if keys <= FLUSH_INLINE_MAX && hints.len() <= FLUSH_INLINE_MAX {
+            return 0;
+        }
+        self.hooks.lazy.push(Garbage::Table(table));
+        self.hooks.lazy.push(Garbage::Hints(hints))
+    }
+
+    /// Exchanges this database's keys with `other`'s (SWAPDB). Hooks (waiters, journal, dirty,
+    /// lazy-free queue) stay with the index; both databases emit `Swapped`.
+    pub fn swap_contents(&mut self, other: &mut Db) {
+        std::mem::swap(&mut self.dict, &mut other.dict);
+        std::mem::swap(&mut self.ttl, &mut other.ttl);
+        std::mem::swap(&mut self.volatile, &mut other.volatile);
+        self.hooks.emit_all(EventKind::Swapped, 1);
+        other.hooks.emit_all(EventKind::Swapped, 1);
+    }
+
+    /// A wait for everything queued up to `ticket` to be freed (done at once if it already is).
+    pub fn when_freed(&mut self, ticket: u64) -> FreeWait {
+        let lazy = &mut self.hooks.lazy;
+        if ticket <= lazy.freed {
+            return FreeWait::done();
+        }
+        let (tx, rx) = oneshot::channel();
+        lazy.waiters.push((ticket, tx));
+        FreeWait(vec![rx])
+    }
+
+    /// Frees queued garbage for up to `budget` units of work; returns the work done.
+    pub fn free_garbage(&mut self, budget: usize) -> usize {
+        if self.hooks.lazy.queue.is_empty() {
+            return 0;
+        }
+        self.hooks.lazy.free(budget)
+    }
+
+    /// True while garbage waits to be freed.
+    pub fn has_garbage(&self) -> bool {
+        !self.hooks.lazy.queue.is_empty()
+    }
+
+    /// Keys whose memory the lazy-free queue still owns.
+    pub fn lazyfree_pending(&self) -> usize {
+        self.hooks.lazy.pending
     }
 
     /// Sum of the entries' heap bytes (used by MEMORY-style introspection and tests).
     pub fn entries_heap_size(&self) -> usize {
         self.dict.iter().map(Entry::heap_size).sum()
     }
+
+    /// Waits for the next event on `key` in this database (see [`KeyWait`]).
+    pub fn wait_key(&mut self, key: &[u8]) -> KeyWait {
+        self.hooks.wait(key)
+    }
+
+    /// Keys with at least one registered waiter (dropped waiters included until pruned).
+    pub fn waited_keys(&self) -> usize {
+        self.hooks.waiters.len()
+    }
+
+    /// Turns the event journal on or off (off drops what was recorded).
+    pub fn record_events(&mut self, on: bool) {
+        match (on, self.hooks.journal.is_some()) {
+            (true, false) => self.hooks.journal = Some(Vec::new()),
+            (false, true) => self.hooks.journal = None,
+            _ => {}
+        }
+    }
+
+    /// The events recorded since the last call (empty when the journal is off).
+    pub fn drain_events(&mut self) -> Vec<KeyEvent> {
+        self.hooks
+            .journal
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::Waker;
     use strata_core::ValueRef;
+    use EventKind::*;
 
     fn s(v: &str) -> Value {
         Value::Str(Bytes::copy_from_slice(v.as_bytes()))
+    }
+
+    fn ev(key: &str, kind: EventKind) -> KeyEvent {
+        KeyEvent {
+            db: 3,
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            kind,
+        }
+    }
+
+    fn recording() -> Db {
+        let mut db = Db::new(3);
+        db.record_events(true);
+        db
+    }
+
+    /// Polls a future once without a runtime.
+    fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+        Pin::new(f).poll(&mut Context::from_waker(Waker::noop()))
     }
 
     #[test]
@@ -398,33 +1028,292 @@ mod tests {
         assert_eq!(db.volatile_len(), 2);
         assert!(db.get(b"a", 99).is_some());
         assert!(db.get(b"a", 100).is_none());
-        assert_eq!((db.len(), db.expired_keys), (2, 1));
+        assert_eq!((db.len(), db.stats().expired_keys), (2, 1));
         assert_eq!(db.active_expire(250, 10), (2, 1)); // "a" was already gone: a stale hint
         assert_eq!((db.len(), db.volatile_len()), (1, 0));
-    }
-
-    #[test]
-    fn ttl_changes_and_heap_stays_bounded() {
-        let mut db = Db::default();
-        db.set(b"k", Value::Int(1), None, 0);
-        for i in 0..10_000 {
-            assert!(db.set_expire(b"k", Some(1_000_000 + i), 0));
-        }
-        assert!(db.ttl_heap.len() <= 2 * db.volatile_len() + 1025);
-        assert!(db.set_expire(b"k", None, 0));
-        assert_eq!(db.volatile_len(), 0);
-        assert_eq!(db.active_expire(i64::MAX, 100_000).1, 0);
-        assert_eq!(db.get(b"k", 0).map(|e| e.value()), Some(ValueRef::Int(1)));
     }
 
     #[test]
     fn set_replaces_ttl_and_keep_ttl_keeps_it() {
         let mut db = Db::default();
         db.set(b"k", s("v"), Some(500), 0);
-        db.set_keep_ttl(b"k", s("w"), 0);
+        assert!(db.set_keep_ttl(b"k", s("w"), 0));
         assert_eq!(db.peek(b"k", 0).and_then(Entry::expire), Some(500));
         db.set(b"k", s("x"), None, 0);
         assert_eq!(db.peek(b"k", 0).and_then(Entry::expire), None);
         assert_eq!(db.volatile_len(), 0);
+        assert!(!db.set_keep_ttl(b"new", s("y"), 0));
+        assert_eq!(
+            db.peek(b"new", 0).map(Entry::value),
+            Some(ValueRef::Inline(b"y"))
+        );
+    }
+
+    #[test]
+    fn every_operation_emits_its_event_kind() {
+        let mut db = recording();
+        assert!(!db.set(b"k", s("1"), None, 0));
+        assert!(db.set(b"k", s("2"), None, 0));
+        assert_eq!(db.drain_events(), [ev("k", Written), ev("k", Written)]);
+
+        // In place through the guard: one event per guard, and none if nothing changed.
+        db.set(b"n", Value::Int(1), None, 0);
+        db.drain_events();
+        {
+            let mut e = db.modify(b"n", 0).expect("exists");
+            assert!(e.set_int(2) && e.set_int(3));
+        }
+        drop(db.modify(b"n", 0));
+        {
+            let mut e = db.modify(b"n", 0).expect("exists");
+            assert!(!e.set_int(4) || e.value() == ValueRef::Int(4));
+        }
+        assert_eq!(db.drain_events(), [ev("n", Written), ev("n", Written)]);
+        db.modify(b"n", 0).expect("exists").set_value(s("str"));
+        assert!(db.modify(b"n", 0).expect("exists").object_mut().is_none());
+        assert_eq!(db.drain_events(), [ev("n", Written)]);
+        assert!(db.modify(b"missing", 0).is_none());
+
+        // TTL set, changed, removed; a deadline on a missing key changes nothing.
+        assert!(db.set_expire(b"k", Some(100), 0));
+        assert!(db.set_expire(b"k", Some(200), 0));
+        assert!(db.set_expire(b"k", None, 0));
+        assert!(!db.set_expire(b"nope", Some(1), 0));
+        assert_eq!(db.drain_events(), vec![ev("k", TtlChanged); 3]);
+
+        // Deletion, with and without the value.
+        assert!(db.delete(b"k", 0));
+        assert!(!db.delete(b"k", 0));
+        assert!(db.remove(b"n", 0).is_some());
+        assert_eq!(db.drain_events(), [ev("k", Deleted), ev("n", Deleted)]);
+
+        // Lazy expiry on read and on write lookups; active expiry; overwriting an expired key.
+        for k in ["a", "b", "c", "d"] {
+            db.set(k.as_bytes(), s("v"), Some(10), 0);
+        }
+        db.drain_events();
+        assert!(db.get(b"a", 10).is_none());
+        assert!(db.modify(b"b", 10).is_none());
+        db.set(b"c", s("w"), None, 10);
+        assert_eq!(db.active_expire(10, 100).1, 1);
+        assert_eq!(
+            db.drain_events(),
+            [
+                ev("a", Expired),
+                ev("b", Expired),
+                ev("c", Expired),
+                ev("c", Written),
+                ev("d", Expired)
+            ]
+        );
+
+        // Flush and swap are database-wide.
+        db.clear();
+        let mut other = Db::new(4);
+        db.swap_contents(&mut other);
+        assert_eq!(db.drain_events(), [ev("", Flushed), ev("", Swapped)]);
+        // 20 key events, 1 key flushed, 1 swap.
+        assert_eq!(db.dirty(), 22);
+    }
+
+    #[test]
+    fn journal_is_off_by_default_and_dirty_counts_anyway() {
+        let mut db = Db::default();
+        db.set(b"k", s("1"), None, 0);
+        db.delete(b"k", 0);
+        assert!(db.drain_events().is_empty());
+        assert_eq!(db.dirty(), 2);
+        assert!(db.hooks.journal.is_none());
+        db.record_events(true);
+        db.set(b"k", s("1"), None, 0);
+        db.record_events(false);
+        db.set(b"k", s("2"), None, 0);
+        assert!(db.drain_events().is_empty());
+    }
+
+    #[test]
+    fn waiters_are_woken_once_with_the_kind() {
+        let mut db = Db::default();
+        let mut w1 = db.wait_key(b"k");
+        let mut w2 = db.wait_key(b"k");
+        let mut other = db.wait_key(b"other");
+        assert!(poll_once(&mut w1).is_pending());
+        db.set(b"k", s("1"), None, 0);
+        assert_eq!(poll_once(&mut w1), Poll::Ready(Written));
+        assert_eq!(poll_once(&mut w2), Poll::Ready(Written));
+        assert!(poll_once(&mut other).is_pending());
+        assert_eq!(db.waited_keys(), 1);
+        // Woken once: a later event finds no waiter for "k".
+        db.set(b"k", s("2"), None, 0);
+        assert_eq!(db.waited_keys(), 1);
+
+        let mut ttl = db.wait_key(b"k");
+        db.set_expire(b"k", Some(5), 0);
+        assert_eq!(poll_once(&mut ttl), Poll::Ready(TtlChanged));
+        let mut exp = db.wait_key(b"k");
+        assert!(db.get(b"k", 5).is_none());
+        assert_eq!(poll_once(&mut exp), Poll::Ready(Expired));
+
+        // A flush wakes every waiter of the database.
+        db.clear();
+        assert_eq!(poll_once(&mut other), Poll::Ready(Flushed));
+        assert_eq!(db.waited_keys(), 0);
+        let mut sw = db.wait_key(b"x");
+        db.swap_contents(&mut Db::new(1));
+        assert_eq!(poll_once(&mut sw), Poll::Ready(Swapped));
+    }
+
+    #[test]
+    fn dropped_waiters_are_pruned() {
+        let mut db = Db::default();
+        // Repeated waits on one key, each dropped: the key's list never grows.
+        for _ in 0..1000 {
+            drop(db.wait_key(b"k"));
+        }
+        assert_eq!(db.hooks.waiters.get(&b"k"[..]).map(Vec::len), Some(1));
+        // Waits on distinct keys, each dropped: the map stays bounded.
+        for i in 0..100_000u32 {
+            drop(db.wait_key(&i.to_be_bytes()));
+        }
+        assert!(db.waited_keys() <= WAITERS_PRUNE_MIN + 1);
+        // Live waiters survive a sweep.
+        let mut live: Vec<KeyWait> = (0..200u32).map(|i| db.wait_key(&i.to_le_bytes())).collect();
+        for i in 0..1000u32 {
+            drop(db.wait_key(&(i + 1_000_000).to_be_bytes()));
+        }
+        assert!(db.waited_keys() <= 2 * 200 + 2);
+        db.set(&7u32.to_le_bytes(), s("v"), None, 0);
+        assert_eq!(poll_once(&mut live[7]), Poll::Ready(Written));
+        assert!(poll_once(&mut live[8]).is_pending());
+    }
+
+    #[test]
+    fn one_write_touches_a_bounded_number_of_hints() {
+        // 1M distinct volatile keys, then each overwritten with a new deadline: every overwrite
+        // leaves a stale hint behind, so compactions must run, but never inside one write.
+        let mut db = Db::default();
+        let n = 1_000_000u32;
+        let mut worst = 0;
+        let mut most_hints = 0;
+        for round in 0..2i64 {
+            for i in 0..n {
+                let before = db.ttl.touched;
+                db.set(&i.to_le_bytes(), Value::Int(1), Some(1_000 + round), 0);
+                worst = worst.max(db.ttl.touched - before);
+                most_hints = most_hints.max(db.hints_len());
+            }
+        }
+        assert_eq!(db.volatile_len(), n as usize);
+        assert!(worst <= 1 + 2 * COMPACT_STEP as u64, "{worst}");
+        assert!(
+            most_hints <= 2 * n as usize + 1025 + n as usize / 2,
+            "{most_hints}"
+        );
+        // Every key still expires: the compaction kept the live hints.
+        assert_eq!(db.active_expire(1_001, usize::MAX).1, n as usize);
+        assert!(db.is_empty());
+    }
+
+    #[test]
+    fn repeated_expire_of_one_key_keeps_hints_bounded() {
+        let mut db = Db::default();
+        db.set(b"k", Value::Int(1), None, 0);
+        let mut worst = 0;
+        for i in 0..100_000 {
+            let before = db.ttl.touched;
+            assert!(db.set_expire(b"k", Some(1_000_000 + i), 0));
+            worst = worst.max(db.ttl.touched - before);
+            assert!(db.hints_len() <= 2 * db.volatile_len() + 1025 + 1025);
+        }
+        assert!(worst <= 1 + 2 * COMPACT_STEP as u64);
+        assert!(db.set_expire(b"k", None, 0));
+        assert_eq!(db.volatile_len(), 0);
+        assert_eq!(db.active_expire(i64::MAX, 1_000_000).1, 0);
+        assert_eq!(db.get(b"k", 0).map(|e| e.value()), Some(ValueRef::Int(1)));
+        while db.compact_hints(100) {}
+    }
+
+    #[test]
+    fn active_expiry_sees_hints_still_in_the_old_heap() {
+        let mut db = Db::default();
+        db.set(b"soon", Value::Int(1), Some(10), 0);
+        db.set(b"k", Value::Int(1), None, 0);
+        // Enough stale hints to start a compaction, leaving "soon" in the old heap.
+        let mut i = 0;
+        while db.ttl.old.is_empty() {
+            db.set_expire(b"k", Some(1_000_000 + i), 0);
+            i += 1;
+        }
+        assert!(db.ttl.heap.is_empty());
+        assert_eq!(db.active_expire(10, 100).1, 1);
+        assert!(db.peek(b"soon", 10).is_none());
+    }
+
+    #[test]
+    fn flush_is_o1_and_garbage_is_freed_in_slices() {
+        let mut db = Db::default();
+        for i in 0..10_000u32 {
+            db.set(&i.to_le_bytes(), Value::Int(1), Some(1_000), 0);
+        }
+        let ticket = db.clear();
+        assert!(ticket > 0);
+        assert!(db.is_empty() && db.get(&5u32.to_le_bytes(), 0).is_none());
+        assert_eq!((db.volatile_len(), db.hints_len()), (0, 0));
+        assert_eq!(db.lazyfree_pending(), 10_000);
+        let mut wait = db.when_freed(ticket);
+        let mut slices = 0;
+        while db.has_garbage() {
+            assert!(poll_once(&mut wait).is_pending());
+            assert!(db.free_garbage(500) <= 500 + 1);
+            slices += 1;
+        }
+        assert!(slices >= 20);
+        assert_eq!(db.lazyfree_pending(), 0);
+        assert_eq!(poll_once(&mut wait), Poll::Ready(()));
+        assert_eq!(poll_once(&mut db.when_freed(ticket)), Poll::Ready(()));
+        // A small database is freed inline.
+        db.set(b"k", s("v"), None, 0);
+        assert_eq!(db.clear(), 0);
+        assert!(!db.has_garbage());
+    }
+
+    #[test]
+    fn large_values_go_to_the_lazy_free_queue() {
+        let mut db = Db::default();
+        let big = || Value::Str(Bytes::from(vec![b'x'; LAZYFREE_THRESHOLD + 1]));
+        db.set(b"a", big(), None, 0);
+        db.set(b"b", big(), None, 0);
+        db.set(b"c", big(), Some(5), 0);
+        db.set(b"small", s("v"), None, 0);
+        assert!(db.delete(b"a", 0)); // DEL
+        db.set(b"b", s("v"), None, 0); // overwrite
+        db.active_expire(5, 10); // expiry
+        assert!(db.delete(b"small", 0));
+        assert_eq!(db.lazyfree_pending(), 3);
+        db.set(b"d", big(), None, 0);
+        db.modify(b"d", 0).expect("exists").set_value(s("v")); // in place
+        assert_eq!(db.lazyfree_pending(), 4);
+        assert_eq!(db.free_garbage(2), 2);
+        assert_eq!(db.lazyfree_pending(), 2);
+        db.free_garbage(100);
+        assert!(!db.has_garbage());
+    }
+
+    #[test]
+    fn swap_keeps_waiters_and_hooks_with_the_index() {
+        let (mut a, mut b) = (Db::new(0), Db::new(1));
+        a.set(b"x", s("a"), Some(100), 0);
+        b.record_events(true);
+        a.swap_contents(&mut b);
+        assert_eq!((a.len(), b.len(), b.volatile_len()), (0, 1, 1));
+        assert_eq!(b.index(), 1);
+        b.set(b"y", s("b"), None, 0);
+        let kinds: Vec<_> = b
+            .drain_events()
+            .into_iter()
+            .map(|e| (e.db, e.kind))
+            .collect();
+        assert_eq!(kinds, [(1, Swapped), (1, Written)]);
+        assert_eq!(b.active_expire(100, 10).1, 1);
     }
 }

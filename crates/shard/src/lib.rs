@@ -1,6 +1,6 @@
 //! Shards: one thread's slice of the keyspace, and how threads talk to each other.
 //!
-//! * [`db`]: one database with lazy and active expiry.
+//! * [`db`]: one database: the one write path, its key events, lazy and active expiry, lazy free.
 //! * [`locks`]: the lock table: key and intention locks with owners, for multi-shard commands and
 //!   transactions.
 //! * [`multi`]: acquiring locks across shards, cancel-safely.
@@ -13,8 +13,13 @@ pub mod multi;
 pub mod set;
 pub mod shard;
 
-pub use db::{lru_clock, now_ms, now_us, Db};
+pub use db::{
+    lru_clock, now_ms, now_us, Db, DbStats, EntryMut, EventKind, FreeWait, KeyEvent, KeyWait,
+    LAZYFREE_THRESHOLD,
+};
 pub use locks::{new_owner, Grant, LockId, LockKey, LockMode, LockSet, LockTable, Mode, Owner};
 pub use multi::MultiLock;
 pub use set::{Inbox, Job, ShardSet};
-pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};
+pub use shard::{
+    current_shard_id, install, with_shard, yield_now, CmdStat, Shard, ThreadStats, YieldNow,
+};

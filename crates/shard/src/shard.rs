@@ -6,21 +6,31 @@
 //! await point (every `with_shard` call is synchronous).
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
-use crate::db::Db;
+use crate::db::{Db, FreeWait};
 use crate::locks::LockTable;
 
 /// Keys examined per database per active-expiry tick.
 pub const ACTIVE_EXPIRE_BUDGET: usize = 2000;
 /// Buckets of an in-progress resize moved per database per background tick.
 pub const REHASH_BUCKETS_PER_TICK: usize = 1000;
+/// Expiry hints moved per database per background tick while a heap compaction runs.
+pub const COMPACT_HINTS_PER_TICK: usize = 2000;
+/// Units of lazy-free work (entries, buckets, hints) per background tick, over all databases.
+pub const LAZYFREE_PER_TICK: usize = 10_000;
 
 /// One thread's slice of the keyspace: every database, its lock table, and counters.
+///
+/// The databases are private: every change to a key goes through [`Db`]'s write path (see
+/// [`crate::db`]), reached with [`Shard::db_mut`] / [`Shard::dbs_mut`].
 pub struct Shard {
     /// Index of this shard (= its thread) in the shard set.
     pub id: usize,
     /// Databases 0..N (the `databases` setting).
-    pub dbs: Vec<Db>,
+    dbs: Vec<Db>,
     /// Intent locks of multi-shard commands.
     pub locks: LockTable,
     /// Whether the background expiry cycle runs (DEBUG SET-ACTIVE-EXPIRE).
@@ -35,12 +45,64 @@ impl Shard {
     pub fn new(id: usize, databases: usize) -> Shard {
         Shard {
             id,
-            dbs: (0..databases).map(|_| Db::default()).collect(),
+            dbs: (0..databases).map(|i| Db::new(i as u32)).collect(),
             locks: LockTable::default(),
             active_expire: true,
             stats: ThreadStats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D),
         }
+    }
+
+    /// Number of databases.
+    pub fn db_count(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// Database `i`, for reading. Panics if `i` is out of range (callers validated the index).
+    pub fn db(&self, i: usize) -> &Db {
+        &self.dbs[i]
+    }
+
+    /// Database `i`, for commands. Panics if `i` is out of range (callers validated the index).
+    pub fn db_mut(&mut self, i: usize) -> &mut Db {
+        &mut self.dbs[i]
+    }
+
+    /// Every database, for reading (INFO).
+    pub fn dbs(&self) -> &[Db] {
+        &self.dbs
+    }
+
+    /// Every database, for commands that span two (MOVE, COPY ... DB).
+    pub fn dbs_mut(&mut self) -> &mut [Db] {
+        &mut self.dbs
+    }
+
+    /// Empties databases `dbs` at once (FLUSHDB, FLUSHALL); their memory is freed by the background
+    /// tick. The returned wait resolves when it has been (FLUSH SYNC replies then).
+    pub fn flush(&mut self, dbs: &[usize]) -> FreeWait {
+        let mut wait = FreeWait::done();
+        for &i in dbs {
+            let db = &mut self.dbs[i];
+            let ticket = db.clear();
+            wait.join(db.when_freed(ticket));
+        }
+        wait
+    }
+
+    /// Exchanges the contents of databases `a` and `b` (SWAPDB); waiters stay with their index.
+    pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        if a == b {
+            return;
+        }
+        let (lo, hi) = (a.min(b), a.max(b));
+        let (head, tail) = self.dbs.split_at_mut(hi);
+        head[lo].swap_contents(&mut tail[0]);
+    }
+
+    /// Keys whose memory is still queued for freeing (INFO `lazyfree_pending_objects`).
+    pub fn lazyfree_pending(&self) -> usize {
+        self.dbs.iter().map(Db::lazyfree_pending).sum()
     }
 
     /// A fast non-cryptographic random number (xorshift64*), for RANDOMKEY and sampling.
@@ -53,18 +115,44 @@ impl Shard {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    /// One background tick over every database: active expiry (up to a budget) and a slice of any
-    /// table resize in progress. Returns true if work remains (more expired keys are due or a resize
-    /// is unfinished), so the caller should run again soon.
+    /// One background tick over every database: active expiry (up to a budget), a slice of any
+    /// expiry-hint compaction and table resize in progress, and a slice of lazy freeing. Returns
+    /// true if work remains, so the caller should run again soon.
     pub fn cron(&mut self, now: i64) -> bool {
         let mut more = false;
+        let mut free_budget = LAZYFREE_PER_TICK;
         for db in &mut self.dbs {
             if self.active_expire {
                 more |= db.active_expire(now, ACTIVE_EXPIRE_BUDGET).0 >= ACTIVE_EXPIRE_BUDGET;
             }
+            more |= db.compact_hints(COMPACT_HINTS_PER_TICK);
             more |= db.rehash(REHASH_BUCKETS_PER_TICK);
+            free_budget = free_budget.saturating_sub(db.free_garbage(free_budget));
+            more |= db.has_garbage();
         }
         more
+    }
+}
+
+/// Yields once to the event loop: long work split in slices (KEYS) lets other tasks on this thread
+/// (connections, the inbox) run between slices.
+pub fn yield_now() -> YieldNow {
+    YieldNow(false)
+}
+
+/// The future of [`yield_now`].
+pub struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
