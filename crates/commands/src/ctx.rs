@@ -540,3 +540,134 @@ impl ServerState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(limits: &str) -> ClientInfo {
+        let config = Config::default();
+        config.set("client-output-buffer-limit", limits).unwrap();
+        let limits = config.output_limits().clone();
+        ClientInfo::new(7, "127.0.0.1:1".into(), "127.0.0.1:2".into(), -1, 0, limits)
+    }
+
+    fn chunk(info: &ClientInfo) -> Bytes {
+        match info.take_output() {
+            Output::Chunk(c) => c,
+            other => panic!("expected a chunk, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pushes_and_replies_leave_in_order_without_interleaving() {
+        let info = client("normal 0 0 0");
+        assert!(!info.output_pending());
+        assert!(info.push(Bytes::from_static(b"+a\r\n")));
+        assert!(info.push(Bytes::from_static(b"+b\r\n")));
+        assert!(info.output_pending());
+        assert_eq!(info.omem.load(Ordering::Relaxed), 8);
+        assert_eq!(info.oll.load(Ordering::Relaxed), 2);
+        // Small chunks are written together, in order.
+        assert_eq!(chunk(&info), &b"+a\r\n+b\r\n"[..]);
+        assert_eq!(info.obl.load(Ordering::Relaxed), 8);
+        assert_eq!(info.wrote(8, 0), Some(8));
+        assert_eq!(info.take_output(), Output::Idle);
+        assert!(!info.output_pending());
+
+        // A chunk being written is never overtaken: nothing more is handed out until it is done,
+        // and a reply queued at the back waits behind what was pushed before it.
+        let big = Bytes::from(vec![b'x'; COALESCE]);
+        assert!(info.push(big.clone()));
+        assert_eq!(chunk(&info), big);
+        assert!(info.push(Bytes::from_static(b"+p\r\n")));
+        let mark = info.queue_reply(Bytes::from_static(b"+r\r\n"), false, 0);
+        assert_eq!(mark, Some(8 + COALESCE as u64 + 8));
+        assert_eq!(info.take_output(), Output::Idle, "the big chunk is in flight");
+        info.wrote(100, 0);
+        assert_eq!(info.take_output(), Output::Idle, "still in flight");
+        info.wrote(COALESCE as u64 - 100, 0);
+        assert_eq!(chunk(&info), &b"+p\r\n+r\r\n"[..]);
+        assert_eq!(info.wrote(8, 0), mark);
+
+        // When the owner found nothing pending and wrote part of a reply directly, the rest goes
+        // before a push that raced in meanwhile.
+        assert!(info.push(Bytes::from_static(b"+late\r\n")));
+        let written = info.written();
+        let mark = info.queue_reply(Bytes::from_static(b"ly\r\n"), true, 0);
+        assert_eq!(mark, Some(written + 4));
+        assert_eq!(chunk(&info), &b"ly\r\n+late\r\n"[..]);
+    }
+
+    #[test]
+    fn hard_limit_closes_at_once_and_refuses_more() {
+        let info = client("normal 100 0 0 pubsub 1000 0 0");
+        assert!(info.push(Bytes::from(vec![b'a'; 60])));
+        assert!(!info.push(Bytes::from(vec![b'b'; 40])), "100 reaches the limit");
+        assert!(info.killed.load(Ordering::Relaxed));
+        assert_eq!(info.omem.load(Ordering::Relaxed), 0, "pending output is dropped");
+        assert_eq!(info.take_output(), Output::Closed);
+        assert!(!info.push(Bytes::from_static(b"+x\r\n")));
+        assert_eq!(info.queue_reply(Bytes::from_static(b"+x\r\n"), false, 0), None);
+
+        // A subscribed client is held to the pubsub class.
+        let info = client("normal 100 0 0 pubsub 1000 0 0");
+        info.sub.store(1, Ordering::Relaxed);
+        assert!(info.push(Bytes::from(vec![b'a'; 500])));
+        assert!(!info.killed.load(Ordering::Relaxed));
+        assert!(!info.push(Bytes::from(vec![b'a'; 500])));
+    }
+
+    #[test]
+    fn soft_limit_closes_only_when_exceeded_continuously() {
+        let info = client("normal 0 50 1");
+        assert!(info.queue_reply(Bytes::from(vec![b'a'; 60]), false, 1000).is_some());
+        // Over the soft limit since t=1000: tolerated for one second.
+        assert_eq!(info.check_output_limits(1500), Some(2001));
+        assert_eq!(info.check_output_limits(2000), Some(2001));
+        assert!(!info.killed.load(Ordering::Relaxed));
+        assert_eq!(info.check_output_limits(2001), None);
+        assert!(info.killed.load(Ordering::Relaxed));
+
+        // Dropping below the limit restarts the clock.
+        let info = client("normal 0 50 1");
+        info.queue_reply(Bytes::from(vec![b'a'; 60]), false, 0);
+        let _ = chunk(&info);
+        assert!(info.wrote(20, 900).is_some());
+        assert_eq!(info.check_output_limits(950), None, "below the soft limit");
+        info.queue_reply(Bytes::from(vec![b'b'; 20]), false, 1800);
+        assert_eq!(info.check_output_limits(2500), Some(2801));
+        assert!(!info.killed.load(Ordering::Relaxed));
+        // A limit that is off never closes.
+        let info = client("normal 0 0 0");
+        info.queue_reply(Bytes::from(vec![b'a'; 1 << 20]), false, 0);
+        assert_eq!(info.check_output_limits(i64::MAX / 2), None);
+        assert!(!info.killed.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn kill_goes_through_the_handle_never_the_descriptor() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        // The handle's fd number now belongs to another socket (the client closed and the number
+        // was reused): killing the stale handle must leave that socket alone.
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let config = Config::default();
+        let info = ClientInfo::new(
+            1,
+            String::new(),
+            String::new(),
+            a.as_raw_fd(),
+            0,
+            config.output_limits().clone(),
+        );
+        info.kill();
+        assert!(info.killed.load(Ordering::Relaxed));
+        assert_eq!(info.take_output(), Output::Closed);
+        assert!(!info.push(Bytes::from_static(b"+x\r\n")));
+        a.write_all(b"still open").unwrap();
+        let mut buf = [0u8; 10];
+        b.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"still open");
+    }
+}
