@@ -358,10 +358,11 @@ fn memtoull(v: &str) -> Option<u64> {
         "gb" => 1 << 30,
         _ => return None,
     };
-    if digits == 0 {
-        return None;
-    }
-    let n = v[..digits].parse::<u64>().unwrap_or(u64::MAX);
+    // No digits at all reads as 0, as strtoull does ("mb" is 0).
+    let n = match &v[..digits] {
+        "" => 0,
+        d => d.parse::<u64>().unwrap_or(u64::MAX),
+    };
     Some(n.wrapping_mul(mul))
 }
 
@@ -782,7 +783,8 @@ impl Config {
             .filter(|s| !written.contains(&s.name))
             .filter(|s| values.get(s.name).map(String::as_str) != Some(s.default))
             .filter(|s| {
-                normalize(s, s.default, s.default).ok().as_deref() != values.get(s.name).map(String::as_str)
+                normalize(s, s.default, s.default).ok().as_deref()
+                    != values.get(s.name).map(String::as_str)
             })
             .collect();
         if !missing.is_empty() {
@@ -848,7 +850,10 @@ mod tests {
         let Err(err) = Config::from_args(&["--appendonly".into(), "yes".into()]) else {
             panic!("appendonly yes was accepted");
         };
-        assert!(err.contains("appendonly") && err.contains("does not implement"), "{err}");
+        assert!(
+            err.contains("appendonly") && err.contains("does not implement"),
+            "{err}"
+        );
         assert!(Config::from_args(&["--save".into(), "60".into(), "1".into()]).is_err());
         assert!(Config::from_args(&["--maxmemory".into(), "1mb".into()]).is_err());
         assert!(Config::default().load_text("daemonize yes\n").is_err());
@@ -971,7 +976,9 @@ mod tests {
             assert_eq!(c.set(name, value), Ok(()), "{name} {value}");
         }
         // The refusal is all-or-nothing with the rest of the CONFIG SET.
-        assert!(c.set_many(&[("timeout", "9"), ("appendonly", "yes")]).is_err());
+        assert!(c
+            .set_many(&[("timeout", "9"), ("appendonly", "yes")])
+            .is_err());
         assert_eq!(c.get_i64("timeout"), 0);
     }
 
@@ -1005,8 +1012,14 @@ mod tests {
             "normal 1000000000 2147483648 7 slave 2 3 4 pubsub 33554432 8388608 60"
         );
         c.set("client-output-buffer-limit", "").unwrap();
-        c.set("client-output-buffer-limit", "pubsub 99999999999999999999 0 +5")
+        c.set("client-output-buffer-limit", "replica mb 0 0")
             .unwrap();
+        assert!(get().contains(" slave 0 0 0 "));
+        c.set(
+            "client-output-buffer-limit",
+            "pubsub 99999999999999999999 0 +5",
+        )
+        .unwrap();
         assert!(get().ends_with("pubsub 18446744073709551615 0 5"));
         let why = |v: &str| match c.set("client-output-buffer-limit", v) {
             Err(ConfigSetError::Invalid(_, why)) => why,
@@ -1028,7 +1041,6 @@ mod tests {
             "normal 1x 1 1",
             "normal -1 1 1",
             "normal +5 1 1",
-            "normal mb 1 1",
             "normal 1.5mb 1 1",
             "normal 1 1 -1",
             "normal 1 1 1.5",

@@ -1,10 +1,10 @@
 //! What a handler sees: [`ShardCtx`] on the shard that owns the keys, [`ConnCtx`] on the
 //! connection's thread, and the server-wide state both can reach.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -164,6 +164,9 @@ pub struct ClientInfo {
     outbox: Mutex<Outbox>,
     /// The owning connection's writer: woken by pushes, kills and configuration changes.
     waker: AtomicWaker,
+    /// Set by [`ClientInfo::wake`]: the writer has something to re-read even though no output or
+    /// close is pending.
+    nudged: AtomicBool,
     limits: Arc<OutputLimits>,
 }
 
@@ -233,6 +236,7 @@ impl ClientInfo {
             ssub: AtomicU32::new(0),
             outbox: Mutex::new(Outbox::default()),
             waker: AtomicWaker::new(),
+            nudged: AtomicBool::new(false),
             limits,
         }
     }
@@ -276,7 +280,13 @@ impl ClientInfo {
 
     /// Wakes the owner's writer so it re-reads settings such as `timeout`.
     pub fn wake(&self) {
+        self.nudged.store(true, Ordering::Release);
         self.waker.wake();
+    }
+
+    /// Owner only: whether [`ClientInfo::wake`] was called since the last time this was asked.
+    pub fn take_nudge(&self) -> bool {
+        self.nudged.swap(false, Ordering::Acquire)
     }
 
     /// Whether output is pending (queued or being written). Owner only: when false, the owner may
@@ -583,7 +593,11 @@ mod tests {
         assert!(info.push(Bytes::from_static(b"+p\r\n")));
         let mark = info.queue_reply(Bytes::from_static(b"+r\r\n"), false, 0);
         assert_eq!(mark, Some(8 + COALESCE as u64 + 8));
-        assert_eq!(info.take_output(), Output::Idle, "the big chunk is in flight");
+        assert_eq!(
+            info.take_output(),
+            Output::Idle,
+            "the big chunk is in flight"
+        );
         info.wrote(100, 0);
         assert_eq!(info.take_output(), Output::Idle, "still in flight");
         info.wrote(COALESCE as u64 - 100, 0);
@@ -603,12 +617,22 @@ mod tests {
     fn hard_limit_closes_at_once_and_refuses_more() {
         let info = client("normal 100 0 0 pubsub 1000 0 0");
         assert!(info.push(Bytes::from(vec![b'a'; 60])));
-        assert!(!info.push(Bytes::from(vec![b'b'; 40])), "100 reaches the limit");
+        assert!(
+            !info.push(Bytes::from(vec![b'b'; 40])),
+            "100 reaches the limit"
+        );
         assert!(info.killed.load(Ordering::Relaxed));
-        assert_eq!(info.omem.load(Ordering::Relaxed), 0, "pending output is dropped");
+        assert_eq!(
+            info.omem.load(Ordering::Relaxed),
+            0,
+            "pending output is dropped"
+        );
         assert_eq!(info.take_output(), Output::Closed);
         assert!(!info.push(Bytes::from_static(b"+x\r\n")));
-        assert_eq!(info.queue_reply(Bytes::from_static(b"+x\r\n"), false, 0), None);
+        assert_eq!(
+            info.queue_reply(Bytes::from_static(b"+x\r\n"), false, 0),
+            None
+        );
 
         // A subscribed client is held to the pubsub class.
         let info = client("normal 100 0 0 pubsub 1000 0 0");
@@ -621,7 +645,9 @@ mod tests {
     #[test]
     fn soft_limit_closes_only_when_exceeded_continuously() {
         let info = client("normal 0 50 1");
-        assert!(info.queue_reply(Bytes::from(vec![b'a'; 60]), false, 1000).is_some());
+        assert!(info
+            .queue_reply(Bytes::from(vec![b'a'; 60]), false, 1000)
+            .is_some());
         // Over the soft limit since t=1000: tolerated for one second.
         assert_eq!(info.check_output_limits(1500), Some(2001));
         assert_eq!(info.check_output_limits(2000), Some(2001));

@@ -124,7 +124,11 @@ fn set_keepalive(fd: RawFd, interval: i64) {
     let opts = [
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, interval),
-        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, (interval / 3).max(1)),
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPINTVL,
+            (interval / 3).max(1),
+        ),
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
     ];
     for (level, name, value) in opts {
@@ -153,7 +157,13 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>)
     let info = state.register_client(peer.to_string(), laddr, fd, now_ms());
     let (rd, wr) = stream.into_split();
     let local = Rc::new(Local::default());
-    let writer = monoio::spawn(write_loop(wr, fd, info.clone(), state.clone(), local.clone()));
+    let writer = monoio::spawn(write_loop(
+        wr,
+        fd,
+        info.clone(),
+        state.clone(),
+        local.clone(),
+    ));
     read_loop(rd, fd, &info, &state, &local).await;
     local.reader_done.set(true);
     info.wake();
@@ -316,9 +326,7 @@ async fn reply(out: &mut ReplyBuf, fd: RawFd, info: &ClientInfo, local: &Local) 
         return false;
     };
     poll_fn(|cx| {
-        if local.writer_done.get()
-            || info.killed.load(Ordering::Relaxed)
-            || info.written() >= mark
+        if local.writer_done.get() || info.killed.load(Ordering::Relaxed) || info.written() >= mark
         {
             Poll::Ready(())
         } else {
@@ -331,13 +339,13 @@ async fn reply(out: &mut ReplyBuf, fd: RawFd, info: &ClientInfo, local: &Local) 
 }
 
 /// Waits until the client is closed or the reader has finished, or (with `on_output`) output is
-/// queued, or `deadline` (unix ms) has passed.
+/// queued or the writer was nudged (settings changed), or `deadline` (unix ms) has passed.
 async fn wait_event(info: &ClientInfo, local: &Local, on_output: bool, deadline: Option<i64>) {
     let signal = poll_fn(|cx| {
         info.register_waker(cx.waker());
         if local.reader_done.get()
             || info.killed.load(Ordering::Relaxed)
-            || (on_output && info.output_pending())
+            || (on_output && (info.output_pending() || info.take_nudge()))
         {
             Poll::Ready(())
         } else {
@@ -381,9 +389,8 @@ fn idle_check(info: &ClientInfo, local: &Local, timeout_ms: i64, now: i64) -> Op
     if due > now {
         return Some(due);
     }
-    let exempt = local.busy.get()
-        || info.blocked.load(Ordering::Relaxed)
-        || info.subscriptions() > 0;
+    let exempt =
+        local.busy.get() || info.blocked.load(Ordering::Relaxed) || info.subscriptions() > 0;
     if exempt {
         return Some(now + timeout_ms);
     }
