@@ -423,3 +423,34 @@ fn many_clients_interleave_on_one_server() {
         }
     }
 }
+
+#[test]
+fn auth_then_a_long_command_in_the_same_write() {
+    // The limits on unauthenticated requests (at most 10 arguments) stop applying as soon as AUTH
+    // has run, even for the rest of the same read.
+    let d = Diff::with_config(&["--requirepass", "pw"]);
+    let mut mset = vec!["MSET".to_string()];
+    for i in 0..6 {
+        mset.push(format!("k{i}"));
+        mset.push(format!("v{i}"));
+    }
+    let long = encode_command(&mset);
+    for auth in [
+        encode_command(&["AUTH", "pw"]),
+        encode_command(&["AUTH", "default", "pw"]),
+        // A failed AUTH leaves the limits in force: the long command is a protocol error.
+        encode_command(&["AUTH", "wrong"]),
+    ] {
+        let mut input = auth;
+        input.extend_from_slice(&long);
+        input.extend_from_slice(&encode_command(&["GET", "k5"]));
+        raw_case(&d, &input);
+    }
+    // HELLO ... AUTH too (its reply carries the client id, so only Strata's tail is compared).
+    let mut c = d.strata_server.conn();
+    let mut input = encode_command(&["HELLO", "2", "AUTH", "default", "pw"]);
+    input.extend_from_slice(&long);
+    c.send_raw(&input);
+    assert!(Reply::decode(&c.read_reply()).as_pairs().is_some());
+    assert_eq!(c.read_reply(), b"+OK\r\n");
+}

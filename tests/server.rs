@@ -791,34 +791,41 @@ fn config_get_and_set_match_redis() {
         &["CONFIG", "SET", "maxmemory"],
         &["CONFIG", "SET", "a", "b", "c"],
         &["CONFIG", "GET", "maxmemory"],
-        &["CONFIG", "SET", "maxmemory", "1GB"],
-        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "SET", "proto-max-bulk-len", "1GB"],
+        &["CONFIG", "GET", "proto-max-bulk-len"],
         &[
             "CONFIG",
             "SET",
-            "maxmemory",
-            "100kb",
+            "client-query-buffer-limit",
+            "100mb",
             "maxmemory-policy",
             "ALLKEYS-LRU",
             "timeout",
             "30",
         ],
-        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "GET", "client-query-buffer-limit"],
         &["CONFIG", "GET", "maxmemory-policy"],
         &["CONFIG", "GET", "timeout"],
         &[
             "CONFIG",
             "SET",
-            "maxmemory",
-            "0",
+            "client-query-buffer-limit",
+            "1gb",
+            "proto-max-bulk-len",
+            "512mb",
             "maxmemory-policy",
             "noeviction",
             "timeout",
             "0",
         ],
-        &["CONFIG", "SET", "appendonly", "YES"],
+        // The values that turn features off are accepted (Strata refuses the others, see
+        // settings_strata_does_not_implement_are_refused).
+        &["CONFIG", "SET", "appendonly", "NO"],
         &["CONFIG", "GET", "appendonly"],
-        &["CONFIG", "SET", "appendonly", "no"],
+        &["CONFIG", "SET", "save", ""],
+        &["CONFIG", "GET", "save"],
+        &["CONFIG", "SET", "maxmemory", "0kb"],
+        &["CONFIG", "GET", "maxmemory"],
         // hz is clamped to 1..500.
         &["CONFIG", "SET", "hz", "100000"],
         &["CONFIG", "GET", "hz"],
@@ -829,6 +836,151 @@ fn config_get_and_set_match_redis() {
         &["CONFIG"],
         &["CONFIG", "HELP"],
     ]);
+}
+
+#[test]
+fn client_output_buffer_limit_round_trips_as_in_redis() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["CONFIG", "GET", "client-output-buffer-limit"][..],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1mb 512kb 1",
+        ],
+        &["CONFIG", "GET", "client-output-buffer-limit"],
+        // Later groups win; only the classes named change; units as Redis reads them.
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "replica 1k 1K 5 slave 2 3 4 Normal 1g 2GB 007",
+        ],
+        &["CONFIG", "GET", "client-output-buffer-limit"],
+        &["CONFIG", "SET", "client-output-buffer-limit", ""],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 99999999999999999999 5B +5",
+        ],
+        &["CONFIG", "GET", "client-output-buffer-limit"],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1mb 512kb",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1 1  ",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "master 1 1 1",
+        ],
+        &["CONFIG", "SET", "client-output-buffer-limit", "foo 1 1 1"],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1x 1 1",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal -1 1 1",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal mb 1 1",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1.5mb 1 1",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1 1 -1",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1 1 abc",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1 1 9223372036854775807",
+        ],
+        &["CONFIG", "GET", "client-output-buffer-limit"],
+        &["CONFIG", "GET", "client-output-*"],
+    ]);
+}
+
+#[test]
+fn settings_strata_does_not_implement_are_refused() {
+    let s = Server::strata(&[]);
+    let mut c = s.conn();
+    for (name, value, what) in [
+        ("appendonly", "yes", "appendonly yes"),
+        ("save", "3600 1", "snapshots"),
+        ("maxmemory", "100mb", "maxmemory"),
+    ] {
+        let reply = c.call_decoded(&["CONFIG", "SET", name, value]);
+        let text = String::from_utf8_lossy(reply.error_text().expect("refused")).into_owned();
+        assert!(
+            text.starts_with(&format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - Strata does \
+                 not implement {what}"
+            )),
+            "{text}"
+        );
+    }
+    // Nothing was stored, and the values meaning "off" are accepted.
+    for (name, value) in [("appendonly", "no"), ("save", ""), ("maxmemory", "0")] {
+        let got = c.call_decoded(&["CONFIG", "GET", name]);
+        assert_eq!(
+            got.get(name).and_then(Reply::as_bytes),
+            Some(value.as_bytes()),
+            "{name}"
+        );
+        assert_eq!(c.call(&["CONFIG", "SET", name, value]), b"+OK\r\n");
+    }
+    // At start-up, from a flag or a config file, the server refuses to run with them.
+    let dir = crate::harness::TempDir::new("refused-settings");
+    let conf = dir.path().join("strata.conf");
+    std::fs::write(&conf, "port 0\nappendonly yes\n").unwrap();
+    for args in [
+        vec!["--port", "0", "--appendonly", "yes"],
+        vec!["--port", "0", "--save", "900", "1"],
+        vec!["--port", "0", "--maxmemory", "1gb"],
+        vec!["--port", "0", "--daemonize", "yes"],
+        vec![conf.to_str().unwrap()],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .expect("run strata");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(err.contains("Strata does not implement"), "{args:?}: {err}");
+    }
 }
 
 #[test]
@@ -1421,4 +1573,200 @@ fn debug_sleep_suspends_only_its_connection() {
     );
     assert_eq!(sleeper.read_reply(), b"+OK\r\n");
     assert!(start.elapsed() >= Duration::from_millis(500));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Output buffers, the push path, idle timeout (Strata only: Redis's timing differs)
+// ------------------------------------------------------------------------------------------------
+
+/// The CLIENT LIST fields of client `id`, or None once it is gone.
+fn listed_client(admin: &mut Conn, id: i64) -> Option<Vec<(String, String)>> {
+    let list = client_line(&admin.call_decoded(&["CLIENT", "LIST"]));
+    list.lines()
+        .map(client_fields)
+        .find(|f| field(f, "id") == id.to_string())
+}
+
+/// Polls (bounded: 200 rounds of 50 ms) until `done` holds.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("never happened: {what}");
+}
+
+const BIG: usize = 100 * 1024;
+
+/// A server with a `BIG`-byte value under `bigkey`.
+fn server_with_bigkey(args: &[&str]) -> (Server, Conn) {
+    let s = Server::strata(args);
+    let mut admin = s.conn();
+    let value = vec![b'v'; BIG];
+    assert_eq!(admin.call(&[&b"SET"[..], b"bigkey", &value]), b"+OK\r\n");
+    (s, admin)
+}
+
+/// Sends `rounds` writes of 50 pipelined `GET bigkey`s and reads nothing.
+fn pipeline_gets_without_reading(c: &mut Conn, rounds: usize) {
+    let batch = encode_command(&["GET", "bigkey"]).repeat(50);
+    for _ in 0..rounds {
+        c.send_raw(&batch);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_client_that_does_not_read_is_closed_at_the_hard_output_limit() {
+    let (s, mut admin) = server_with_bigkey(&[]);
+    assert_eq!(
+        admin.call(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1mb 512kb 1"
+        ]),
+        b"+OK\r\n"
+    );
+    let mut slow = s.conn();
+    let id = int_of(&mut slow, &["CLIENT", "ID"]);
+    // 20 * 50 replies of 100 KB: far more than socket buffers plus the 1 MB limit hold.
+    pipeline_gets_without_reading(&mut slow, 20);
+    eventually("the slow reader is disconnected", || {
+        listed_client(&mut admin, id).is_none()
+    });
+    assert!(slow.is_closed_within(Duration::from_secs(10)));
+    eventually("the limit is logged", || {
+        s.log_tail().contains(&format!(
+            "scheduled to be closed ASAP for overcoming of output buffer limits"
+        ))
+    });
+    // Everyone else is served as before.
+    assert_eq!(admin.call(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn a_client_that_does_not_read_is_closed_after_the_soft_limit_seconds() {
+    let (s, mut admin) = server_with_bigkey(&[]);
+    // No hard limit: only staying above 256 KB for over a second closes the client, even though
+    // the server adds nothing more while it waits for the client to read.
+    assert_eq!(
+        admin.call(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 0 256kb 1"
+        ]),
+        b"+OK\r\n"
+    );
+    let mut slow = s.conn();
+    let id = int_of(&mut slow, &["CLIENT", "ID"]);
+    pipeline_gets_without_reading(&mut slow, 20);
+    eventually("the slow reader is disconnected", || {
+        listed_client(&mut admin, id).is_none()
+    });
+    assert!(slow.is_closed_within(Duration::from_secs(10)));
+}
+
+#[test]
+fn pending_output_is_listed_and_delivered_in_order() {
+    // Default limits (none for normal clients): a client that reads late gets everything, in order,
+    // and CLIENT LIST shows what it has not read yet.
+    let (s, mut admin) = server_with_bigkey(&[]);
+    let mut slow = s.conn();
+    let id = int_of(&mut slow, &["CLIENT", "ID"]);
+    let mut sent = Vec::new();
+    for i in 0..100 {
+        sent.extend(encode_command(&["GET", "bigkey"]));
+        sent.extend(encode_command(&["ECHO", &i.to_string()]));
+    }
+    slow.send_raw(&sent);
+    eventually("pending output shows in CLIENT LIST", || {
+        let f = listed_client(&mut admin, id).expect("the client is connected");
+        let omem: u64 = field(&f, "omem").parse().unwrap();
+        let queued: u64 =
+            field(&f, "obl").parse::<u64>().unwrap() + field(&f, "oll").parse::<u64>().unwrap();
+        let tot: u64 = field(&f, "tot-mem").parse().unwrap();
+        omem > 0 && queued > 0 && tot > omem && field(&f, "events") == "rw"
+    });
+    let info = info_sections(&admin.call_decoded(&["INFO", "clients"]));
+    let recent: u64 = info_field(&info, "client_recent_max_output_buffer")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(recent > 0);
+    for i in 0..100 {
+        let value = slow.read_reply();
+        assert_eq!(
+            value.len(),
+            BIG + format!("${BIG}\r\n\r\n").len(),
+            "reply {i}"
+        );
+        assert_eq!(slow.read_reply(), encode_bulk(i.to_string().as_bytes()));
+    }
+    eventually("nothing is pending once read", || {
+        let f = listed_client(&mut admin, id).expect("the client is connected");
+        field(&f, "omem") == "0" && field(&f, "oll") == "0" && field(&f, "obl") == "0"
+    });
+}
+
+fn encode_bulk(b: &[u8]) -> Vec<u8> {
+    let mut v = format!("${}\r\n", b.len()).into_bytes();
+    v.extend_from_slice(b);
+    v.extend_from_slice(b"\r\n");
+    v
+}
+
+#[test]
+fn client_kill_reaches_a_client_stuck_writing() {
+    let (s, mut admin) = server_with_bigkey(&[]);
+    let mut slow = s.conn();
+    let id = int_of(&mut slow, &["CLIENT", "ID"]);
+    pipeline_gets_without_reading(&mut slow, 4);
+    eventually("the client has output pending", || {
+        listed_client(&mut admin, id).is_some_and(|f| field(&f, "omem") != "0")
+    });
+    assert_eq!(
+        admin.call(&["CLIENT", "KILL", "ID", &id.to_string()]),
+        b":1\r\n"
+    );
+    eventually("the killed client is gone", || {
+        listed_client(&mut admin, id).is_none()
+    });
+    // Reading what was already on its way, the client then sees the connection end.
+    let (_, closed) = slow.read_until_quiet(Duration::from_millis(500));
+    assert!(closed || slow.is_closed_within(Duration::from_secs(10)));
+    // Later clients (which may get the same descriptor number) are untouched.
+    let mut next = s.conn();
+    assert_eq!(next.call(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        admin.call(&["CLIENT", "KILL", "ID", &id.to_string()]),
+        b":0\r\n"
+    );
+    assert_eq!(next.call(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn idle_clients_are_closed_after_timeout_but_not_while_a_command_runs() {
+    let s = Server::strata(&["--enable-debug-command", "yes"]);
+    // Connected before the setting changes: the new timeout applies to it too.
+    let mut idle = s.conn();
+    assert_eq!(idle.call(&["PING"]), b"+PONG\r\n");
+    let mut busy = s.conn();
+    let mut admin = s.conn();
+    assert_eq!(admin.call(&["CONFIG", "SET", "timeout", "1"]), b"+OK\r\n");
+    busy.send(&["DEBUG", "SLEEP", "2.5"]);
+    assert!(idle.is_closed_within(Duration::from_secs(10)));
+    // The sleeping command outlives the timeout and is still answered.
+    assert_eq!(busy.read_reply(), b"+OK\r\n");
+    assert!(busy.is_closed_within(Duration::from_secs(10)));
+    // timeout 0 (the default) never closes anyone.
+    let mut admin = s.conn();
+    assert_eq!(admin.call(&["CONFIG", "SET", "timeout", "0"]), b"+OK\r\n");
+    let mut quiet = s.conn();
+    assert_eq!(quiet.call(&["PING"]), b"+PONG\r\n");
+    assert!(!quiet.is_closed_within(Duration::from_millis(2500)));
+    assert_eq!(quiet.call(&["PING"]), b"+PONG\r\n");
 }

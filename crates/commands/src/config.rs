@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use strata_core::glob::glob_match;
 
@@ -24,6 +24,9 @@ pub enum Kind {
     Bool,
     Str,
     Enum(&'static [&'static str]),
+    /// `client-output-buffer-limit`: `<class> <hard> <soft> <seconds>` groups; a CONFIG SET changes
+    /// only the classes it names.
+    OutputBufferLimit,
 }
 
 /// One setting.
@@ -107,21 +110,21 @@ pub static SPECS: &[ConfigSpec] = &[
         "",
         Kind::Str,
         true,
-        "snapshot schedule (persistence is not implemented yet)",
+        "snapshot schedule; persistence is not implemented yet, so only \"\" (none) is accepted",
     ),
     spec(
         "appendonly",
         "no",
         Kind::Bool,
         true,
-        "append-only file (not implemented yet)",
+        "append-only file; not implemented yet, so only no is accepted",
     ),
     spec(
         "maxmemory",
         "0",
         Kind::Memory,
         true,
-        "memory limit (not enforced yet)",
+        "memory limit; not enforced yet, so only 0 (none) is accepted",
     ),
     spec(
         "maxmemory-policy",
@@ -154,6 +157,15 @@ pub static SPECS: &[ConfigSpec] = &[
         "largest query buffer per client",
     ),
     spec(
+        "client-output-buffer-limit",
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        Kind::OutputBufferLimit,
+        true,
+        "per client class (normal, replica, pubsub): output a client has not read yet; beyond the \
+         hard limit, or beyond the soft limit for the given seconds, the client is disconnected \
+         (0 = no limit)",
+    ),
+    spec(
         "maxclients",
         "10000",
         Kind::Int {
@@ -171,7 +183,8 @@ pub static SPECS: &[ConfigSpec] = &[
             max: i32::MAX as i64,
         },
         true,
-        "idle client timeout in seconds",
+        "close clients idle for more than this many seconds (0 = never; blocked and subscribed \
+         clients are exempt)",
     ),
     spec(
         "tcp-keepalive",
@@ -181,7 +194,7 @@ pub static SPECS: &[ConfigSpec] = &[
             max: i32::MAX as i64,
         },
         true,
-        "TCP keepalive seconds",
+        "TCP keepalive probe interval in seconds for new connections (0 = off)",
     ),
     spec(
         "tcp-backlog",
@@ -210,7 +223,13 @@ pub static SPECS: &[ConfigSpec] = &[
         true,
         "log level",
     ),
-    spec("logfile", "", Kind::Str, false, "log file (empty: stdout)"),
+    spec(
+        "logfile",
+        "",
+        Kind::Str,
+        false,
+        "log file; Strata logs to stdout/stderr only, so only \"\" is accepted",
+    ),
     spec(
         "daemonize",
         "no",
@@ -270,10 +289,170 @@ pub static SPECS: &[ConfigSpec] = &[
     },
 ];
 
+/// A client class of `client-output-buffer-limit`, in Redis's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientClass {
+    Normal = 0,
+    Replica = 1,
+    PubSub = 2,
+}
+
+/// The class names CONFIG GET prints, in [`ClientClass`] order.
+const CLASS_NAMES: [&str; 3] = ["normal", "slave", "pubsub"];
+
+/// One class's output-buffer limit; 0 disables a bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputLimit {
+    /// Pending output at or above this closes the client at once.
+    pub hard: u64,
+    /// Pending output at or above this for more than `soft_seconds` closes the client.
+    pub soft: u64,
+    pub soft_seconds: u64,
+}
+
+/// `client-output-buffer-limit` as numbers, readable from any thread without a lock: every push to
+/// a client checks it. Updated under the configuration's write lock together with its text.
+#[derive(Default)]
+pub struct OutputLimits {
+    /// hard, soft, seconds for each class in [`ClientClass`] order.
+    v: [AtomicU64; 9],
+}
+
+impl OutputLimits {
+    /// The limit of `class`.
+    pub fn get(&self, class: ClientClass) -> OutputLimit {
+        let i = class as usize * 3;
+        OutputLimit {
+            hard: self.v[i].load(Ordering::Relaxed),
+            soft: self.v[i + 1].load(Ordering::Relaxed),
+            soft_seconds: self.v[i + 2].load(Ordering::Relaxed),
+        }
+    }
+
+    fn store(&self, canonical: &str) {
+        for (slot, n) in self.v.iter().zip(parse_output_limits(canonical)) {
+            slot.store(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The numbers of a canonical `client-output-buffer-limit` value, in [`OutputLimits`] order.
+fn parse_output_limits(canonical: &str) -> Vec<u64> {
+    canonical
+        .split(' ')
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// Redis's `memtoull`: digits, then an optional unit (b, k, kb, m, mb, g, gb in any case); no sign.
+/// Too many digits saturate and a unit multiplies with wrap-around, as in C.
+fn memtoull(v: &str) -> Option<u64> {
+    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+    let mul: u64 = match v[digits..].to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    // No digits at all reads as 0, as strtoull does ("mb" is 0).
+    let n = match &v[..digits] {
+        "" => 0,
+        d => d.parse::<u64>().unwrap_or(u64::MAX),
+    };
+    Some(n.wrapping_mul(mul))
+}
+
+/// C's `(int) strtoll(v)` with the whole string consumed: an optional sign, digits that saturate,
+/// then truncation to 32 bits; the empty string is 0.
+fn strtoll_int(v: &str) -> Option<i32> {
+    let (neg, digits) = match v.as_bytes().first() {
+        Some(b'-') => (true, &v[1..]),
+        Some(b'+') => (false, &v[1..]),
+        _ => (false, v),
+    };
+    if v.is_empty() {
+        return Some(0);
+    }
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = match digits.parse::<i64>() {
+        Ok(n) if neg => -n,
+        Ok(n) => n,
+        Err(_) if neg => i64::MIN,
+        Err(_) => i64::MAX,
+    };
+    Some(n as i32)
+}
+
+/// Applies a CONFIG SET value of `client-output-buffer-limit` to `current` (canonical): words
+/// split on single spaces as Redis does, in groups of `<class> <hard> <soft> <seconds>`; every
+/// group is checked before any applies; the error is Redis's text.
+fn normalize_output_limits(value: &str, current: &str) -> Result<String, String> {
+    let words: Vec<&str> = if value.is_empty() {
+        Vec::new()
+    } else {
+        value.split(' ').collect()
+    };
+    if words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut nums = parse_output_limits(current);
+    nums.resize(9, 0);
+    for group in words.chunks(4) {
+        let class = match group[0].to_ascii_lowercase().as_str() {
+            "normal" => ClientClass::Normal,
+            "slave" | "replica" => ClientClass::Replica,
+            "pubsub" => ClientClass::PubSub,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let (hard, soft, secs) = (
+            memtoull(group[1]),
+            memtoull(group[2]),
+            strtoll_int(group[3]),
+        );
+        let (Some(hard), Some(soft), Some(secs)) = (hard, soft, secs.filter(|s| *s >= 0)) else {
+            return Err(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.".into(),
+            );
+        };
+        let i = class as usize * 3;
+        nums[i..i + 3].copy_from_slice(&[hard, soft, secs as u64]);
+    }
+    Ok(CLASS_NAMES
+        .iter()
+        .zip(nums.chunks(3))
+        .map(|(name, n)| format!("{name} {} {} {}", n[0], n[1], n[2]))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// Values Strata would accept but cannot act on yet: refused with the reason, so that a setting
+/// never silently does nothing. The values that mean "off" stay accepted.
+fn not_implemented(name: &str, canonical: &str) -> Option<String> {
+    let what = match (name, canonical) {
+        ("appendonly", "yes") => "appendonly yes",
+        ("save", v) if !v.is_empty() => "snapshots (save schedules other than \"\")",
+        ("maxmemory", v) if v != "0" => "maxmemory (limits other than 0)",
+        ("daemonize", "yes") => "daemonize yes",
+        ("logfile", v) if !v.is_empty() => "log files (logfile other than \"\")",
+        _ => return None,
+    };
+    Some(format!("Strata does not implement {what} yet"))
+}
+
 /// The live configuration.
 pub struct Config {
     values: RwLock<HashMap<&'static str, String>>,
     epoch: AtomicU64,
+    /// `client-output-buffer-limit` as numbers; shared with every client's handle.
+    output_limits: Arc<OutputLimits>,
     /// The config file given at start-up (absolute), for INFO `config_file` and CONFIG REWRITE.
     file: Option<PathBuf>,
 }
@@ -288,8 +467,10 @@ impl Default for Config {
                     .collect(),
             ),
             epoch: AtomicU64::new(0),
+            output_limits: Arc::new(OutputLimits::default()),
             file: None,
         }
+        .with_limits_loaded()
     }
 }
 
@@ -314,9 +495,20 @@ pub fn parse_memory(v: &str) -> Option<i64> {
         .filter(|n| *n >= 0)
 }
 
-/// Validates `value` for `spec` and returns it in canonical form; the error is Redis's reason text.
-fn normalize(spec: &ConfigSpec, value: &str) -> Result<String, String> {
+/// Validates `value` for `spec` and returns it in canonical form; the error is Redis's reason text,
+/// or why Strata refuses a value it does not implement. `current` is the live value (settings
+/// whose new value depends on the old one).
+fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
+    let v = normalize_kind(spec, value, current)?;
+    match not_implemented(spec.name, &v) {
+        Some(why) => Err(why),
+        None => Ok(v),
+    }
+}
+
+fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
     Ok(match spec.kind {
+        Kind::OutputBufferLimit => normalize_output_limits(value, current)?,
         Kind::Int { min, max } => {
             let v: i64 = value
                 .parse()
@@ -406,17 +598,47 @@ impl Config {
     fn set_startup(&self, name: &str, value: &str) -> Result<(), String> {
         let spec = find(name)
             .ok_or_else(|| format!("Bad directive or wrong number of arguments: '{name}'"))?;
-        self.store(spec, value)
+        // A config line or flag may space its words freely; CONFIG SET splits on single spaces.
+        let value = match spec.kind {
+            Kind::OutputBufferLimit => value.split_whitespace().collect::<Vec<_>>().join(" "),
+            _ => value.to_string(),
+        };
+        self.store(spec, &value)
+            .map_err(|why| format!("'{} {value}': {why}", spec.name))
     }
 
     fn store(&self, spec: &'static ConfigSpec, value: &str) -> Result<(), String> {
-        let normalized = normalize(spec, value)?;
-        self.values
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(spec.name, normalized);
+        let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
+        let current = table.get(spec.name).cloned().unwrap_or_default();
+        let normalized = normalize(spec, value, &current)?;
+        self.apply(&mut table, spec, normalized);
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Stores a validated value, keeping the numeric caches in step (under the write lock).
+    fn apply(
+        &self,
+        table: &mut HashMap<&'static str, String>,
+        spec: &'static ConfigSpec,
+        value: String,
+    ) {
+        if matches!(spec.kind, Kind::OutputBufferLimit) {
+            self.output_limits.store(&value);
+        }
+        table.insert(spec.name, value);
+    }
+
+    fn with_limits_loaded(self) -> Config {
+        if let Some(v) = self.get("client-output-buffer-limit") {
+            self.output_limits.store(&v);
+        }
+        self
+    }
+
+    /// `client-output-buffer-limit` as numbers, live: the handle every client shares.
+    pub fn output_limits(&self) -> &Arc<OutputLimits> {
+        &self.output_limits
     }
 
     /// Changes a mutable setting at runtime (CONFIG SET). The error is the reason only; the caller
@@ -440,15 +662,18 @@ impl Config {
             }
             specs.push(spec);
         }
+        // Validated under the write lock: a value may depend on the live one
+        // (client-output-buffer-limit changes only the classes it names).
+        let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
         let mut values = Vec::with_capacity(pairs.len());
         for (i, (spec, (_, value))) in specs.iter().zip(pairs).enumerate() {
-            let v = normalize(spec, value)
+            let current = table.get(spec.name).map(String::as_str).unwrap_or("");
+            let v = normalize(spec, value, current)
                 .map_err(|why| (i, ConfigSetError::Invalid(spec.name, why)))?;
             values.push(v);
         }
-        let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
         for (spec, v) in specs.iter().zip(values) {
-            table.insert(spec.name, v);
+            self.apply(&mut table, spec, v);
         }
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
@@ -558,7 +783,8 @@ impl Config {
             .filter(|s| !written.contains(&s.name))
             .filter(|s| values.get(s.name).map(String::as_str) != Some(s.default))
             .filter(|s| {
-                normalize(s, s.default).ok().as_deref() != values.get(s.name).map(String::as_str)
+                normalize(s, s.default, s.default).ok().as_deref()
+                    != values.get(s.name).map(String::as_str)
             })
             .collect();
         if !missing.is_empty() {
@@ -597,7 +823,12 @@ mod tests {
             "--save",
             "",
             "--maxmemory",
+            "0",
+            "--client-output-buffer-limit",
+            "pubsub",
             "1mb",
+            "2",
+            "3",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -605,8 +836,31 @@ mod tests {
         let c = Config::from_args(&args).unwrap();
         assert_eq!(c.get_i64("port"), 7001);
         assert_eq!(c.get("requirepass").as_deref(), Some("secret"));
-        assert_eq!(c.get_i64("maxmemory"), 1 << 20);
+        assert_eq!(c.get_i64("maxmemory"), 0);
+        assert_eq!(
+            c.output_limits().get(ClientClass::PubSub),
+            OutputLimit {
+                hard: 1 << 20,
+                soft: 2,
+                soft_seconds: 3
+            }
+        );
         assert!(Config::from_args(&["--nope".into(), "1".into()]).is_err());
+        // Settings Strata cannot act on are refused at start-up too, naming the setting.
+        let Err(err) = Config::from_args(&["--appendonly".into(), "yes".into()]) else {
+            panic!("appendonly yes was accepted");
+        };
+        assert!(
+            err.contains("appendonly") && err.contains("does not implement"),
+            "{err}"
+        );
+        assert!(Config::from_args(&["--save".into(), "60".into(), "1".into()]).is_err());
+        assert!(Config::from_args(&["--maxmemory".into(), "1mb".into()]).is_err());
+        assert!(Config::default().load_text("daemonize yes\n").is_err());
+        assert!(Config::default().load_text("logfile /tmp/x.log\n").is_err());
+        assert!(Config::default()
+            .load_text("appendonly no\nsave \"\"\nmaxmemory 0\nlogfile \"\"\n")
+            .is_ok());
         assert_eq!(c.set("port", "1"), Err(ConfigSetError::Immutable("port")));
         assert!(matches!(
             c.set("maxmemory-policy", "bogus"),
@@ -628,7 +882,7 @@ mod tests {
             Err((0, ConfigSetError::Immutable("port")))
         );
         assert_eq!(
-            c.set_many(&[("maxmemory", "1"), ("MAXMEMORY", "2")]),
+            c.set_many(&[("maxmemory", "0"), ("MAXMEMORY", "0")]),
             Err((1, ConfigSetError::Duplicate("maxmemory")))
         );
         assert_eq!(
@@ -645,11 +899,11 @@ mod tests {
         );
         let epoch = c.epoch();
         assert_eq!(
-            c.set_many(&[("timeout", "5"), ("Appendonly", "YES")]),
+            c.set_many(&[("timeout", "5"), ("Appendonly", "NO")]),
             Ok(())
         );
         assert_eq!(c.get("timeout").as_deref(), Some("5"));
-        assert_eq!(c.get("appendonly").as_deref(), Some("yes"));
+        assert_eq!(c.get("appendonly").as_deref(), Some("no"));
         assert!(c.epoch() > epoch);
     }
 
@@ -660,8 +914,8 @@ mod tests {
         assert_eq!(c.get_i64("hz"), 500);
         c.set("hz", "0").unwrap();
         assert_eq!(c.get_i64("hz"), 1);
-        c.set("maxmemory", "1GB").unwrap();
-        assert_eq!(c.get_i64("maxmemory"), 1 << 30);
+        c.set("maxmemory", "0GB").unwrap();
+        assert_eq!(c.get_i64("maxmemory"), 0);
         assert_eq!(
             c.set("maxmemory", "-1"),
             Err(ConfigSetError::Invalid(
@@ -683,7 +937,7 @@ mod tests {
     #[test]
     fn rewrite_keeps_the_file_and_updates_values() {
         let c = Config::default();
-        c.set("maxmemory", "2mb").unwrap();
+        c.set("proto-max-bulk-len", "2mb").unwrap();
         c.set("timeout", "7").unwrap();
         let old =
             "# my settings\nport 6379\ntimeout 0\nsave 60 1\nsave 300 10\n\nunknown-line stays\n";
@@ -691,14 +945,114 @@ mod tests {
         assert_eq!(
             new,
             "# my settings\nport 6379\ntimeout 7\nsave \"\"\n\nunknown-line stays\n\
-             # Generated by CONFIG REWRITE\nmaxmemory 2097152\n"
+             # Generated by CONFIG REWRITE\nproto-max-bulk-len 2097152\n"
         );
         // The rewritten text loads back to the same settings.
         let back = Config::default();
         back.load_text(&new.replace("unknown-line stays", ""))
             .unwrap();
-        assert_eq!(back.get_i64("maxmemory"), 2 << 20);
+        assert_eq!(back.get_i64("proto-max-bulk-len"), 2 << 20);
         assert_eq!(back.get_i64("timeout"), 7);
         assert!(Config::default().rewrite().is_err());
+    }
+
+    #[test]
+    fn settings_strata_does_not_implement_are_refused_except_off() {
+        let c = Config::default();
+        for (name, value) in [
+            ("appendonly", "yes"),
+            ("save", "3600 1"),
+            ("maxmemory", "1mb"),
+        ] {
+            match c.set(name, value) {
+                Err(ConfigSetError::Invalid(n, why)) => {
+                    assert_eq!(n, name);
+                    assert!(why.starts_with("Strata does not implement"), "{why}");
+                }
+                other => panic!("{name} {value}: {other:?}"),
+            }
+        }
+        for (name, value) in [("appendonly", "no"), ("save", ""), ("maxmemory", "0")] {
+            assert_eq!(c.set(name, value), Ok(()), "{name} {value}");
+        }
+        // The refusal is all-or-nothing with the rest of the CONFIG SET.
+        assert!(c
+            .set_many(&[("timeout", "9"), ("appendonly", "yes")])
+            .is_err());
+        assert_eq!(c.get_i64("timeout"), 0);
+    }
+
+    #[test]
+    fn output_buffer_limits_parse_as_redis_does() {
+        let c = Config::default();
+        let get = || c.get("client-output-buffer-limit").unwrap();
+        assert_eq!(
+            get(),
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
+        assert_eq!(c.output_limits().get(ClientClass::Replica).hard, 256 << 20);
+        c.set("client-output-buffer-limit", "normal 1mb 512kb 1")
+            .unwrap();
+        assert_eq!(
+            c.output_limits().get(ClientClass::Normal),
+            OutputLimit {
+                hard: 1 << 20,
+                soft: 512 << 10,
+                soft_seconds: 1
+            }
+        );
+        // Later groups override earlier ones; units are case-insensitive; k is 1000, kb 1024.
+        c.set(
+            "client-output-buffer-limit",
+            "replica 1k 1K 5 slave 2 3 4 Normal 1g 2GB 007",
+        )
+        .unwrap();
+        assert_eq!(
+            get(),
+            "normal 1000000000 2147483648 7 slave 2 3 4 pubsub 33554432 8388608 60"
+        );
+        c.set("client-output-buffer-limit", "").unwrap();
+        c.set("client-output-buffer-limit", "replica mb 0 0")
+            .unwrap();
+        assert!(get().contains(" slave 0 0 0 "));
+        c.set(
+            "client-output-buffer-limit",
+            "pubsub 99999999999999999999 0 +5",
+        )
+        .unwrap();
+        assert!(get().ends_with("pubsub 18446744073709551615 0 5"));
+        let why = |v: &str| match c.set("client-output-buffer-limit", v) {
+            Err(ConfigSetError::Invalid(_, why)) => why,
+            other => panic!("{v}: {other:?}"),
+        };
+        for v in ["normal 1 1", "normal 1 1  "] {
+            assert_eq!(
+                why(v),
+                "Wrong number of arguments in buffer limit configuration."
+            );
+        }
+        for v in ["master 1 1 1", "foo 1 1 1"] {
+            assert_eq!(
+                why(v),
+                "Invalid client class specified in buffer limit configuration."
+            );
+        }
+        for v in [
+            "normal 1x 1 1",
+            "normal -1 1 1",
+            "normal +5 1 1",
+            "normal 1.5mb 1 1",
+            "normal 1 1 -1",
+            "normal 1 1 1.5",
+            "normal 1 1 9223372036854775807",
+        ] {
+            assert_eq!(
+                why(v),
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration.",
+                "{v}"
+            );
+        }
+        // Nothing of a refused value was applied.
+        assert!(get().starts_with("normal 1000000000 2147483648 7 "));
     }
 }

@@ -643,8 +643,9 @@ fn client_list(cx: &mut ConnCtx<'_>) -> CmdResult {
 }
 
 /// One CLIENT LIST line (without its newline): Redis 7.0's fields in Redis's order, then 7.2's
-/// `lib-name` and `lib-ver`. Buffer fields Strata does not track the way Redis does (qbuf-free,
-/// rbs, rbp, obl, oll, multi-mem) read 0.
+/// `lib-name` and `lib-ver`. Output not yet written to the socket is `omem` bytes: `obl` of the
+/// chunk being written and `oll` chunks queued behind it. Buffer fields Strata does not track the
+/// way Redis does (qbuf-free, rbs, rbp, multi-mem) read 0.
 pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> String {
     let text = |m: &std::sync::Mutex<Option<Bytes>>| {
         m.lock()
@@ -676,6 +677,8 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
     }
     let qbuf = c.qbuf.load(Ordering::Relaxed);
     let omem = c.omem.load(Ordering::Relaxed);
+    let obl = c.obl.load(Ordering::Relaxed);
+    let oll = c.oll.load(Ordering::Relaxed);
     let cmd = table
         .entries()
         .get(c.last_cmd.load(Ordering::Relaxed))
@@ -684,7 +687,7 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \
          ssub={} multi={multi} qbuf={qbuf} qbuf-free=0 argv-mem={argv_mem} multi-mem=0 rbs=0 \
-         rbp=0 obl=0 oll=0 omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
+         rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
          redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,

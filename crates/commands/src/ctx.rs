@@ -1,17 +1,19 @@
 //! What a handler sees: [`ShardCtx`] on the shard that owns the keys, [`ConnCtx`] on the
 //! connection's thread, and the server-wide state both can reach.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::{Db, Shard, ShardSet};
+use strata_shard::{now_ms, Db, Shard, ShardSet};
 
 use crate::args::Args;
-use crate::config::Config;
+use crate::config::{ClientClass, Config, OutputLimits};
 use crate::table::Table;
 
 /// Context of a command running on the shard that owns its keys.
@@ -100,13 +102,30 @@ impl Session {
     }
 }
 
-/// The part of a client other threads may read (CLIENT LIST/INFO) or act on (CLIENT KILL).
-/// Written only by the owning connection's thread, with relaxed atomics or uncontended mutexes.
+/// The part of a client other threads may read (CLIENT LIST/INFO) or act on (CLIENT KILL, pushes).
+/// Written by the owning connection's thread with relaxed atomics or uncontended mutexes, except
+/// the outbox, which any thread may push to.
+///
+/// # The push path
+/// Any thread can queue bytes for the client with [`ClientInfo::push`]; the owning connection
+/// writes them in order with its own replies, and only the owner ever touches the socket. The
+/// invariants:
+/// * Output leaves in the order it entered the outbox, a chunk at a time: a chunk is written
+///   completely before the next one starts, so messages never interleave.
+/// * The connection writes a reply directly (without the outbox) only when nothing is pending
+///   (`omem == 0`: nothing queued, nothing being written). A push racing with that direct write
+///   lands in the outbox behind it; if the socket takes only part of the reply, the rest goes to
+///   the *front* of the outbox — the writer runs on the owner's thread, so it cannot have started
+///   on anything queued meanwhile.
+/// * `client-output-buffer-limit` is checked on every byte added and while output is pending: at
+///   the hard limit, or above the soft limit for longer than its seconds, the client is closed
+///   (its pending output dropped, further pushes refused) and its owner woken to shut it down.
 pub struct ClientInfo {
     pub id: u64,
     pub addr: String,
     pub laddr: String,
-    /// Socket fd, so CLIENT KILL / SHUTDOWN can `shutdown(2)` it from another thread.
+    /// Socket fd, for CLIENT LIST only: another thread must never act on it (the number may have
+    /// been reused once the owner closed it); CLIENT KILL goes through [`ClientInfo::kill`].
     pub fd: i32,
     /// Creation time, unix ms.
     pub created_ms: i64,
@@ -119,10 +138,17 @@ pub struct ClientInfo {
     pub last_cmd: AtomicUsize,
     /// Time of the last interaction, unix ms.
     pub last_active_ms: AtomicI64,
-    /// Bytes buffered, unanswered (qbuf) and pending output (omem), for CLIENT LIST.
+    /// Bytes buffered, unanswered (qbuf), for CLIENT LIST.
     pub qbuf: AtomicU64,
+    /// Output not yet written to the socket, in bytes (CLIENT LIST `omem`); mirrors the outbox so
+    /// the connection's direct-write test is one load.
     pub omem: AtomicU64,
+    /// Bytes of the chunk being written (`obl`) and chunks queued behind it (`oll`).
+    pub obl: AtomicU64,
+    pub oll: AtomicU64,
     pub no_evict: AtomicBool,
+    /// Closed or being closed (CLIENT KILL, an output limit, shutdown): no more output is accepted
+    /// and the owner is shutting the connection down. Mirrors the outbox's flag for lock-free reads.
     pub killed: AtomicBool,
     /// Waiting in a blocking command (CLIENT LIST flag `b`, INFO `blocked_clients`); set by the
     /// blocking machinery.
@@ -135,9 +161,86 @@ pub struct ClientInfo {
     pub sub: AtomicU32,
     pub psub: AtomicU32,
     pub ssub: AtomicU32,
+    outbox: Mutex<Outbox>,
+    /// The owning connection's writer: woken by pushes, kills and configuration changes.
+    waker: AtomicWaker,
+    /// Set by [`ClientInfo::wake`]: the writer has something to re-read even though no output or
+    /// close is pending.
+    nudged: AtomicBool,
+    limits: Arc<OutputLimits>,
 }
 
+/// Output a connection has not written yet: pushed messages, and its own replies once the socket
+/// stopped taking them at once.
+#[derive(Default)]
+struct Outbox {
+    queue: VecDeque<Bytes>,
+    /// Bytes not yet written: queued, plus the rest of the chunk being written.
+    pending: u64,
+    /// Bytes of the chunk being written that are not written yet.
+    in_flight: u64,
+    /// Bytes written through the outbox since the connection opened.
+    written: u64,
+    /// When `pending` reached the soft limit (unix ms); None while below it.
+    soft_since: Option<i64>,
+    closed: bool,
+}
+
+/// What the owner's writer gets from [`ClientInfo::take_output`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The next chunk to write, in full, then report with [`ClientInfo::wrote`].
+    Chunk(Bytes),
+    /// Nothing to write.
+    Idle,
+    /// The client is closed: shut the connection down.
+    Closed,
+}
+
+/// Small queued chunks are coalesced into one write up to this size.
+const COALESCE: usize = 16 * 1024;
+
 impl ClientInfo {
+    /// A client's shared handle. `limits` is the live `client-output-buffer-limit`.
+    pub fn new(
+        id: u64,
+        addr: String,
+        laddr: String,
+        fd: i32,
+        now: i64,
+        limits: Arc<OutputLimits>,
+    ) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            fd,
+            created_ms: now,
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            db: AtomicU32::new(0),
+            resp: AtomicU8::new(2),
+            last_cmd: AtomicUsize::new(usize::MAX),
+            last_active_ms: AtomicI64::new(now),
+            qbuf: AtomicU64::new(0),
+            omem: AtomicU64::new(0),
+            obl: AtomicU64::new(0),
+            oll: AtomicU64::new(0),
+            no_evict: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            multi: AtomicI64::new(-1),
+            sub: AtomicU32::new(0),
+            psub: AtomicU32::new(0),
+            ssub: AtomicU32::new(0),
+            outbox: Mutex::new(Outbox::default()),
+            waker: AtomicWaker::new(),
+            nudged: AtomicBool::new(false),
+            limits,
+        }
+    }
+
     /// Total subscriptions (channels, patterns and shard channels): non-zero means the client is in
     /// Redis's pub/sub mode.
     pub fn subscriptions(&self) -> u32 {
@@ -146,15 +249,217 @@ impl ClientInfo {
             + self.ssub.load(Ordering::Relaxed)
     }
 
-    /// Marks the client killed and shuts its socket down so its thread notices at once.
-    pub fn kill(&self) {
-        self.killed.store(true, Ordering::Relaxed);
-        // shutdown(2) wakes the owner's pending read at once. If the fd was already closed (and
-        // reused) the owner is gone anyway; `killed` is what the owner checks.
-        // SAFETY: shutdown(2) has no memory-safety preconditions.
-        unsafe {
-            libc::shutdown(self.fd, libc::SHUT_RDWR);
+    /// The output-buffer class of the client: pubsub while it has subscriptions.
+    pub fn output_class(&self) -> ClientClass {
+        if self.subscriptions() > 0 {
+            ClientClass::PubSub
+        } else {
+            ClientClass::Normal
         }
+    }
+
+    fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
+        self.outbox.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `bytes` (one complete RESP message) for the client, from any thread; the owning
+    /// connection writes it after everything queued before. False if the client is closed or this
+    /// message took it over its output-buffer limit (it is then closed).
+    pub fn push(&self, bytes: Bytes) -> bool {
+        self.enqueue(bytes, false, now_ms()).is_some()
+    }
+
+    /// Closes the client from any thread (CLIENT KILL, SHUTDOWN): drops its pending output, refuses
+    /// further pushes and wakes its owner, which shuts the socket down.
+    pub fn kill(&self) {
+        let mut ob = self.outbox();
+        self.close_locked(&mut ob);
+        drop(ob);
+        self.waker.wake();
+    }
+
+    /// Wakes the owner's writer so it re-reads settings such as `timeout`.
+    pub fn wake(&self) {
+        self.nudged.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    /// Owner only: whether [`ClientInfo::wake`] was called since the last time this was asked.
+    pub fn take_nudge(&self) -> bool {
+        self.nudged.swap(false, Ordering::Acquire)
+    }
+
+    /// Whether output is pending (queued or being written). Owner only: when false, the owner may
+    /// write a reply straight to the socket.
+    pub fn output_pending(&self) -> bool {
+        self.omem.load(Ordering::Relaxed) != 0
+    }
+
+    /// Owner only: queues the part of its own reply the socket did not take, at the front when
+    /// nothing was pending as the owner tried to write directly (see the type's docs), else at the
+    /// back. Returns the [`ClientInfo::written`] count at which the reply has left, or None if the
+    /// client is closed (possibly by this reply's size).
+    pub fn queue_reply(&self, bytes: Bytes, front: bool, now: i64) -> Option<u64> {
+        self.enqueue(bytes, front, now)
+    }
+
+    fn enqueue(&self, bytes: Bytes, front: bool, now: i64) -> Option<u64> {
+        let mut ob = self.outbox();
+        if ob.closed {
+            return None;
+        }
+        let len = bytes.len() as u64;
+        if len == 0 {
+            return Some(ob.written + ob.pending);
+        }
+        // The reply goes before what was queued but never before a chunk being written; `front`
+        // is only used when nothing was pending, so there is none.
+        let mark = if front {
+            ob.written + ob.in_flight + len
+        } else {
+            ob.written + ob.pending + len
+        };
+        if front {
+            ob.queue.push_front(bytes);
+        } else {
+            ob.queue.push_back(bytes);
+        }
+        ob.pending += len;
+        self.mirror(&ob);
+        if self.over_limit(&mut ob, now) {
+            self.close_for_limits(ob);
+            return None;
+        }
+        drop(ob);
+        self.waker.wake();
+        Some(mark)
+    }
+
+    /// Owner only: the next chunk to write (small queued chunks coalesced), which stays counted as
+    /// pending until [`ClientInfo::wrote`] reports it written.
+    pub fn take_output(&self) -> Output {
+        let mut ob = self.outbox();
+        if ob.closed {
+            return Output::Closed;
+        }
+        if ob.in_flight > 0 {
+            // The caller still owes the rest of the previous chunk; nothing new.
+            return Output::Idle;
+        }
+        let Some(first) = ob.queue.pop_front() else {
+            return Output::Idle;
+        };
+        let chunk = if first.len() >= COALESCE || ob.queue.front().is_none() {
+            first
+        } else {
+            let mut buf = Vec::with_capacity(COALESCE);
+            buf.extend_from_slice(&first);
+            while let Some(next) = ob.queue.front() {
+                if buf.len() + next.len() > COALESCE {
+                    break;
+                }
+                buf.extend_from_slice(next);
+                ob.queue.pop_front();
+            }
+            Bytes::from(buf)
+        };
+        ob.in_flight = chunk.len() as u64;
+        self.mirror(&ob);
+        Output::Chunk(chunk)
+    }
+
+    /// Owner only: `n` more bytes of the chunk being written have left. Returns the total written,
+    /// or None if the client is (now) closed: still over the soft limit for too long.
+    pub fn wrote(&self, n: u64, now: i64) -> Option<u64> {
+        let mut ob = self.outbox();
+        if ob.closed {
+            return None;
+        }
+        let n = n.min(ob.in_flight);
+        ob.in_flight -= n;
+        ob.pending -= n;
+        ob.written += n;
+        self.mirror(&ob);
+        if self.over_limit(&mut ob, now) {
+            self.close_for_limits(ob);
+            return None;
+        }
+        Some(ob.written)
+    }
+
+    /// Bytes written through the outbox so far (compare with [`ClientInfo::queue_reply`]'s mark).
+    pub fn written(&self) -> u64 {
+        self.outbox().written
+    }
+
+    /// Owner only: re-checks the output limits at `now` (the soft limit's time may run out with
+    /// nothing added), closing the client if it is over them. Returns when to check again (unix ms)
+    /// while output stays above the soft limit.
+    pub fn check_output_limits(&self, now: i64) -> Option<i64> {
+        let mut ob = self.outbox();
+        if ob.closed {
+            return None;
+        }
+        if self.over_limit(&mut ob, now) {
+            self.close_for_limits(ob);
+            return None;
+        }
+        let secs = self.limits.get(self.output_class()).soft_seconds as i64;
+        ob.soft_since
+            .map(|t| t.saturating_add(secs.saturating_mul(1000)) + 1)
+    }
+
+    /// Owner only: registers the writer's waker (pushes, kills and settings wake it).
+    pub fn register_waker(&self, waker: &std::task::Waker) {
+        self.waker.register(waker);
+    }
+
+    /// Owner only: the connection is ending; later pushes are refused.
+    pub fn close(&self) {
+        let mut ob = self.outbox();
+        self.close_locked(&mut ob);
+    }
+
+    fn close_locked(&self, ob: &mut Outbox) {
+        ob.closed = true;
+        ob.queue = VecDeque::new();
+        ob.pending = 0;
+        ob.in_flight = 0;
+        ob.soft_since = None;
+        self.mirror(ob);
+        self.killed.store(true, Ordering::Relaxed);
+    }
+
+    fn close_for_limits(&self, mut ob: std::sync::MutexGuard<'_, Outbox>) {
+        let line = crate::connection::client_line(self, now_ms(), 0, crate::table());
+        self.close_locked(&mut ob);
+        drop(ob);
+        eprintln!(
+            "Client {line} scheduled to be closed ASAP for overcoming of output buffer limits."
+        );
+        self.waker.wake();
+    }
+
+    fn mirror(&self, ob: &Outbox) {
+        self.omem.store(ob.pending, Ordering::Relaxed);
+        self.obl.store(ob.in_flight, Ordering::Relaxed);
+        self.oll.store(ob.queue.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Redis's `checkClientOutputBufferLimits`: at or over the hard limit, or at or over the soft
+    /// limit for longer than its seconds (the clock starts when the soft limit is first reached
+    /// and stops whenever pending output drops below it).
+    fn over_limit(&self, ob: &mut Outbox, now: i64) -> bool {
+        let limit = self.limits.get(self.output_class());
+        let used = ob.pending;
+        let hard = limit.hard > 0 && used >= limit.hard;
+        let soft = limit.soft > 0 && used >= limit.soft;
+        if !soft {
+            ob.soft_since = None;
+            return hard;
+        }
+        let since = *ob.soft_since.get_or_insert(now);
+        hard || now - since > (limit.soft_seconds as i64).saturating_mul(1000)
     }
 }
 
@@ -197,29 +502,8 @@ impl ServerState {
         now: i64,
     ) -> Arc<ClientInfo> {
         let id = self.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let info = Arc::new(ClientInfo {
-            id,
-            addr,
-            laddr,
-            fd,
-            created_ms: now,
-            name: Mutex::new(None),
-            lib_name: Mutex::new(None),
-            lib_ver: Mutex::new(None),
-            db: AtomicU32::new(0),
-            resp: AtomicU8::new(2),
-            last_cmd: AtomicUsize::new(usize::MAX),
-            last_active_ms: AtomicI64::new(now),
-            qbuf: AtomicU64::new(0),
-            omem: AtomicU64::new(0),
-            no_evict: AtomicBool::new(false),
-            killed: AtomicBool::new(false),
-            blocked: AtomicBool::new(false),
-            multi: AtomicI64::new(-1),
-            sub: AtomicU32::new(0),
-            psub: AtomicU32::new(0),
-            ssub: AtomicU32::new(0),
-        });
+        let limits = self.config.output_limits().clone();
+        let info = Arc::new(ClientInfo::new(id, addr, laddr, fd, now, limits));
         self.clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -251,11 +535,165 @@ impl ServerState {
             .collect()
     }
 
+    /// Wakes every connection's writer, so settings it acts on (`timeout`) take effect at once.
+    pub fn wake_clients(&self) {
+        for c in self.client_list() {
+            c.wake();
+        }
+    }
+
     /// Asks every thread to stop (SHUTDOWN, SIGTERM).
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
         for c in self.client_list() {
             c.kill();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(limits: &str) -> ClientInfo {
+        let config = Config::default();
+        config.set("client-output-buffer-limit", limits).unwrap();
+        let limits = config.output_limits().clone();
+        ClientInfo::new(7, "127.0.0.1:1".into(), "127.0.0.1:2".into(), -1, 0, limits)
+    }
+
+    fn chunk(info: &ClientInfo) -> Bytes {
+        match info.take_output() {
+            Output::Chunk(c) => c,
+            other => panic!("expected a chunk, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pushes_and_replies_leave_in_order_without_interleaving() {
+        let info = client("normal 0 0 0");
+        assert!(!info.output_pending());
+        assert!(info.push(Bytes::from_static(b"+a\r\n")));
+        assert!(info.push(Bytes::from_static(b"+b\r\n")));
+        assert!(info.output_pending());
+        assert_eq!(info.omem.load(Ordering::Relaxed), 8);
+        assert_eq!(info.oll.load(Ordering::Relaxed), 2);
+        // Small chunks are written together, in order.
+        assert_eq!(chunk(&info), &b"+a\r\n+b\r\n"[..]);
+        assert_eq!(info.obl.load(Ordering::Relaxed), 8);
+        assert_eq!(info.wrote(8, 0), Some(8));
+        assert_eq!(info.take_output(), Output::Idle);
+        assert!(!info.output_pending());
+
+        // A chunk being written is never overtaken: nothing more is handed out until it is done,
+        // and a reply queued at the back waits behind what was pushed before it.
+        let big = Bytes::from(vec![b'x'; COALESCE]);
+        assert!(info.push(big.clone()));
+        assert_eq!(chunk(&info), big);
+        assert!(info.push(Bytes::from_static(b"+p\r\n")));
+        let mark = info.queue_reply(Bytes::from_static(b"+r\r\n"), false, 0);
+        assert_eq!(mark, Some(8 + COALESCE as u64 + 8));
+        assert_eq!(
+            info.take_output(),
+            Output::Idle,
+            "the big chunk is in flight"
+        );
+        info.wrote(100, 0);
+        assert_eq!(info.take_output(), Output::Idle, "still in flight");
+        info.wrote(COALESCE as u64 - 100, 0);
+        assert_eq!(chunk(&info), &b"+p\r\n+r\r\n"[..]);
+        assert_eq!(info.wrote(8, 0), mark);
+
+        // When the owner found nothing pending and wrote part of a reply directly, the rest goes
+        // before a push that raced in meanwhile.
+        assert!(info.push(Bytes::from_static(b"+late\r\n")));
+        let written = info.written();
+        let mark = info.queue_reply(Bytes::from_static(b"ly\r\n"), true, 0);
+        assert_eq!(mark, Some(written + 4));
+        assert_eq!(chunk(&info), &b"ly\r\n+late\r\n"[..]);
+    }
+
+    #[test]
+    fn hard_limit_closes_at_once_and_refuses_more() {
+        let info = client("normal 100 0 0 pubsub 1000 0 0");
+        assert!(info.push(Bytes::from(vec![b'a'; 60])));
+        assert!(
+            !info.push(Bytes::from(vec![b'b'; 40])),
+            "100 reaches the limit"
+        );
+        assert!(info.killed.load(Ordering::Relaxed));
+        assert_eq!(
+            info.omem.load(Ordering::Relaxed),
+            0,
+            "pending output is dropped"
+        );
+        assert_eq!(info.take_output(), Output::Closed);
+        assert!(!info.push(Bytes::from_static(b"+x\r\n")));
+        assert_eq!(
+            info.queue_reply(Bytes::from_static(b"+x\r\n"), false, 0),
+            None
+        );
+
+        // A subscribed client is held to the pubsub class.
+        let info = client("normal 100 0 0 pubsub 1000 0 0");
+        info.sub.store(1, Ordering::Relaxed);
+        assert!(info.push(Bytes::from(vec![b'a'; 500])));
+        assert!(!info.killed.load(Ordering::Relaxed));
+        assert!(!info.push(Bytes::from(vec![b'a'; 500])));
+    }
+
+    #[test]
+    fn soft_limit_closes_only_when_exceeded_continuously() {
+        let info = client("normal 0 50 1");
+        assert!(info
+            .queue_reply(Bytes::from(vec![b'a'; 60]), false, 1000)
+            .is_some());
+        // Over the soft limit since t=1000: tolerated for one second.
+        assert_eq!(info.check_output_limits(1500), Some(2001));
+        assert_eq!(info.check_output_limits(2000), Some(2001));
+        assert!(!info.killed.load(Ordering::Relaxed));
+        assert_eq!(info.check_output_limits(2001), None);
+        assert!(info.killed.load(Ordering::Relaxed));
+
+        // Dropping below the limit restarts the clock.
+        let info = client("normal 0 50 1");
+        info.queue_reply(Bytes::from(vec![b'a'; 60]), false, 0);
+        let _ = chunk(&info);
+        assert!(info.wrote(20, 900).is_some());
+        assert_eq!(info.check_output_limits(950), None, "below the soft limit");
+        info.queue_reply(Bytes::from(vec![b'b'; 20]), false, 1800);
+        assert_eq!(info.check_output_limits(2500), Some(2801));
+        assert!(!info.killed.load(Ordering::Relaxed));
+        // A limit that is off never closes.
+        let info = client("normal 0 0 0");
+        info.queue_reply(Bytes::from(vec![b'a'; 1 << 20]), false, 0);
+        assert_eq!(info.check_output_limits(i64::MAX / 2), None);
+        assert!(!info.killed.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn kill_goes_through_the_handle_never_the_descriptor() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        // The handle's fd number now belongs to another socket (the client closed and the number
+        // was reused): killing the stale handle must leave that socket alone.
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let config = Config::default();
+        let info = ClientInfo::new(
+            1,
+            String::new(),
+            String::new(),
+            a.as_raw_fd(),
+            0,
+            config.output_limits().clone(),
+        );
+        info.kill();
+        assert!(info.killed.load(Ordering::Relaxed));
+        assert_eq!(info.take_output(), Output::Closed);
+        assert!(!info.push(Bytes::from_static(b"+x\r\n")));
+        a.write_all(b"still open").unwrap();
+        let mut buf = [0u8; 10];
+        b.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"still open");
     }
 }

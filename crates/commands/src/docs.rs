@@ -77,6 +77,7 @@ pub fn configuration_markdown() -> String {
             Kind::Bool => "yes/no".into(),
             Kind::Str => "string".into(),
             Kind::Enum(options) => options.join(" / "),
+            Kind::OutputBufferLimit => "class hard soft seconds, ...".into(),
         };
         s.push_str(&format!(
             "| `{}` | `{}` | {} | {} | {} | {} |\n",

@@ -697,12 +697,13 @@ fn config_get(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// CONFIG SET name value [name value ...] → OK; all settings change or none does.
 /// CONFIG SET name value [name value ...] → OK, atomically; settings the shards act on (the access
-/// policy behind OBJECT FREQ/IDLETIME) are pushed to every shard before the reply.
+/// policy behind OBJECT FREQ/IDLETIME) are pushed to every shard before the reply, and every
+/// connection is woken to re-read those it acts on (`timeout`).
 fn config_set<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         config_set_values(cx)?;
+        cx.server.wake_clients();
         let server = cx.server.clone();
         cx.shards()
             .call_all(move |s| crate::generic::apply_access_policy(s, &server.config))

@@ -1,20 +1,41 @@
-//! One client connection: read → parse a batch → dispatch → write, until the client goes away.
+//! One client connection, served by two tasks on the thread that accepted it (it never moves):
 //!
-//! The connection lives on the thread that accepted it and never moves. Memory per connection is
-//! bounded: the query buffer by `client-query-buffer-limit` (the connection is closed beyond it, as
-//! Redis does), a request's arguments by the parser's limits, and replies by what one batch produces.
+//! * the **reader** reads → parses a batch → dispatches → replies, until the client goes away;
+//! * the **writer** drains the client's outbox ([`ClientInfo`]'s push path): messages other threads
+//!   pushed, and the part of a reply the socket did not take at once. It also closes the client when
+//!   told to (CLIENT KILL, SHUTDOWN, an output-buffer limit, the idle `timeout`).
+//!
+//! Only these two tasks touch the socket, and only the writer shuts it down (which ends a pending
+//! read). Output order: the reader writes a reply straight to the socket only when the outbox is
+//! empty and nothing is being written; otherwise the reply joins the outbox, behind what is there,
+//! and the reader waits until it has been written before reading more — so a client that does not
+//! read holds at most one batch of its own replies, as before, plus whatever is pushed to it,
+//! bounded by `client-output-buffer-limit`.
+//!
+//! Memory per connection is bounded: the query buffer by `client-query-buffer-limit` (the
+//! connection is closed beyond it, as Redis does), a request's arguments by the parser's limits,
+//! replies by what one batch produces, and pushed output by `client-output-buffer-limit`.
 
+use std::cell::Cell;
+use std::future::poll_fn;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::pin;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
+use futures_util::future::{select, Either};
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf, Splitable};
 use monoio::net::TcpStream;
+use strata_commands::args::eq_ci;
 use strata_commands::connection::is_authenticated;
-use strata_commands::{ServerState, Session};
+use strata_commands::ctx::Output;
+use strata_commands::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
 use strata_shard::{now_ms, with_shard};
 
@@ -46,12 +67,33 @@ impl Limits {
     }
 }
 
+/// What the reader and the writer of one connection share (both run on its thread).
+#[derive(Default)]
+struct Local {
+    /// The reader has finished: the writer stops, dropping whatever is still pushed.
+    reader_done: Cell<bool>,
+    /// The writer has finished (the client is closed): the reader stops.
+    writer_done: Cell<bool>,
+    /// The reader is running a batch: the client is not idle, whatever its last read.
+    busy: Cell<bool>,
+    /// The reader, waiting for its reply to be written.
+    reader: Cell<Option<Waker>>,
+}
+
+impl Local {
+    fn wake_reader(&self) {
+        if let Some(w) = self.reader.take() {
+            w.wake();
+        }
+    }
+}
+
 /// Writes as much of `buf` as the socket takes without waiting; returns the bytes written (0 when
 /// the buffer is full or on any error, which the event-loop write that follows then reports).
 ///
 /// With io_uring this saves a ring round trip per reply: the send completes inline and the next
 /// receive can be armed at once.
-fn send_now(fd: std::os::fd::RawFd, buf: &[u8]) -> usize {
+fn send_now(fd: RawFd, buf: &[u8]) -> usize {
     let mut sent = 0;
     while sent < buf.len() {
         // SAFETY: `buf[sent..]` is valid for reads of its length; MSG_DONTWAIT makes this one call
@@ -72,21 +114,88 @@ fn send_now(fd: std::os::fd::RawFd, buf: &[u8]) -> usize {
     sent
 }
 
+/// Redis's `anetKeepAlive`: probes after `interval` idle seconds, then every interval/3, and the
+/// peer is dropped after 3 unanswered probes. 0 leaves keepalive off.
+fn set_keepalive(fd: RawFd, interval: i64) {
+    if interval <= 0 {
+        return;
+    }
+    let interval = interval.min(i32::MAX as i64) as libc::c_int;
+    let opts = [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, interval),
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPINTVL,
+            (interval / 3).max(1),
+        ),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
+    ];
+    for (level, name, value) in opts {
+        // SAFETY: `value` is a live c_int and its size is passed; failure only leaves the option off.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
 /// Serves one client until it disconnects, is killed, or sends something fatal.
-pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
+pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
     let _ = stream.set_nodelay(true);
+    let fd = stream.as_raw_fd();
+    set_keepalive(fd, state.config.get_i64("tcp-keepalive"));
     let laddr = stream
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let fd = stream.as_raw_fd();
     let info = state.register_client(peer.to_string(), laddr, fd, now_ms());
+    let (rd, wr) = stream.into_split();
+    let local = Rc::new(Local::default());
+    let writer = monoio::spawn(write_loop(
+        wr,
+        fd,
+        info.clone(),
+        state.clone(),
+        local.clone(),
+    ));
+    read_loop(rd, fd, &info, &state, &local).await;
+    local.reader_done.set(true);
+    info.wake();
+    writer.await;
+    info.close();
+    state.unregister_client(info.id);
+}
+
+/// Whether a command may authenticate the connection (AUTH, HELLO ... AUTH): while
+/// unauthenticated, a batch ends after one, so that what follows is parsed with the new state's
+/// limits.
+fn may_authenticate(args: &[Bytes]) -> bool {
+    match args.first() {
+        Some(name) if eq_ci(name, "auth") => true,
+        Some(name) if eq_ci(name, "hello") => args.iter().skip(2).any(|a| eq_ci(a, "auth")),
+        _ => false,
+    }
+}
+
+async fn read_loop(
+    mut rd: OwnedReadHalf<TcpStream>,
+    fd: RawFd,
+    info: &Arc<ClientInfo>,
+    state: &Arc<ServerState>,
+    local: &Local,
+) {
     let needs_auth = state
         .config
         .get("requirepass")
         .is_some_and(|p| !p.is_empty());
     let mut session = Session::new(info.clone(), !needs_auth);
-    let mut limits = Limits::load(&state);
+    let mut limits = Limits::load(state);
     let mut parser = RequestParser::new(limits.parse);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = ReplyBuf::new(Protocol::Resp2);
@@ -107,7 +216,7 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
         rbuf.reserve(want);
         let len = rbuf.len();
         let cap = rbuf.capacity();
-        let (res, slice) = stream.read(rbuf.slice_mut(len..cap)).await;
+        let (res, slice) = rd.read(rbuf.slice_mut(len..cap)).await;
         rbuf = slice.into_inner();
         let n = match res {
             Ok(0) | Err(_) => break,
@@ -116,78 +225,241 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, state: Arc<ServerSta
         if info.killed.load(Ordering::Relaxed) {
             break;
         }
+        info.last_active_ms.store(now_ms(), Ordering::Relaxed);
+        with_shard(|s| s.stats.net_input_bytes += n as u64);
         if state.config.epoch() != limits.epoch {
-            limits = Limits::load(&state);
+            limits = Limits::load(state);
             parser.set_limits(limits.parse);
         }
 
-        let mut cmds = Vec::new();
-        let mut fatal = None;
-        loop {
-            match parser.next(&mut rbuf, !is_authenticated(&session, &state)) {
-                Ok(Some(args)) => cmds.push(args),
-                Ok(None) => break,
-                Err(e) => {
-                    fatal = Some(e);
-                    break;
+        // Normally one batch per read. While unauthenticated, a batch ends after a command that
+        // may authenticate, so the rest of the read is parsed with the limits of the new state.
+        let mut parsed_any = false;
+        let mut open = true;
+        while open {
+            let mut cmds = Vec::new();
+            let mut fatal = None;
+            let unauthenticated = !is_authenticated(&session, state);
+            let mut more = false;
+            loop {
+                match parser.next(&mut rbuf, unauthenticated) {
+                    Ok(Some(args)) => {
+                        let boundary = unauthenticated && may_authenticate(&args);
+                        cmds.push(args);
+                        if boundary {
+                            more = true;
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        fatal = Some(e);
+                        break;
+                    }
                 }
             }
-        }
-        unfinished = if cmds.is_empty() {
-            unfinished + n
-        } else {
-            rbuf.len()
-        };
-        if unfinished > limits.query_buffer {
-            eprintln!(
-                "Closing client that reached max query buffer length (id={})",
-                info.id
-            );
-            break;
-        }
-        info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
+            parsed_any |= !cmds.is_empty();
+            unfinished = if parsed_any {
+                rbuf.len()
+            } else {
+                unfinished + n
+            };
+            if unfinished > limits.query_buffer {
+                eprintln!(
+                    "Closing client that reached max query buffer length (id={})",
+                    info.id
+                );
+                return;
+            }
+            info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
 
-        if !cmds.is_empty() {
-            Batch {
-                state: &state,
-                session: &mut session,
-                out: &mut out,
-            }
-            .run(cmds)
-            .await;
-        }
-        if let Some(e) = fatal {
-            out.error(&e.0);
-            session.close_after_reply = true;
-        }
-        if !out.is_empty() {
-            let written = out.buf.len() as u64;
-            // Most replies fit the socket buffer: send them straight away, and hand only what is
-            // left (if the buffer is full) to the event loop.
-            let sent = send_now(fd, &out.buf);
-            if sent < out.buf.len() {
-                out.buf.drain(..sent);
-                let (res, buf) = stream.write_all(out.take()).await;
-                out.buf = buf;
-                if res.is_err() {
-                    break;
+            if !cmds.is_empty() {
+                local.busy.set(true);
+                Batch {
+                    state,
+                    session: &mut session,
+                    out: &mut out,
                 }
+                .run(cmds)
+                .await;
+                local.busy.set(false);
             }
-            out.buf.clear();
-            if out.buf.capacity() > KEEP_CAPACITY {
-                out.buf = Vec::new();
+            if let Some(e) = fatal {
+                out.error(&e.0);
+                session.close_after_reply = true;
             }
-            with_shard(|s| {
-                s.stats.net_input_bytes += n as u64;
-                s.stats.net_output_bytes += written;
-            });
-        } else {
-            with_shard(|s| s.stats.net_input_bytes += n as u64);
-        }
-        info.last_active_ms.store(now_ms(), Ordering::Relaxed);
-        if session.close_after_reply {
-            break;
+            if !reply(&mut out, fd, info, local).await {
+                return;
+            }
+            info.last_active_ms.store(now_ms(), Ordering::Relaxed);
+            if session.close_after_reply {
+                return;
+            }
+            open = more;
         }
     }
-    state.unregister_client(info.id);
+}
+
+/// Sends the batch's replies in `out`: straight to the socket when nothing is pending (the common
+/// case, one `send`), else through the outbox, waiting until they have been written. False if the
+/// client is closed.
+async fn reply(out: &mut ReplyBuf, fd: RawFd, info: &ClientInfo, local: &Local) -> bool {
+    if info.killed.load(Ordering::Relaxed) {
+        return false;
+    }
+    if out.is_empty() {
+        return true;
+    }
+    let len = out.buf.len();
+    let direct = !info.output_pending();
+    let sent = if direct { send_now(fd, &out.buf) } else { 0 };
+    with_shard(|s| s.stats.net_output_bytes += sent as u64);
+    if sent == len {
+        out.buf.clear();
+        if out.buf.capacity() > KEEP_CAPACITY {
+            out.buf = Vec::new();
+        }
+        return true;
+    }
+    let rest = Bytes::from(out.take()).slice(sent..);
+    let Some(mark) = info.queue_reply(rest, direct, now_ms()) else {
+        return false;
+    };
+    poll_fn(|cx| {
+        if local.writer_done.get() || info.killed.load(Ordering::Relaxed) || info.written() >= mark
+        {
+            Poll::Ready(())
+        } else {
+            local.reader.set(Some(cx.waker().clone()));
+            Poll::Pending
+        }
+    })
+    .await;
+    !local.writer_done.get() && !info.killed.load(Ordering::Relaxed)
+}
+
+/// Waits until the client is closed or the reader has finished, or (with `on_output`) output is
+/// queued or the writer was nudged (settings changed), or `deadline` (unix ms) has passed.
+async fn wait_event(info: &ClientInfo, local: &Local, on_output: bool, deadline: Option<i64>) {
+    let signal = poll_fn(|cx| {
+        info.register_waker(cx.waker());
+        if local.reader_done.get()
+            || info.killed.load(Ordering::Relaxed)
+            || (on_output && (info.output_pending() || info.take_nudge()))
+        {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    match deadline {
+        None => signal.await,
+        Some(at) => {
+            let wait = Duration::from_millis((at - now_ms()).max(0) as u64);
+            select(pin!(signal), pin!(monoio::time::sleep(wait))).await;
+        }
+    }
+}
+
+/// The `timeout` setting in ms (0: none), re-read when the configuration changes.
+struct IdleTimeout {
+    epoch: u64,
+    ms: i64,
+}
+
+impl IdleTimeout {
+    fn get(&mut self, state: &ServerState) -> i64 {
+        let epoch = state.config.epoch();
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.ms = state.config.get_i64("timeout").saturating_mul(1000);
+        }
+        self.ms
+    }
+}
+
+/// When the client should be checked for idleness next, or None when it never times out; closes
+/// it (returning None) if it has been idle too long. Blocked and subscribed clients, and a client
+/// whose batch is running, are exempt, as in Redis.
+fn idle_check(info: &ClientInfo, local: &Local, timeout_ms: i64, now: i64) -> Option<i64> {
+    if timeout_ms <= 0 {
+        return None;
+    }
+    let due = info.last_active_ms.load(Ordering::Relaxed) + timeout_ms + 1;
+    if due > now {
+        return Some(due);
+    }
+    let exempt =
+        local.busy.get() || info.blocked.load(Ordering::Relaxed) || info.subscriptions() > 0;
+    if exempt {
+        return Some(now + timeout_ms);
+    }
+    info.kill();
+    None
+}
+
+/// The writer: drains the outbox in order, one chunk at a time, until the client is closed or the
+/// reader finishes; then shuts the socket down (ending the reader's pending read).
+async fn write_loop(
+    mut wr: OwnedWriteHalf<TcpStream>,
+    fd: RawFd,
+    info: Arc<ClientInfo>,
+    state: Arc<ServerState>,
+    local: Rc<Local>,
+) {
+    let mut timeout = IdleTimeout {
+        epoch: u64::MAX,
+        ms: 0,
+    };
+    'outer: while !local.reader_done.get() {
+        let chunk = match info.take_output() {
+            Output::Closed => break,
+            Output::Chunk(c) => c,
+            Output::Idle => {
+                let due = idle_check(&info, &local, timeout.get(&state), now_ms());
+                if info.killed.load(Ordering::Relaxed) {
+                    break;
+                }
+                wait_event(&info, &local, true, due).await;
+                continue;
+            }
+        };
+        let sent = send_now(fd, &chunk);
+        if info.wrote(sent as u64, now_ms()).is_none() {
+            break;
+        }
+        if sent < chunk.len() {
+            let rest = chunk.slice(sent..);
+            let rest_len = rest.len() as u64;
+            let mut write = pin!(wr.write_all(rest));
+            loop {
+                // Keep checking the soft limit while the client does not read: it may run out
+                // with nothing added.
+                let recheck = info.check_output_limits(now_ms());
+                if info.killed.load(Ordering::Relaxed) || local.reader_done.get() {
+                    break 'outer;
+                }
+                let stop = pin!(wait_event(&info, &local, false, recheck));
+                match select(write.as_mut(), stop).await {
+                    Either::Left(((Ok(_), _), _)) => break,
+                    Either::Left(((Err(_), _), _)) => break 'outer,
+                    Either::Right(_) => continue,
+                }
+            }
+            if info.wrote(rest_len, now_ms()).is_none() {
+                break;
+            }
+        }
+        with_shard(|s| s.stats.net_output_bytes += chunk.len() as u64);
+        info.last_active_ms.store(now_ms(), Ordering::Relaxed);
+        local.wake_reader();
+    }
+    // Only the owner acts on its socket: this ends the reader's pending read (and any write still
+    // in flight) at once; the descriptor is closed when both halves are dropped.
+    // SAFETY: `fd` is this connection's socket, kept open by `wr` until this function returns.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_RDWR);
+    }
+    local.writer_done.set(true);
+    local.wake_reader();
 }
