@@ -24,7 +24,7 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Object, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, Db, Mode, Shard};
+use strata_shard::{lru_clock, new_owner, Db, Mode, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -1045,14 +1045,16 @@ pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
         .collect()
 }
 
-/// KEYS pattern → every matching key, from every shard, under the database lock so the answer is
-/// a consistent snapshot.
+/// KEYS pattern → every matching key, from every shard, under a shared database lock so the answer
+/// is a consistent snapshot (writers wait; readers of single keys go on).
 fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let (db, now) = (cx.session.db, cx.now);
         let pattern = cx.args[1].clone();
         let set = cx.shards().clone();
-        let lock = set.lock_dbs(&[db as u32]).await;
+        let lock = set
+            .lock_dbs_as(new_owner(), &[db as u32], Mode::Shared)
+            .await;
         let parts = lock.shards().map(|shard| {
             let pattern = pattern.clone();
             lock.run(shard, move |s| op_keys(&s.dbs[db], &pattern, now))

@@ -527,7 +527,10 @@ mod tests {
         let set = shard_cmd(&["mset", "a", "1", "b", "2"], 0).lock_set();
         assert_eq!(set.mode_of(&key(0, "a")), Some(LockMode::Exclusive));
         assert_eq!(set.mode_of(&key(0, "b")), Some(LockMode::Exclusive));
-        assert_eq!(set.mode_of(&LockKey::Db(0)), Some(LockMode::IntentExclusive));
+        assert_eq!(
+            set.mode_of(&LockKey::Db(0)),
+            Some(LockMode::IntentExclusive)
+        );
         assert_eq!(set.mode_of(&key(0, "1")), None);
     }
 
@@ -536,7 +539,10 @@ mod tests {
         let set = shard_cmd(&["move", "k", "3"], 0).lock_set();
         assert_eq!(set.mode_of(&key(0, "k")), Some(LockMode::Exclusive));
         assert_eq!(set.mode_of(&key(3, "k")), Some(LockMode::Exclusive));
-        assert_eq!(set.mode_of(&LockKey::Db(3)), Some(LockMode::IntentExclusive));
+        assert_eq!(
+            set.mode_of(&LockKey::Db(3)),
+            Some(LockMode::IntentExclusive)
+        );
         let set = shard_cmd(&["copy", "a", "b", "DB", "5", "REPLACE"], 1).lock_set();
         assert_eq!(set.mode_of(&key(5, "b")), Some(LockMode::Exclusive));
         // Same database: nothing extra.

