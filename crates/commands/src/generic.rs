@@ -24,7 +24,7 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Object, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, yield_now, Db, MultiLock, Shard};
+use strata_shard::{lru_clock, new_owner, yield_now, Db, Mode, MultiLock, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -995,7 +995,7 @@ fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now) = (cx.session.db, cx.now);
         let pattern = cx.args[1].clone();
         let set = cx.shards().clone();
-        let lock = set.lock_dbs(&[db as u32]).await;
+        let lock = set.lock_dbs_as(new_owner(), &[db as u32], Mode::Shared).await;
         let parts = lock
             .shards()
             .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now));

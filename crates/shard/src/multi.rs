@@ -268,3 +268,303 @@ impl Drop for MultiLock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Real shard threads (more than this machine's cores), many coordinators per thread, each
+    //! acquisition dropped at a random await point or carried through.
+
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::shard::install;
+
+    /// Polls the inner future at most `polls` times, then drops it. With `wake`, the drop comes
+    /// right after the last poll; without, on the next real wake-up (say, a grant that fired).
+    struct Limit<F: Future> {
+        fut: Option<Pin<Box<F>>>,
+        polls: usize,
+        wake: bool,
+    }
+
+    impl<F: Future> Future for Limit<F> {
+        type Output = Option<F::Output>;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            if self.polls == 0 {
+                self.fut = None;
+                return Poll::Ready(None);
+            }
+            self.polls -= 1;
+            let Some(fut) = self.fut.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match fut.as_mut().poll(cx) {
+                Poll::Ready(v) => Poll::Ready(Some(v)),
+                Poll::Pending => {
+                    if self.polls == 0 && self.wake {
+                        cx.waker().wake_by_ref();
+                    }
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    async fn yield_now() {
+        let mut yielded = false;
+        std::future::poll_fn(|cx| {
+            if yielded {
+                Poll::Ready(())
+            } else {
+                yielded = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    thread_local! {
+        /// Per shard thread: what the granted locks claim, to check they exclude each other.
+        /// "k:<key>": -1 written, n > 0 read by n; "ix"/"is": key writers/readers; "dbx"/"dbs".
+        static MARKS: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
+    }
+
+    #[derive(Clone, Debug)]
+    enum Want {
+        Keys(Vec<(Bytes, Mode)>),
+        Db(Mode),
+    }
+
+    fn mark(want: &Want, shard: usize, set: &ShardSet, on: bool) {
+        MARKS.with(|m| {
+            let mut m = m.borrow_mut();
+            let mut get = |k: &str| *m.entry(k.to_string()).or_default();
+            let (dbx, dbs, ix, is) = (get("dbx"), get("dbs"), get("ix"), get("is"));
+            let d = if on { 1 } else { -1 };
+            match want {
+                Want::Db(Mode::Exclusive) => {
+                    if on {
+                        assert_eq!(
+                            (dbx, dbs, ix, is),
+                            (0, 0, 0, 0),
+                            "db X granted over holders"
+                        );
+                    }
+                    m.insert("dbx".into(), dbx + d);
+                }
+                Want::Db(Mode::Shared) => {
+                    if on {
+                        assert_eq!((dbx, ix), (0, 0), "db S granted over writers");
+                    }
+                    m.insert("dbs".into(), dbs + d);
+                }
+                Want::Keys(keys) => {
+                    for (k, mode) in keys.iter().filter(|(k, _)| set.shard_of_key(k) == shard) {
+                        let name = format!("k:{}", String::from_utf8_lossy(k));
+                        let cur = *m.entry(name.clone()).or_default();
+                        let (next, counter) = match mode {
+                            Mode::Exclusive => {
+                                if on {
+                                    assert_eq!((cur, dbx, dbs), (0, 0, 0), "{name} X conflict");
+                                }
+                                (if on { -1 } else { 0 }, "ix")
+                            }
+                            Mode::Shared => {
+                                if on {
+                                    assert!(cur >= 0 && dbx == 0, "{name} S conflict");
+                                }
+                                (cur + d, "is")
+                            }
+                        };
+                        m.insert(name, next);
+                        *m.entry(counter.into()).or_default() += d;
+                    }
+                }
+            }
+        })
+    }
+
+    async fn worker(
+        set: ShardSet,
+        seed: u64,
+        iterations: usize,
+        completed: &AtomicUsize,
+        progress: &AtomicUsize,
+    ) {
+        let mut rng = seed | 1;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for _ in 0..iterations {
+            progress.fetch_add(1, Ordering::Relaxed);
+            let want = match next(10) {
+                0 => Want::Db(Mode::Exclusive),
+                1 => Want::Db(Mode::Shared),
+                _ => {
+                    let n = 1 + next(4);
+                    let keys = (0..n)
+                        .map(|_| {
+                            let k = Bytes::from(format!("k{}", next(12)));
+                            let m = if next(2) == 0 {
+                                Mode::Shared
+                            } else {
+                                Mode::Exclusive
+                            };
+                            (k, m)
+                        })
+                        .collect::<Vec<_>>();
+                    // The same key asked twice keeps its strongest mode, as LockSet does.
+                    let mut strongest: Vec<(Bytes, Mode)> = Vec::new();
+                    for (k, m) in keys {
+                        match strongest.iter_mut().find(|(x, _)| *x == k) {
+                            Some((_, old)) if m == Mode::Exclusive => *old = m,
+                            Some(_) => {}
+                            None => strongest.push((k, m)),
+                        }
+                    }
+                    Want::Keys(strongest)
+                }
+            };
+            let fut = {
+                let (set, want) = (set.clone(), want.clone());
+                async move {
+                    match want {
+                        Want::Keys(keys) => set.lock_keys(0, keys).await,
+                        Want::Db(mode) => set.lock_dbs_as(new_owner(), &[0], mode).await,
+                    }
+                }
+            };
+            // Half the acquisitions are dropped after 1..=6 polls; the rest run to completion.
+            let polls = if next(2) == 0 {
+                1 + next(6) as usize
+            } else {
+                usize::MAX
+            };
+            let limited = Limit {
+                fut: Some(Box::pin(fut)),
+                polls,
+                wake: next(2) == 0,
+            };
+            let Some(lock) = limited.await else {
+                continue;
+            };
+            completed.fetch_add(1, Ordering::Relaxed);
+            let shards: Vec<usize> = lock.shards().collect();
+            for &s in &shards {
+                let (w, st) = (want.clone(), set.clone());
+                lock.run(s, move |_| mark(&w, s, &st, true)).await;
+            }
+            for _ in 0..next(3) {
+                yield_now().await;
+            }
+            for &s in &shards {
+                let (w, st) = (want.clone(), set.clone());
+                lock.run(s, move |_| mark(&w, s, &st, false)).await;
+            }
+            lock.release();
+        }
+    }
+
+    /// Each shard's lock state, read by a job queued behind everything posted so far.
+    async fn table_states(set: &ShardSet) -> Vec<(bool, usize, usize)> {
+        let mut out = Vec::new();
+        for shard in 0..set.len() {
+            let (tx, rx) = oneshot::channel();
+            set.post(
+                shard,
+                Box::new(move || {
+                    let st =
+                        with_shard(|s| (s.locks.is_idle(), s.locks.granted(), s.locks.queued()));
+                    let _ = tx.send(st);
+                }),
+            );
+            out.push(rx.await.expect("shard thread alive"));
+        }
+        out
+    }
+
+    #[test]
+    fn dropped_acquisitions_leave_every_table_idle() {
+        const SHARDS: usize = 5;
+        const WORKERS: usize = 3;
+        const ITERATIONS: usize = 400;
+        let (set, inboxes) = ShardSet::new(SHARDS);
+        let finished = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let completed = Arc::new(AtomicUsize::new(0));
+        let progress = Arc::new(AtomicUsize::new(0));
+        let states = Arc::new(Mutex::new(Vec::new()));
+        let threads: Vec<_> = inboxes
+            .into_iter()
+            .enumerate()
+            .map(|(id, inbox)| {
+                let (set, finished, done) = (set.clone(), finished.clone(), done.clone());
+                let (completed, states) = (completed.clone(), states.clone());
+                let progress = progress.clone();
+                std::thread::spawn(move || {
+                    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+                        .enable_timer()
+                        .build()
+                        .expect("runtime");
+                    rt.block_on(async move {
+                        install(Shard::new(id, 1));
+                        monoio::spawn(inbox.run());
+                        let workers = (0..WORKERS).map(|w| {
+                            let (set, completed) = (set.clone(), completed.clone());
+                            let progress = progress.clone();
+                            let seed = 0x9E37_79B9_7F4A_7C15u64
+                                .wrapping_mul((id * WORKERS + w + 1) as u64);
+                            monoio::spawn(async move {
+                                worker(set, seed, ITERATIONS, &completed, &progress).await
+                            })
+                        });
+                        futures_util::future::join_all(workers).await;
+                        finished.fetch_add(1, Ordering::SeqCst);
+                        // Keep serving this shard's inbox until every thread is done and checked.
+                        if id == 0 {
+                            while finished.load(Ordering::SeqCst) < SHARDS {
+                                monoio::time::sleep(Duration::from_millis(1)).await;
+                            }
+                            *states.lock().expect("states") = table_states(&set).await;
+                            done.store(true, Ordering::SeqCst);
+                        }
+                        while !done.load(Ordering::SeqCst) {
+                            monoio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                    });
+                })
+            })
+            .collect();
+        // Liveness: leaked locks or a deadlock show as iterations that stop advancing. The bound
+        // is generous (no iteration takes anywhere near it) and only turns a hang into a failure.
+        let (mut seen, mut still) = (usize::MAX, 0);
+        while !done.load(Ordering::SeqCst) && threads.iter().all(|t| !t.is_finished()) {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = progress.load(Ordering::Relaxed);
+            still = if now == seen { still + 1 } else { 0 };
+            seen = now;
+            assert!(
+                still < 600,
+                "no progress for a minute: locks leaked or deadlocked"
+            );
+        }
+        for t in threads {
+            t.join().expect("shard thread panicked");
+        }
+        let states = states.lock().expect("states").clone();
+        assert_eq!(states, vec![(true, 0, 0); SHARDS]);
+        // Both paths were exercised: some acquisitions completed, some were dropped.
+        let completed = completed.load(Ordering::Relaxed);
+        assert!(completed > 0 && completed < SHARDS * WORKERS * ITERATIONS);
+    }
+}
