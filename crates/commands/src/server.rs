@@ -1044,7 +1044,12 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                     d.used_memory_rss as i64 - d.used_memory as i64
                 );
                 field!(out, "mem_allocator", "{ALLOCATOR}");
-                field!(out, "lazyfree_pending_objects", "{}", d.lazyfree_pending_objects);
+                field!(
+                    out,
+                    "lazyfree_pending_objects",
+                    "{}",
+                    d.lazyfree_pending_objects
+                );
             }
             "persistence" => {
                 section(&mut out, "Persistence");
@@ -1305,7 +1310,11 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
             net_in: s.stats.net_input_bytes,
             net_out: s.stats.net_output_bytes,
             cmd: s.stats.cmd.clone(),
-            keys: s.dbs().iter().map(|d| (d.len(), d.volatile_len())).collect(),
+            keys: s
+                .dbs()
+                .iter()
+                .map(|d| (d.len(), d.volatile_len()))
+                .collect(),
             expired: s.dbs().iter().map(|d| d.stats().expired_keys).sum(),
             hits: s.dbs().iter().map(|d| d.stats().hits).sum(),
             misses: s.dbs().iter().map(|d| d.stats().misses).sum(),

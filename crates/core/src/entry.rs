@@ -459,7 +459,10 @@ mod tests {
         let mut e = Entry::new(b"k", Value::Int(1), Some(77), 9);
         *e.next_mut() = Some(Entry::new(b"tail", Value::Int(2), None, 0));
         let old = e.replace_value(Value::Str(Bytes::from_static(b"new")));
-        assert_eq!((old.value(), old.next().is_none()), (ValueRef::Int(1), true));
+        assert_eq!(
+            (old.value(), old.next().is_none()),
+            (ValueRef::Int(1), true)
+        );
         assert_eq!(
             (e.key(), e.value(), e.expire(), e.lru()),
             (&b"k"[..], ValueRef::Inline(b"new"), Some(77), 9)

@@ -39,7 +39,6 @@ use futures_channel::oneshot;
 use hashbrown::HashMap;
 use strata_core::{Dict, Drain, Entry, Object, Value};
 
-
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     now_us() / 1000
@@ -130,7 +129,6 @@ impl Access {
         }
     }
 }
-
 
 // ===== Events =====
 
@@ -1045,7 +1043,10 @@ mod tests {
         assert_eq!(db.peek(b"k", 0).and_then(Entry::expire), None);
         assert_eq!(db.volatile_len(), 0);
         assert!(!db.set_keep_ttl(b"new", s("y"), 0));
-        assert_eq!(db.peek(b"new", 0).map(Entry::value), Some(ValueRef::Inline(b"y")));
+        assert_eq!(
+            db.peek(b"new", 0).map(Entry::value),
+            Some(ValueRef::Inline(b"y"))
+        );
     }
 
     #[test]
@@ -1097,7 +1098,13 @@ mod tests {
         assert_eq!(db.active_expire(10, 100).1, 1);
         assert_eq!(
             db.drain_events(),
-            [ev("a", Expired), ev("b", Expired), ev("c", Expired), ev("c", Written), ev("d", Expired)]
+            [
+                ev("a", Expired),
+                ev("b", Expired),
+                ev("c", Expired),
+                ev("c", Written),
+                ev("d", Expired)
+            ]
         );
 
         // Flush and swap are database-wide.
@@ -1198,7 +1205,10 @@ mod tests {
         }
         assert_eq!(db.volatile_len(), n as usize);
         assert!(worst <= 1 + 2 * COMPACT_STEP as u64, "{worst}");
-        assert!(most_hints <= 2 * n as usize + 1025 + n as usize / 2, "{most_hints}");
+        assert!(
+            most_hints <= 2 * n as usize + 1025 + n as usize / 2,
+            "{most_hints}"
+        );
         // Every key still expires: the compaction kept the live hints.
         assert_eq!(db.active_expire(1_001, usize::MAX).1, n as usize);
         assert!(db.is_empty());
@@ -1298,7 +1308,11 @@ mod tests {
         assert_eq!((a.len(), b.len(), b.volatile_len()), (0, 1, 1));
         assert_eq!(b.index(), 1);
         b.set(b"y", s("b"), None, 0);
-        let kinds: Vec<_> = b.drain_events().into_iter().map(|e| (e.db, e.kind)).collect();
+        let kinds: Vec<_> = b
+            .drain_events()
+            .into_iter()
+            .map(|e| (e.db, e.kind))
+            .collect();
         assert_eq!(kinds, [(1, Swapped), (1, Written)]);
         assert_eq!(b.active_expire(100, 10).1, 1);
     }

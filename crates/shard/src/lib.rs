@@ -18,6 +18,4 @@ pub use db::{
 pub use locks::{key_lock_set, Grant, LockKey, LockTable, Mode};
 pub use multi::MultiLock;
 pub use set::{Inbox, Job, ShardSet};
-pub use shard::{
-    current_shard_id, install, with_shard, yield_now, CmdStat, Shard, ThreadStats, YieldNow,
-};
+pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};
