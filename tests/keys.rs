@@ -664,3 +664,205 @@ fn command_info_matches_redis_for_the_family() {
     cmd.extend(names);
     d.both(|c| command_info_core(&c.call_decoded(&cmd)));
 }
+
+/// Sets `n` keys `{prefix}{i}` with a `size`-byte value in pipelined batches.
+fn fill(conn: &mut Conn, prefix: &str, n: usize, size: usize) {
+    let value = "v".repeat(size);
+    for start in (0..n).step_by(10_000) {
+        let end = (start + 10_000).min(n);
+        let mut batch = Vec::new();
+        for i in start..end {
+            batch.extend(crate::harness::encode_command(&[
+                "SET",
+                &format!("{prefix}{i}"),
+                &value,
+            ]));
+        }
+        conn.send_raw(&batch);
+        for _ in start..end {
+            assert_eq!(conn.read_reply(), b"+OK\r\n");
+        }
+    }
+}
+
+/// One numeric field of INFO.
+fn info_u64(conn: &mut Conn, section: &str, name: &str) -> u64 {
+    let reply = conn.call_decoded(&["INFO", section]);
+    let text =
+        String::from_utf8_lossy(reply.as_bytes().expect("INFO is a bulk string")).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO has no numeric {name}"))
+}
+
+/// Waits (bounded) until `used_memory` is back within `slack` bytes of `baseline`.
+fn memory_returns_near(conn: &mut Conn, baseline: u64, slack: u64) -> u64 {
+    let mut used = 0;
+    for _ in 0..400 {
+        used = info_u64(conn, "memory", "used_memory");
+        if used <= baseline + slack && info_u64(conn, "memory", "lazyfree_pending_objects") == 0 {
+            return used;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("used_memory stayed at {used} (baseline {baseline})");
+}
+
+#[test]
+fn flushall_sync_and_async_empty_at_once_and_free_memory() {
+    let strata = Server::strata(&["--threads", "2"]);
+    let mut a = strata.conn();
+    let mut b = strata.conn();
+    let baseline = info_u64(&mut a, "memory", "used_memory");
+    for mode in ["ASYNC", "SYNC", ""] {
+        fill(&mut a, "key:", 200_000, 64);
+        assert_eq!(b.call_decoded(&["DBSIZE"]), Reply::Integer(200_000));
+        let loaded = info_u64(&mut b, "memory", "used_memory");
+        assert!(loaded > baseline + 200_000 * 64, "{loaded} vs {baseline}");
+        let flush: Vec<&str> = ["FLUSHALL", mode]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect();
+        assert_eq!(a.call_decoded(&flush), Reply::Simple(b"OK".to_vec()));
+        // Gone at once, for every client and on both shards.
+        assert_eq!(b.call_decoded(&["DBSIZE"]), Reply::Integer(0));
+        assert_eq!(
+            b.call_decoded(&["EXISTS", "key:1", "key:2", "key:199999"]),
+            Reply::Integer(0)
+        );
+        assert_eq!(b.call_decoded(&["KEYS", "*"]), Reply::Array(Some(vec![])));
+        if mode != "ASYNC" {
+            // SYNC (the default) replies only once the memory has been freed.
+            assert_eq!(info_u64(&mut b, "memory", "lazyfree_pending_objects"), 0);
+        }
+        memory_returns_near(&mut b, baseline, 4 << 20);
+        // The server still works normally after the flush.
+        assert_eq!(
+            b.call_decoded(&["SET", "key:1", "x"]),
+            Reply::Simple(b"OK".to_vec())
+        );
+        assert_eq!(
+            b.call_decoded(&["FLUSHDB", "ASYNC"]),
+            Reply::Simple(b"OK".to_vec())
+        );
+    }
+    assert!(matches!(
+        a.call_decoded(&["FLUSHALL", "LAZY"]),
+        Reply::Error(_)
+    ));
+    assert!(matches!(
+        a.call_decoded(&["FLUSHDB", "SYNC", "ASYNC"]),
+        Reply::Error(_)
+    ));
+}
+
+#[test]
+fn large_values_deleted_are_freed_and_counted() {
+    let strata = Server::strata(&["--threads", "1"]);
+    let mut c = strata.conn();
+    let baseline = info_u64(&mut c, "memory", "used_memory");
+    let big = "x".repeat(1 << 20);
+    for i in 0..32 {
+        assert_eq!(
+            c.call_decoded(&["SET", &format!("big:{i}"), &big]),
+            Reply::Simple(b"OK".to_vec())
+        );
+    }
+    assert!(info_u64(&mut c, "memory", "used_memory") > baseline + (32 << 20));
+    for i in 0..16 {
+        assert_eq!(
+            c.call_decoded(&["DEL", &format!("big:{i}")]),
+            Reply::Integer(1)
+        );
+        assert_eq!(
+            c.call_decoded(&["SET", &format!("big:{}", i + 16), "small"]),
+            Reply::Simple(b"OK".to_vec())
+        );
+    }
+    assert_eq!(c.call_decoded(&["DBSIZE"]), Reply::Integer(16));
+    memory_returns_near(&mut c, baseline, 4 << 20);
+}
+
+/// Reads one RESP array of bulk strings from `stream`, calling `first_byte` as soon as the reply
+/// starts to arrive.
+fn read_keys_reply(stream: &mut std::net::TcpStream, first_byte: impl FnOnce()) -> Vec<Vec<u8>> {
+    use std::io::{BufRead, BufReader, Read};
+    let mut first = [0u8; 1];
+    stream.read_exact(&mut first).expect("KEYS reply");
+    first_byte();
+    assert_eq!(first[0], b'*');
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    let mut read_line = |r: &mut BufReader<&mut std::net::TcpStream>| {
+        line.clear();
+        r.read_line(&mut line).expect("reply line");
+        line.trim_end().to_string()
+    };
+    let n: usize = read_line(&mut r).parse().expect("array length");
+    let mut keys = Vec::with_capacity(n);
+    for _ in 0..n {
+        let header = read_line(&mut r);
+        let len: usize = header
+            .strip_prefix('$')
+            .and_then(|l| l.parse().ok())
+            .expect("bulk header");
+        let mut key = vec![0u8; len + 2];
+        r.read_exact(&mut key).expect("bulk body");
+        key.truncate(len);
+        keys.push(key);
+    }
+    keys
+}
+
+#[test]
+fn keys_over_200k_keys_is_exact_while_other_clients_are_served() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    // One thread: without slicing, the walk would stop that thread (and so every client) until done.
+    let strata = Server::strata(&["--threads", "1"]);
+    let mut loader = strata.conn();
+    fill(&mut loader, "key:", 200_000, 8);
+    let mut keys_conn =
+        std::net::TcpStream::connect(("127.0.0.1", strata.port())).expect("connect");
+    keys_conn
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let served = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut other = strata.conn();
+    assert_eq!(
+        other.call_decoded(&["SELECT", "1"]),
+        Reply::Simple(b"OK".to_vec())
+    );
+    std::io::Write::write_all(&mut keys_conn, b"*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n")
+        .expect("send KEYS");
+    let reader = {
+        let (served, done) = (served.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut before_reply = 0;
+            let keys = read_keys_reply(&mut keys_conn, || {
+                before_reply = served.load(Ordering::SeqCst);
+                done.store(true, Ordering::SeqCst);
+            });
+            (keys, before_reply)
+        })
+    };
+    // Another client's commands (in another database) keep being answered while KEYS walks.
+    while !done.load(Ordering::SeqCst) {
+        let n = served.load(Ordering::SeqCst) + 1;
+        assert_eq!(
+            other.call_decoded(&["INCR", "counter"]),
+            Reply::Integer(n as i64)
+        );
+        served.store(n, Ordering::SeqCst);
+    }
+    let (keys, before_reply) = reader.join().expect("reader thread");
+    assert!(
+        before_reply >= 3,
+        "only {before_reply} commands served during KEYS"
+    );
+    let set: BTreeSet<Vec<u8>> = keys.iter().cloned().collect();
+    assert_eq!((keys.len(), set.len()), (200_000, 200_000));
+    assert!((0..200_000).all(|i| set.contains(format!("key:{i}").as_bytes())));
+}

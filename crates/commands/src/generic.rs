@@ -24,7 +24,7 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Object, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, new_owner, yield_now, Db, Mode, MultiLock, Shard};
+use strata_shard::{lru_clock, new_owner, Db, Mode, MultiLock, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -907,9 +907,9 @@ fn pexpiretime(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 // ----- KEYS -----
 
-/// Scan steps (buckets, more while a resize is in progress) of one shard's table per KEYS slice;
-/// the thread serves other work between slices.
-pub const KEYS_SLICE_BUCKETS: usize = 1024;
+/// Scan steps (buckets, more while a resize is in progress) of one shard's table per KEYS slice
+/// (about a millisecond of work); the thread serves other work between slices.
+pub const KEYS_SLICE_BUCKETS: usize = 4096;
 
 /// One slice of KEYS: up to `buckets` scan steps of `db` from `cursor`, appending the live keys
 /// matching `pattern` (a lone `*` matches every key, the empty one included) to `out`. Returns the
@@ -948,7 +948,10 @@ pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
     }
 }
 
-/// KEYS on one shard, a slice at a time, yielding between slices. The caller holds the database
+/// KEYS on one shard, a slice at a time, pausing between slices. The pause is a zero-length timer
+/// (`pause`, the server's sleep), not a mere task yield: under io_uring, other connections'
+/// completions are reaped only when the event loop enters the kernel, which a task that keeps
+/// re-queueing itself never lets it do. The caller holds the database
 /// lock, so no command changes the table meanwhile; the background tick may still resize it (or
 /// expire keys, which may start a shrink), and a cursor walk across a resize can return a key
 /// twice, so the shard's keys are deduplicated when the table changed size.
@@ -958,6 +961,7 @@ async fn keys_on_shard(
     db: usize,
     pattern: Bytes,
     now: i64,
+    pause: fn(std::time::Duration) -> LocalBoxFuture<'static, ()>,
 ) -> Vec<Bytes> {
     let (mut keys, mut cursor) = (Vec::new(), 0);
     let (mut table, mut resized) = (None, false);
@@ -978,7 +982,7 @@ async fn keys_on_shard(
             break;
         }
         cursor = next;
-        yield_now().await;
+        pause(std::time::Duration::ZERO).await;
     }
     if resized {
         let mut seen = std::collections::HashSet::with_capacity(keys.len());
@@ -998,7 +1002,7 @@ fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let lock = set.lock_dbs_as(new_owner(), &[db as u32], Mode::Shared).await;
         let parts = lock
             .shards()
-            .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now));
+            .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now, cx.server.sleep));
         let parts = join_all(parts).await;
         lock.release();
         cx.out.array(parts.iter().map(Vec::len).sum());

@@ -219,7 +219,7 @@ impl Dict {
     /// bounded slices (FLUSHDB/FLUSHALL hand it to the shard's lazy-free queue).
     pub fn take_all(&mut self) -> Drain {
         let len = self.len;
-        let tables = std::mem::replace(&mut self.tables, [Vec::new(), Vec::new()]);
+        let tables = std::mem::take(&mut self.tables);
         self.rehash_idx = None;
         self.len = 0;
         Drain { tables, len }

@@ -20,6 +20,4 @@ pub use db::{
 pub use locks::{new_owner, Grant, LockId, LockKey, LockMode, LockSet, LockTable, Mode, Owner};
 pub use multi::MultiLock;
 pub use set::{Inbox, Job, ShardSet};
-pub use shard::{
-    current_shard_id, install, with_shard, yield_now, CmdStat, Shard, ThreadStats, YieldNow,
-};
+pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};

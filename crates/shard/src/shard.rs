@@ -6,9 +6,6 @@
 //! await point (every `with_shard` call is synchronous).
 
 use std::cell::{Cell, RefCell};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use crate::db::{Db, FreeWait};
 use crate::locks::LockTable;
@@ -131,28 +128,6 @@ impl Shard {
             more |= db.has_garbage();
         }
         more
-    }
-}
-
-/// Yields once to the event loop: long work split in slices (KEYS) lets other tasks on this thread
-/// (connections, the inbox) run between slices.
-pub fn yield_now() -> YieldNow {
-    YieldNow(false)
-}
-
-/// The future of [`yield_now`].
-pub struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }
 
