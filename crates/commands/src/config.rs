@@ -398,7 +398,7 @@ fn normalize_output_limits(value: &str, current: &str) -> Result<String, String>
     } else {
         value.split(' ').collect()
     };
-    if words.len() % 4 != 0 {
+    if !words.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut nums = parse_output_limits(current);
