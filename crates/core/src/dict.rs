@@ -90,29 +90,50 @@ impl Dict {
         self.hasher.hash_one(key)
     }
 
-    /// The link (bucket slot or predecessor's `next`) that holds `key`'s entry.
-    fn link(&self, key: &[u8]) -> Option<*mut Option<Entry>> {
+    /// Where `key`'s entry is: (table, bucket, position in the bucket's chain). Read-only, so it can
+    /// serve both [`Dict::get`] and the mutable paths, which then walk to that position with
+    /// [`Dict::link_at`]: every pointer written through is thereby derived from `&mut self`.
+    fn locate(&self, key: &[u8]) -> Option<(usize, usize, usize)> {
         if self.len == 0 {
             return None;
         }
         let hash = self.hash(key) as usize;
         let tables = if self.rehash_idx.is_some() { 2 } else { 1 };
-        for t in &self.tables[..tables] {
+        for (ti, t) in self.tables[..tables].iter().enumerate() {
             if t.is_empty() {
                 continue;
             }
-            let mut link = &t[hash & (t.len() - 1)] as *const Option<Entry> as *mut Option<Entry>;
-            // SAFETY: links point into the bucket arrays or into live entries owned by this table.
-            unsafe {
-                while let Some(e) = &*link {
-                    if e.key() == key {
-                        return Some(link);
-                    }
-                    link = e.next() as *const Option<Entry> as *mut Option<Entry>;
+            let b = hash & (t.len() - 1);
+            let mut link = &t[b];
+            let mut depth = 0;
+            while let Some(e) = link {
+                if e.key() == key {
+                    return Some((ti, b, depth));
                 }
+                link = e.next();
+                depth += 1;
             }
         }
         None
+    }
+
+    /// The link (bucket slot or predecessor's `next`) at a position found by [`Dict::locate`]. The
+    /// second walk follows pointers already in cache and compares no keys.
+    fn link_at(&mut self, (table, bucket, depth): (usize, usize, usize)) -> &mut Option<Entry> {
+        let mut link = &mut self.tables[table][bucket];
+        for _ in 0..depth {
+            link = link
+                .as_mut()
+                .expect("locate counted this many entries")
+                .next_mut();
+        }
+        link
+    }
+
+    /// The link that holds `key`'s entry (always `Some(entry)` when returned).
+    fn link_mut(&mut self, key: &[u8]) -> Option<&mut Option<Entry>> {
+        let at = self.locate(key)?;
+        Some(self.link_at(at))
     }
 
     /// Hints the CPU to load the bucket(s) `key` hashes to. Lookups of a pipelined batch issue this
@@ -145,27 +166,28 @@ impl Dict {
 
     /// The entry for `key`.
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
-        // SAFETY: the link is valid while &self is borrowed.
-        self.link(key).and_then(|l| unsafe { (*l).as_ref() })
+        let (table, bucket, depth) = self.locate(key)?;
+        let mut e = self.tables[table][bucket].as_ref();
+        for _ in 0..depth {
+            e = e?.next().as_ref();
+        }
+        e
     }
 
     /// The entry for `key`, mutably (for in-place changes; use [`Dict::replace`] to reallocate).
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        // SAFETY: the link is valid while &mut self is borrowed, and nothing else aliases it.
-        self.link(key).and_then(|l| unsafe { (*l).as_mut() })
+        self.link_mut(key)?.as_mut()
     }
 
     /// Inserts `entry`, returning the entry it replaced (same key), if any.
     pub fn insert(&mut self, mut entry: Entry) -> Option<Entry> {
         self.rehash_step();
-        if let Some(link) = self.link(entry.key()) {
-            // SAFETY: `link` holds Some(entry) for this key; we swap it keeping the chain.
-            unsafe {
-                let mut old = (*link).take().expect("link holds an entry");
-                *entry.next_mut() = old.next_mut().take();
-                *link = Some(entry);
-                return Some(old);
-            }
+        if let Some(link) = self.link_mut(entry.key()) {
+            // Swap the entry in place, keeping the chain behind it.
+            let mut old = link.take().expect("link holds an entry");
+            *entry.next_mut() = old.next_mut().take();
+            *link = Some(entry);
+            return Some(old);
         }
         if self.rehash_idx.is_none() && self.len >= self.tables[0].len() {
             self.start_resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
@@ -182,13 +204,10 @@ impl Dict {
     /// Removes and returns the entry for `key`.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         self.rehash_step();
-        let link = self.link(key)?;
-        // SAFETY: `link` holds Some(entry); we splice its successor into the link.
-        let mut e = unsafe {
-            let mut e = (*link).take().expect("link holds an entry");
-            *link = e.next_mut().take();
-            e
-        };
+        let link = self.link_mut(key)?;
+        // Splice the successor into the link.
+        let mut e = link.take().expect("link holds an entry");
+        *link = e.next_mut().take();
         *e.next_mut() = None;
         self.len -= 1;
         let size = self.tables[0].len();
@@ -200,18 +219,16 @@ impl Dict {
 
     /// Replaces `key`'s entry with `f(entry)`, which must keep the same key. Returns false if absent.
     pub fn replace(&mut self, key: &[u8], f: impl FnOnce(Entry) -> Entry) -> bool {
-        let Some(link) = self.link(key) else {
+        let Some(link) = self.link_mut(key) else {
             return false;
         };
-        // SAFETY: `link` holds Some(entry); the chain tail is detached while `f` runs, then restored.
-        unsafe {
-            let mut e = (*link).take().expect("link holds an entry");
-            let tail = e.next_mut().take();
-            let mut new = f(e);
-            debug_assert_eq!(new.key(), key);
-            *new.next_mut() = tail;
-            *link = Some(new);
-        }
+        // The chain tail is detached while `f` runs, then restored.
+        let mut e = link.take().expect("link holds an entry");
+        let tail = e.next_mut().take();
+        let mut new = f(e);
+        debug_assert_eq!(new.key(), key);
+        *new.next_mut() = tail;
+        *link = Some(new);
         true
     }
 
