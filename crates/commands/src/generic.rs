@@ -30,24 +30,41 @@ use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
 use crate::server::reply_help;
-use crate::table::{CommandSpec, Flags, Handler, KeySpec};
+use crate::table::{CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
 const FAST: Flags = Flags::FAST;
 
-/// Keys at arguments 1 and 2 (RENAME, COPY).
-const TWO_KEYS: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+// Key specs, as Redis 7.0 declares them for each command.
+const RO: KeyFlags = KeyFlags::RO;
+const RW: KeyFlags = KeyFlags::RW;
+const OW: KeyFlags = KeyFlags::OW;
+const ACCESS: KeyFlags = KeyFlags::ACCESS;
+const UPDATE: KeyFlags = KeyFlags::UPDATE;
+const DELETE: KeyFlags = KeyFlags::DELETE;
+/// Every argument is a key that is deleted (DEL, UNLINK).
+const DELETED: &[KeySpec] = &[KeySpec::range(1, -1, 1, KeyFlags::RM.or(DELETE))];
+/// Every argument is a key whose existence is checked (EXISTS, TOUCH).
+const CHECKED: &[KeySpec] = &[KeySpec::range(1, -1, 1, RO)];
+/// Only the key's metadata is read (TYPE).
+const PEEK: &[KeySpec] = &[KeySpec::at(1, RO)];
+/// The key's TTL is read and returned (TTL, EXPIRETIME).
+const READ: &[KeySpec] = &[KeySpec::at(1, RO.or(ACCESS))];
+/// The key's TTL is changed (EXPIRE, PERSIST).
+const TTL_UPDATE: &[KeySpec] = &[KeySpec::at(1, RW.or(UPDATE))];
+const RENAME_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, RW.or(ACCESS).or(DELETE)),
+    KeySpec::at(2, OW.or(UPDATE)),
+];
+const RENAMENX_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, RW.or(ACCESS).or(DELETE)),
+    KeySpec::at(2, OW.or(KeyFlags::INSERT)),
+];
+const COPY_KEYS: &[KeySpec] = &[KeySpec::at(1, RO.or(ACCESS)), KeySpec::at(2, OW.or(UPDATE))];
+const MOVE_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(UPDATE))];
 /// The key of an OBJECT subcommand, after the subcommand name.
-const SUB_KEY: KeySpec = KeySpec {
-    first: 2,
-    last: 2,
-    step: 1,
-};
+const SUB_KEY: &[KeySpec] = &[KeySpec::at(2, RO)];
 const MULTI_SHARD_SUM: &[&str] = &["request_policy:multi_shard", "response_policy:agg_sum"];
 const NONDETERMINISTIC: &[&str] = &["nondeterministic_output"];
 
@@ -56,7 +73,7 @@ const fn cmd(
     name: &'static str,
     arity: i32,
     flags: Flags,
-    keys: KeySpec,
+    keys: &'static [KeySpec],
     summary: &'static str,
     since: &'static str,
     complexity: &'static str,
@@ -75,7 +92,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "del",
             -2,
             W,
-            KeySpec::ALL,
+            DELETED,
             "Delete a key",
             "1.0.0",
             "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).",
@@ -91,7 +108,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "unlink",
             -2,
             W.or(FAST),
-            KeySpec::ALL,
+            DELETED,
             "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
             "4.0.0",
             "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
@@ -107,7 +124,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "exists",
             -2,
             R.or(FAST),
-            KeySpec::ALL,
+            CHECKED,
             "Determine if a key exists",
             "1.0.0",
             "O(N) where N is the number of keys to check.",
@@ -121,7 +138,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "type",
         2,
         R.or(FAST),
-        KeySpec::ONE,
+        PEEK,
         "Determine the type stored at key",
         "1.0.0",
         "O(1)",
@@ -133,7 +150,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "touch",
             -2,
             R.or(FAST),
-            KeySpec::ALL,
+            CHECKED,
             "Alters the last access time of a key(s). Returns the number of existing keys specified.",
             "3.2.1",
             "O(N) where N is the number of keys that will be touched.",
@@ -147,7 +164,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "rename",
         3,
         W,
-        TWO_KEYS,
+        RENAME_KEYS,
         "Rename a key",
         "1.0.0",
         "O(1)",
@@ -160,7 +177,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "renamenx",
         3,
         W.or(FAST),
-        TWO_KEYS,
+        RENAMENX_KEYS,
         "Rename a key, only if the new key does not exist",
         "1.0.0",
         "O(1)",
@@ -173,7 +190,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "copy",
         -3,
         W.or(Flags::DENYOOM),
-        TWO_KEYS,
+        COPY_KEYS,
         "Copy a key",
         "6.2.0",
         "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
@@ -187,7 +204,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "move",
         3,
         W.or(FAST),
-        KeySpec::ONE,
+        MOVE_KEYS,
         "Move a key to another database",
         "1.0.0",
         "O(1)",
@@ -201,7 +218,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "keys",
             2,
             R,
-            KeySpec::NONE,
+            &[],
             "Find all keys matching the given pattern",
             "1.0.0",
             "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
@@ -214,7 +231,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "scan",
             -2,
             R,
-            KeySpec::NONE,
+            &[],
             "Incrementally iterate the keys space",
             "2.8.0",
             "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
@@ -227,7 +244,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "randomkey",
             1,
             R,
-            KeySpec::NONE,
+            &[],
             "Return a random key from the keyspace",
             "1.0.0",
             "O(1)",
@@ -238,7 +255,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "expire",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set a key's time to live in seconds",
         "1.0.0",
         "O(1)",
@@ -248,7 +265,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "pexpire",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set a key's time to live in milliseconds",
         "2.6.0",
         "O(1)",
@@ -258,7 +275,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "expireat",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set the expiration for a key as a UNIX timestamp",
         "1.2.0",
         "O(1)",
@@ -268,7 +285,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "pexpireat",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
         "2.6.0",
         "O(1)",
@@ -280,7 +297,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "ttl",
             2,
             R.or(FAST),
-            KeySpec::ONE,
+            READ,
             "Get the time to live for a key in seconds",
             "1.0.0",
             "O(1)",
@@ -293,7 +310,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "pttl",
             2,
             R.or(FAST),
-            KeySpec::ONE,
+            READ,
             "Get the time to live for a key in milliseconds",
             "2.6.0",
             "O(1)",
@@ -304,7 +321,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "expiretime",
         2,
         R.or(FAST),
-        KeySpec::ONE,
+        READ,
         "Get the expiration Unix timestamp for a key",
         "7.0.0",
         "O(1)",
@@ -314,7 +331,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "pexpiretime",
         2,
         R.or(FAST),
-        KeySpec::ONE,
+        READ,
         "Get the expiration Unix timestamp for a key in milliseconds",
         "7.0.0",
         "O(1)",
@@ -324,7 +341,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "persist",
         2,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Remove the expiration from a key",
         "2.2.0",
         "O(1)",
@@ -336,7 +353,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "object",
             -2,
             Flags::NONE,
-            KeySpec::NONE,
+            &[],
             "A container for object introspection commands",
             "2.2.3",
             "Depends on subcommand.",
@@ -403,7 +420,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
         "help",
         2,
         Flags::LOADING.or(Flags::STALE),
-        KeySpec::NONE,
+        &[],
         "Show helpful text about the different subcommands",
         "6.2.0",
         "O(1)",

@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod docs;
 pub mod error;
 pub mod memory;
+pub mod keyspec;
 pub mod table;
 pub mod testing;
 
@@ -24,7 +25,9 @@ use std::sync::OnceLock;
 pub use args::Args;
 pub use ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session, ShardCtx};
 pub use error::{CmdError, CmdResult};
-pub use table::{CommandSpec, Flags, Handler, KeySpec, Lookup, Resolved, Table};
+pub use table::{
+    CommandSpec, Flags, Handler, KeyAccess, KeyFlags, KeySpec, Lookup, Resolved, Table,
+};
 
 /// Every command family, in the order COMMAND lists them.
 pub const FAMILIES: &[&[CommandSpec]] = &[

@@ -29,33 +29,66 @@ use strata_shard::{Db, Mode, MultiLock};
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
-use crate::table::{CommandSpec, Flags, Handler, KeySpec};
+use crate::table::{CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
 const FAST: Flags = Flags::FAST;
 const DENYOOM: Flags = Flags::DENYOOM;
 
-/// MSET / MSETNX: key, value, key, value...
-const PAIRS: KeySpec = KeySpec {
-    first: 1,
-    last: -1,
-    step: 2,
-};
-
+// Key specs, as Redis 7.0 declares them for each command.
+const RO: KeyFlags = KeyFlags::RO;
+const RW: KeyFlags = KeyFlags::RW;
+const OW: KeyFlags = KeyFlags::OW;
+const ACCESS: KeyFlags = KeyFlags::ACCESS;
+const UPDATE: KeyFlags = KeyFlags::UPDATE;
+const INSERT: KeyFlags = KeyFlags::INSERT;
+/// The key is read and returned (GET, GETRANGE).
+const READ: &[KeySpec] = &[KeySpec::at(1, RO.or(ACCESS))];
+/// Only the key's metadata is read (STRLEN).
+const PEEK: &[KeySpec] = &[KeySpec::at(1, RO)];
+/// Read, returned and updated (INCR, GETSET).
+const READ_UPDATE: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(UPDATE))];
+/// Replaced without being read (SETEX).
+const OVERWRITE: &[KeySpec] = &[KeySpec::at(1, OW.or(UPDATE))];
+const SET_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    RW.or(ACCESS).or(UPDATE).or(KeyFlags::VARIABLE_FLAGS),
+)
+.with_notes("RW and ACCESS due to the optional `GET` argument")];
+const SETNX_KEYS: &[KeySpec] = &[KeySpec::at(1, OW.or(INSERT))];
+const GETEX_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(UPDATE))
+    .with_notes("RW and UPDATE because it changes the TTL")];
+const GETDEL_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(KeyFlags::DELETE))];
+const APPEND_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(INSERT))];
+const SETRANGE_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(UPDATE))];
+const MGET_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 1, RO.or(ACCESS))];
+/// MSET: key, value, key, value...
+const MSET_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 2, OW.or(UPDATE))];
+const MSETNX_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 2, OW.or(INSERT))];
 /// LCS: the two keys at arguments 1 and 2.
-const TWO: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+const LCS_KEYS: &[KeySpec] = &[KeySpec::range(1, 1, 1, RO.or(ACCESS))];
+
+/// SET's exact key flags: with GET the old value is read and returned (RW access), otherwise it is
+/// just replaced (OW), as Redis's `setGetKeys` reports them.
+fn set_keys(args: &[bytes::Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
+    let get = args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+    found(
+        1,
+        if get {
+            RW.or(ACCESS).or(UPDATE)
+        } else {
+            OW.or(UPDATE)
+        },
+    );
+}
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
     name: &'static str,
     arity: i32,
     flags: Flags,
-    keys: KeySpec,
+    keys: &'static [KeySpec],
     summary: &'static str,
     since: &'static str,
     complexity: &'static str,
@@ -74,62 +107,63 @@ string is very cheap, it can be considered O(1) for small strings.";
 /// The string family.
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("get", 2, R.or(FAST), KeySpec::ONE, "Get the value of a key", "1.0.0", "O(1)", Handler::Shard(get)),
-    cmd("set", -3, W.or(DENYOOM), KeySpec::ONE, "Set the string value of a key", "1.0.0", "O(1)", Handler::Shard(set)),
-    cmd("setnx", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+    cmd("get", 2, R.or(FAST), READ, "Get the value of a key", "1.0.0", "O(1)", Handler::Shard(get)),
+    cmd("set", -3, W.or(DENYOOM), SET_KEYS, "Set the string value of a key", "1.0.0", "O(1)", Handler::Shard(set))
+        .with_getkeys(set_keys),
+    cmd("setnx", 3, W.or(DENYOOM).or(FAST), SETNX_KEYS,
         "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)", Handler::Shard(setnx)),
-    cmd("setex", 4, W.or(DENYOOM), KeySpec::ONE, "Set the value and expiration of a key", "2.0.0", "O(1)",
+    cmd("setex", 4, W.or(DENYOOM), OVERWRITE, "Set the value and expiration of a key", "2.0.0", "O(1)",
         Handler::Shard(setex)),
-    cmd("psetex", 4, W.or(DENYOOM), KeySpec::ONE, "Set the value and expiration in milliseconds of a key",
+    cmd("psetex", 4, W.or(DENYOOM), OVERWRITE, "Set the value and expiration in milliseconds of a key",
         "2.6.0", "O(1)", Handler::Shard(psetex)),
-    cmd("getex", -2, W.or(FAST), KeySpec::ONE, "Get the value of a key and optionally set its expiration",
+    cmd("getex", -2, W.or(FAST), GETEX_KEYS, "Get the value of a key and optionally set its expiration",
         "6.2.0", "O(1)", Handler::Shard(getex)),
-    cmd("getdel", 2, W.or(FAST), KeySpec::ONE, "Get the value of a key and delete the key", "6.2.0", "O(1)",
+    cmd("getdel", 2, W.or(FAST), GETDEL_KEYS, "Get the value of a key and delete the key", "6.2.0", "O(1)",
         Handler::Shard(getdel)),
-    cmd("getset", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+    cmd("getset", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
         "Set the string value of a key and return its old value", "1.0.0", "O(1)", Handler::Shard(getset)),
-    cmd("mget", -2, R.or(FAST), KeySpec::ALL, "Get the values of all the given keys", "1.0.0",
+    cmd("mget", -2, R.or(FAST), MGET_KEYS, "Get the values of all the given keys", "1.0.0",
         "O(N) where N is the number of keys to retrieve.",
         Handler::Keys { shard: mget, multi: mget_multi })
         .with_tips(&["request_policy:multi_shard"]),
-    cmd("mset", -3, W.or(DENYOOM), PAIRS, "Set multiple keys to multiple values", "1.0.1",
+    cmd("mset", -3, W.or(DENYOOM), MSET_KEYS, "Set multiple keys to multiple values", "1.0.1",
         "O(N) where N is the number of keys to set.",
         Handler::Keys { shard: mset, multi: mset_multi })
         .with_tips(&["request_policy:multi_shard", "response_policy:all_succeeded"]),
-    cmd("msetnx", -3, W.or(DENYOOM), PAIRS,
+    cmd("msetnx", -3, W.or(DENYOOM), MSETNX_KEYS,
         "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1",
         "O(N) where N is the number of keys to set.",
         Handler::Keys { shard: msetnx, multi: msetnx_multi })
         .with_tips(&["request_policy:multi_shard", "response_policy:agg_min"]),
-    cmd("append", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Append a value to a key", "2.0.0",
+    cmd("append", 3, W.or(DENYOOM).or(FAST), APPEND_KEYS, "Append a value to a key", "2.0.0",
         "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already \
 present value is of any size, since the dynamic string library used by Redis will double the free space \
 available on every reallocation.",
         Handler::Shard(append)),
-    cmd("strlen", 2, R.or(FAST), KeySpec::ONE, "Get the length of the value stored in a key", "2.2.0", "O(1)",
+    cmd("strlen", 2, R.or(FAST), PEEK, "Get the length of the value stored in a key", "2.2.0", "O(1)",
         Handler::Shard(strlen)),
-    cmd("incr", 2, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Increment the integer value of a key by one",
+    cmd("incr", 2, W.or(DENYOOM).or(FAST), READ_UPDATE, "Increment the integer value of a key by one",
         "1.0.0", "O(1)", Handler::Shard(incr)),
-    cmd("decr", 2, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Decrement the integer value of a key by one",
+    cmd("decr", 2, W.or(DENYOOM).or(FAST), READ_UPDATE, "Decrement the integer value of a key by one",
         "1.0.0", "O(1)", Handler::Shard(decr)),
-    cmd("incrby", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+    cmd("incrby", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
         "Increment the integer value of a key by the given amount", "1.0.0", "O(1)", Handler::Shard(incrby)),
-    cmd("decrby", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+    cmd("decrby", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
         "Decrement the integer value of a key by the given number", "1.0.0", "O(1)", Handler::Shard(decrby)),
-    cmd("incrbyfloat", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+    cmd("incrbyfloat", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
         "Increment the float value of a key by the given amount", "2.6.0", "O(1)",
         Handler::Shard(incrbyfloat)),
-    cmd("getrange", 4, R, KeySpec::ONE, "Get a substring of the string stored at a key", "2.4.0",
+    cmd("getrange", 4, R, READ, "Get a substring of the string stored at a key", "2.4.0",
         GETRANGE_COMPLEXITY, Handler::Shard(getrange)),
-    cmd("substr", 4, R, KeySpec::ONE, "Get a substring of the string stored at a key", "1.0.0",
+    cmd("substr", 4, R, READ, "Get a substring of the string stored at a key", "1.0.0",
         GETRANGE_COMPLEXITY, Handler::Shard(getrange)),
-    cmd("setrange", 4, W.or(DENYOOM), KeySpec::ONE,
+    cmd("setrange", 4, W.or(DENYOOM), SETRANGE_KEYS,
         "Overwrite part of a string at key starting at the specified offset", "2.2.0",
         "O(1), not counting the time taken to copy the new string in place. Usually, this string is very \
 small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the \
 value argument.",
         Handler::Shard(setrange)),
-    cmd("lcs", -3, R, TWO, "Find longest common substring", "7.0.0",
+    cmd("lcs", -3, R, LCS_KEYS, "Find longest common substring", "7.0.0",
         "O(N*M) where N and M are the lengths of s1 and s2, respectively",
         Handler::Keys { shard: lcs, multi: lcs_multi }),
 ];

@@ -54,12 +54,10 @@ impl ShardCmd {
         } else {
             Mode::Shared
         };
-        let keys = self
-            .cmd
+        let mut keys = Vec::new();
+        self.cmd
             .spec
-            .keys
-            .positions(self.args.len())
-            .map(|i| (self.args[i].clone(), mode));
+            .for_each_key(&self.args, |i, _| keys.push((self.args[i].clone(), mode)));
         let mut set = key_lock_set(self.db as u32, keys);
         // MOVE and COPY ... DB also write a key in another database: lock it there too.
         let other = self.cmd.spec.other_db_key.and_then(|f| f(&self.args));
@@ -72,11 +70,10 @@ impl ShardCmd {
     }
 
     fn first_key(&self) -> Option<&[u8]> {
-        let first = self.cmd.spec.keys.first;
-        (first > 0)
-            .then(|| self.args.get(first as usize))
-            .flatten()
-            .map(|k| &k[..])
+        self.cmd
+            .spec
+            .first_key(&self.args)
+            .map(|i| &self.args[i][..])
     }
 
     /// Runs the command on `shard`, appending its reply to `out` and counting it.
@@ -377,13 +374,12 @@ impl Batch<'_> {
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
         let set = &self.state.shards;
         let single_shard = || {
-            let mut shards = cmd
-                .spec
-                .keys
-                .positions(args.len())
-                .map(|i| set.shard_of_key(&args[i]));
-            let first = shards.next().unwrap_or(local_shard);
-            shards.all(|s| s == first).then_some(first)
+            let (mut first, mut same) = (None, true);
+            cmd.spec.for_each_key(&args, |i, _| {
+                let s = set.shard_of_key(&args[i]);
+                same &= *first.get_or_insert(s) == s;
+            });
+            same.then_some(first.unwrap_or(local_shard))
         };
         match cmd.spec.handler {
             Handler::Shard(handler) => match single_shard() {
