@@ -403,6 +403,10 @@ mod tests {
     use crate::entry::{Value, ValueRef};
     use std::collections::HashSet;
 
+    /// Miri interprets every step, so the tests that churn thousands of keys use fewer under it;
+    /// what they check (resizes, rehashing mid-scan) still happens at the smaller sizes.
+    const SCALE: i64 = if cfg!(miri) { 10 } else { 1 };
+
     fn e(k: &str, v: i64) -> Entry {
         Entry::new(k.as_bytes(), Value::Int(v), None, 0)
     }
@@ -410,16 +414,17 @@ mod tests {
     #[test]
     fn insert_get_replace_remove() {
         let mut d = Dict::new();
-        for i in 0..1000 {
+        let n = 1000 / SCALE;
+        for i in 0..n {
             assert!(d.insert(e(&format!("k{i}"), i)).is_none());
         }
-        assert_eq!(d.len(), 1000);
+        assert_eq!(d.len(), n as usize);
         let old = d.insert(e("k5", 55)).expect("replaced");
         assert_eq!(old.value(), ValueRef::Int(5));
         assert_eq!(d.get(b"k5").map(|e| e.value()), Some(ValueRef::Int(55)));
         assert!(d.replace(b"k7", |old| old.with_expire(Some(9))));
         assert_eq!(d.get(b"k7").and_then(|e| e.expire()), Some(9));
-        for i in 0..1000 {
+        for i in 0..n {
             assert!(d.remove(format!("k{i}").as_bytes()).is_some());
         }
         assert!(d.is_empty() && d.get(b"k1").is_none());
@@ -429,8 +434,9 @@ mod tests {
 
     #[test]
     fn scan_sees_every_stable_key_across_resizes() {
+        let (stable, churn) = (500 / SCALE, 200 / SCALE);
         let mut d = Dict::new();
-        for i in 0..500 {
+        for i in 0..stable {
             d.insert(e(&format!("stable{i}"), i));
         }
         let mut seen = HashSet::new();
@@ -443,11 +449,11 @@ mod tests {
             // Grow and shrink the table while scanning.
             step += 1;
             if step % 3 == 0 {
-                for j in 0..200 {
+                for j in 0..churn {
                     d.insert(e(&format!("tmp{step}-{j}"), j));
                 }
             } else if step % 3 == 1 {
-                for j in 0..200 {
+                for j in 0..churn {
                     d.remove(format!("tmp{}-{j}", step - 1).as_bytes());
                 }
             }
@@ -455,7 +461,7 @@ mod tests {
                 break;
             }
         }
-        for i in 0..500 {
+        for i in 0..stable {
             assert!(
                 seen.contains(format!("stable{i}").as_bytes()),
                 "missed stable{i}"
@@ -467,11 +473,12 @@ mod tests {
     fn incremental_rehash_keeps_every_key_reachable() {
         let mut d = Dict::new();
         let mut saw_rehash = false;
-        for i in 0..5000 {
+        let n = 5000 / SCALE;
+        for i in 0..n {
             d.insert(e(&format!("k{i}"), i));
             saw_rehash |= d.is_rehashing();
             // Every key inserted so far stays reachable mid-resize.
-            if i % 997 == 0 {
+            if i % (997 / SCALE) == 0 {
                 for j in 0..=i {
                     assert!(
                         d.get(format!("k{j}").as_bytes()).is_some(),
@@ -485,11 +492,11 @@ mod tests {
         // Scan during a resize (both directions) sees everything.
         for shrink in [false, true] {
             if shrink {
-                for i in 100..5000 {
+                for i in 100..n {
                     d.remove(format!("k{i}").as_bytes());
                 }
             }
-            let n = if shrink { 100 } else { 5000 };
+            let n = if shrink { 100 } else { n as usize };
             let mut seen = HashSet::new();
             let mut cursor = 0;
             loop {
