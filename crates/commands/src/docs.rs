@@ -10,7 +10,9 @@ use crate::table::{BeginSearch, CommandSpec, FindKeys, KeySpec};
 fn key_spec_text(k: &KeySpec) -> String {
     let start = match k.begin_search {
         BeginSearch::Index(i) => i.to_string(),
-        BeginSearch::Keyword { keyword, startfrom } => format!("after {keyword} (from {startfrom})"),
+        BeginSearch::Keyword { keyword, startfrom } => {
+            format!("after {keyword} (from {startfrom})")
+        }
         BeginSearch::Unknown => "parsed".to_string(),
     };
     let run = match k.find_keys {

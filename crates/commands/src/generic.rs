@@ -30,7 +30,7 @@ use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
 use crate::server::reply_help;
-use crate::table::{CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
@@ -68,6 +68,59 @@ const SUB_KEY: &[KeySpec] = &[KeySpec::at(2, RO)];
 const MULTI_SHARD_SUM: &[&str] = &["request_policy:multi_shard", "response_policy:agg_sum"];
 const NONDETERMINISTIC: &[&str] = &["nondeterministic_output"];
 
+// COMMAND DOCS: arguments and history, as Redis 7.0 documents them.
+const MULTIPLE_KEYS: &[Arg] = &[Arg::key("key", 0).multiple()];
+const EXISTS_HISTORY: &[(&str, &str)] = &[("3.0.3", "Accepts multiple `key` arguments.")];
+const KEY_ONLY: &[Arg] = &[Arg::key("key", 0)];
+const RENAME_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::key("newkey", 1)];
+const RENAMENX_HISTORY: &[(&str, &str)] = &[(
+    "3.2.0",
+    "The command no longer returns an error when source and destination names are the same.",
+)];
+const COPY_ARGS: &[Arg] = &[
+    Arg::key("source", 0),
+    Arg::key("destination", 1),
+    Arg::integer("destination-db").with_token("DB").optional(),
+    Arg::pure_token("replace", "REPLACE").optional(),
+];
+const MOVE_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::integer("db")];
+const EXPIRE_ARGS_CONDITION: &[Arg] = &[
+    Arg::pure_token("nx", "NX"),
+    Arg::pure_token("xx", "XX"),
+    Arg::pure_token("gt", "GT"),
+    Arg::pure_token("lt", "LT"),
+];
+const EXPIRE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("seconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const EXPIRE_HISTORY: &[(&str, &str)] = &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")];
+const PEXPIRE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("milliseconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const EXPIREAT_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::unix_time("unix-time-seconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const PEXPIREAT_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::unix_time("unix-time-milliseconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const TTL_REPLY_HISTORY: &[(&str, &str)] = &[("2.8.0", "Added the -2 reply.")];
+
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
     name: &'static str,
@@ -100,7 +153,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 shard: del,
                 multi: del_multi,
             },
-        )
+        ).with_args(MULTIPLE_KEYS)
     },
     CommandSpec {
         tips: MULTI_SHARD_SUM,
@@ -116,7 +169,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 shard: del,
                 multi: del_multi,
             },
-        )
+        ).with_args(MULTIPLE_KEYS)
     },
     CommandSpec {
         tips: MULTI_SHARD_SUM,
@@ -132,7 +185,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 shard: exists,
                 multi: exists_multi,
             },
-        )
+        ).with_args(MULTIPLE_KEYS).with_history(EXISTS_HISTORY)
     },
     cmd(
         "type",
@@ -143,7 +196,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "1.0.0",
         "O(1)",
         Handler::Shard(type_),
-    ),
+    ).with_args(KEY_ONLY),
     CommandSpec {
         tips: MULTI_SHARD_SUM,
         ..cmd(
@@ -158,7 +211,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 shard: touch,
                 multi: touch_multi,
             },
-        )
+        ).with_args(MULTIPLE_KEYS)
     },
     cmd(
         "rename",
@@ -172,7 +225,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             shard: rename,
             multi: rename_multi,
         },
-    ),
+    ).with_args(RENAME_ARGS),
     cmd(
         "renamenx",
         3,
@@ -185,7 +238,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             shard: renamenx,
             multi: renamenx_multi,
         },
-    ),
+    ).with_args(RENAME_ARGS).with_history(RENAMENX_HISTORY),
     cmd(
         "copy",
         -3,
@@ -198,7 +251,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             shard: copy,
             multi: copy_multi,
         },
-    )
+    ).with_args(COPY_ARGS)
     .with_other_db_key(copy_other_db_key),
     cmd(
         "move",
@@ -209,7 +262,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "1.0.0",
         "O(1)",
         Handler::Shard(move_),
-    )
+    ).with_args(MOVE_ARGS)
     .with_other_db_key(move_other_db_key),
     CommandSpec {
         acl: &["@dangerous"],
@@ -260,7 +313,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "1.0.0",
         "O(1)",
         Handler::Shard(expire),
-    ),
+    ).with_args(EXPIRE_ARGS).with_history(EXPIRE_HISTORY),
     cmd(
         "pexpire",
         -3,
@@ -270,7 +323,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "2.6.0",
         "O(1)",
         Handler::Shard(pexpire),
-    ),
+    ).with_args(PEXPIRE_ARGS).with_history(EXPIRE_HISTORY),
     cmd(
         "expireat",
         -3,
@@ -280,7 +333,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "1.2.0",
         "O(1)",
         Handler::Shard(expireat),
-    ),
+    ).with_args(EXPIREAT_ARGS).with_history(EXPIRE_HISTORY),
     cmd(
         "pexpireat",
         -3,
@@ -290,7 +343,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "2.6.0",
         "O(1)",
         Handler::Shard(pexpireat),
-    ),
+    ).with_args(PEXPIREAT_ARGS).with_history(EXPIRE_HISTORY),
     CommandSpec {
         tips: NONDETERMINISTIC,
         ..cmd(
@@ -302,7 +355,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "1.0.0",
             "O(1)",
             Handler::Shard(ttl),
-        )
+        ).with_args(KEY_ONLY).with_history(TTL_REPLY_HISTORY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -315,7 +368,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "2.6.0",
             "O(1)",
             Handler::Shard(pttl),
-        )
+        ).with_args(KEY_ONLY).with_history(TTL_REPLY_HISTORY)
     },
     cmd(
         "expiretime",
@@ -326,7 +379,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "7.0.0",
         "O(1)",
         Handler::Shard(expiretime),
-    ),
+    ).with_args(KEY_ONLY),
     cmd(
         "pexpiretime",
         2,
@@ -336,7 +389,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "7.0.0",
         "O(1)",
         Handler::Shard(pexpiretime),
-    ),
+    ).with_args(KEY_ONLY),
     cmd(
         "persist",
         2,
@@ -346,7 +399,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "2.2.0",
         "O(1)",
         Handler::Shard(persist),
-    ),
+    ).with_args(KEY_ONLY),
     CommandSpec {
         subcommands: OBJECT_SUBCOMMANDS,
         ..cmd(
@@ -376,6 +429,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Shard(object_encoding),
         )
+        .with_args(KEY_ONLY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -389,6 +443,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Async(object_freq),
         )
+        .with_args(KEY_ONLY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -402,6 +457,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Async(object_idletime),
         )
+        .with_args(KEY_ONLY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -415,6 +471,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Async(object_refcount),
         )
+        .with_args(KEY_ONLY)
     },
     cmd(
         "help",

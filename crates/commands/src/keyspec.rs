@@ -358,7 +358,9 @@ impl Keys<'_> {
 
     /// The specs that designate keys (NOT_KEY ones only route).
     fn keyed(&self) -> impl Iterator<Item = &KeySpec> + '_ {
-        self.specs.iter().filter(|s| !s.flags.has(KeyFlags::NOT_KEY))
+        self.specs
+            .iter()
+            .filter(|s| !s.flags.has(KeyFlags::NOT_KEY))
     }
 
     /// True when positions alone find this line's keys: there are key specs and each resolves.
@@ -468,7 +470,9 @@ mod tests {
     const DELETE: KeyFlags = KeyFlags::DELETE;
 
     fn line(s: &str) -> Vec<Bytes> {
-        s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect()
+        s.split(' ')
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect()
     }
 
     /// The keys of `cmd` as (argument, flag names) pairs.
@@ -590,7 +594,10 @@ mod tests {
         let k = specs(XREAD);
         assert_eq!(names(k, "XREAD STREAMS a b 0 0"), ["a", "b"]);
         assert_eq!(names(k, "xread COUNT 2 streams a 0"), ["a"]);
-        assert_eq!(names(k, "XREAD BLOCK 0 STREAMS a b c 1 2 3"), ["a", "b", "c"]);
+        assert_eq!(
+            names(k, "XREAD BLOCK 0 STREAMS a b c 1 2 3"),
+            ["a", "b", "c"]
+        );
         // No STREAMS keyword: no keys (the command reports the syntax error).
         assert!(names(k, "XREAD COUNT 2").is_empty());
         assert_eq!(k.legacy_range(), ((0, 0, 0), true));
@@ -608,7 +615,12 @@ mod tests {
             ]
         );
         // A bad or excessive count, or none at all: positions cannot tell, so no keys.
-        for bad in ["ZUNIONSTORE d x a", "ZUNIONSTORE d 3 a b", "ZUNIONSTORE d -1 a", "ZUNIONSTORE d 0 a"] {
+        for bad in [
+            "ZUNIONSTORE d x a",
+            "ZUNIONSTORE d 3 a b",
+            "ZUNIONSTORE d -1 a",
+            "ZUNIONSTORE d 0 a",
+        ] {
             assert!(names(k, bad).is_empty(), "{bad}");
         }
         assert_eq!(k.legacy_range(), ((1, 1, 1), true));
@@ -630,7 +642,10 @@ mod tests {
             getkeys: Some(migrate_keys),
         };
         assert_eq!(names(with_parser, "MIGRATE h 1 k 0 5"), ["k"]);
-        assert_eq!(names(with_parser, "MIGRATE h 1  0 5 REPLACE KEYS a b"), ["a", "b"]);
+        assert_eq!(
+            names(with_parser, "MIGRATE h 1  0 5 REPLACE KEYS a b"),
+            ["a", "b"]
+        );
         // Positions alone give up on the incomplete spec (no parser: no keys).
         assert!(names(specs(MIGRATE), "MIGRATE h 1  0 5 KEYS a b").is_empty());
         assert_eq!(specs(MIGRATE).legacy_range(), ((3, 3, 1), true));
@@ -658,7 +673,10 @@ mod tests {
         let mset = [KeySpec::range(1, -1, 2, OW.or(UPDATE))];
         assert_eq!(names(specs(&mset), "MSET a 1 b 2"), ["a", "b"]);
         assert_eq!(specs(&mset).legacy_range(), ((1, -1, 2), false));
-        let rename = [KeySpec::at(1, RW.or(ACCESS).or(DELETE)), KeySpec::at(2, OW.or(UPDATE))];
+        let rename = [
+            KeySpec::at(1, RW.or(ACCESS).or(DELETE)),
+            KeySpec::at(2, OW.or(UPDATE)),
+        ];
         assert_eq!(
             keys(specs(&rename), "RENAME a b", false),
             [
@@ -682,7 +700,14 @@ mod tests {
         )];
         fn set_keys(args: &[Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
             let get = args.iter().skip(3).any(|a| matches(a, "get"));
-            found(1, if get { RW.or(ACCESS).or(UPDATE) } else { OW.or(UPDATE) });
+            found(
+                1,
+                if get {
+                    RW.or(ACCESS).or(UPDATE)
+                } else {
+                    OW.or(UPDATE)
+                },
+            );
         }
         let k = Keys {
             specs: SET,
@@ -713,8 +738,16 @@ mod tests {
         assert!(KeySpec::at(1, RO.or(RW)).validate().is_err());
         assert!(KeySpec::at(1, ACCESS).validate().is_err());
         assert!(KeySpec::range(1, -1, 0, RO).validate().is_err());
-        assert!(KeySpec::keyword("", 1, FindKeys::Unknown, RO).validate().is_err());
-        for s in XREAD.iter().chain(ZUNIONSTORE).chain(EVAL).chain(MIGRATE).chain(SORT) {
+        assert!(KeySpec::keyword("", 1, FindKeys::Unknown, RO)
+            .validate()
+            .is_err());
+        for s in XREAD
+            .iter()
+            .chain(ZUNIONSTORE)
+            .chain(EVAL)
+            .chain(MIGRATE)
+            .chain(SORT)
+        {
             assert_eq!(s.validate(), Ok(()));
         }
     }

@@ -10,8 +10,8 @@ pub mod config;
 pub mod ctx;
 pub mod docs;
 pub mod error;
-pub mod memory;
 pub mod keyspec;
+pub mod memory;
 pub mod table;
 pub mod testing;
 

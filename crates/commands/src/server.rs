@@ -26,7 +26,9 @@ use crate::args::eq_ci;
 use crate::config::{Config, ConfigSetError};
 use crate::ctx::{ConnCtx, ServerState};
 use crate::error::{CmdError, CmdResult};
-use crate::table::{BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec, ACL_ORDER};
+use crate::table::{
+    Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec, ACL_ORDER,
+};
 
 /// The Redis version Strata answers to (INFO `redis_version`, HELLO `version`), so that clients
 /// enable their Redis 7 features.
@@ -498,10 +500,16 @@ fn write_key_flags(out: &mut ReplyBuf, flags: KeyFlags) {
     }
 }
 
-/// One COMMAND DOCS entry (the value; the caller writes the name).
+/// One COMMAND DOCS entry (the value; the caller writes the name), fields in Redis's order.
 fn write_command_docs(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
+    let docs = &spec.docs;
     let subs = !spec.subcommands.is_empty();
-    out.map(4 + subs as usize);
+    out.map(
+        4 + 3 * docs.deprecated.is_some() as usize
+            + !docs.history.is_empty() as usize
+            + !docs.args.is_empty() as usize
+            + subs as usize,
+    );
     for (k, v) in [
         ("summary", spec.summary),
         ("since", spec.since),
@@ -511,6 +519,28 @@ fn write_command_docs(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
         out.bulk(k.as_bytes());
         out.bulk(v.as_bytes());
     }
+    if let Some((since, replaced_by)) = docs.deprecated {
+        out.bulk(b"doc_flags");
+        out.set(1);
+        out.simple("deprecated");
+        out.bulk(b"deprecated_since");
+        out.bulk(since.as_bytes());
+        out.bulk(b"replaced_by");
+        out.bulk(replaced_by.as_bytes());
+    }
+    if !docs.history.is_empty() {
+        out.bulk(b"history");
+        out.set(docs.history.len());
+        for (version, change) in docs.history {
+            out.array(2);
+            out.bulk(version.as_bytes());
+            out.bulk(change.as_bytes());
+        }
+    }
+    if !docs.args.is_empty() {
+        out.bulk(b"arguments");
+        write_args(out, docs.args);
+    }
     if subs {
         out.bulk(b"subcommands");
         out.map(spec.subcommands.len());
@@ -518,6 +548,53 @@ fn write_command_docs(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
             let full = format!("{name}|{}", sub.name);
             out.bulk(full.as_bytes());
             write_command_docs(out, sub, &full);
+        }
+    }
+}
+
+/// COMMAND DOCS's `arguments`: one map per argument, nested for oneof/block.
+fn write_args(out: &mut ReplyBuf, args: &[Arg]) {
+    out.array(args.len());
+    for a in args {
+        let flags = [("optional", a.optional), ("multiple", a.multiple)];
+        let nflags = flags.iter().filter(|(_, on)| *on).count();
+        let sub = match a.kind {
+            ArgKind::OneOf(sub) | ArgKind::Block(sub) => Some(sub),
+            _ => None,
+        };
+        out.map(
+            2 + matches!(a.kind, ArgKind::Key(_)) as usize
+                + !a.token.is_empty() as usize
+                + !a.since.is_empty() as usize
+                + (nflags > 0) as usize
+                + sub.is_some() as usize,
+        );
+        out.bulk(b"name");
+        out.bulk(a.name.as_bytes());
+        out.bulk(b"type");
+        out.bulk(a.kind.name().as_bytes());
+        if let ArgKind::Key(i) = a.kind {
+            out.bulk(b"key_spec_index");
+            out.int(i as i64);
+        }
+        if !a.token.is_empty() {
+            out.bulk(b"token");
+            out.bulk(a.token.as_bytes());
+        }
+        if !a.since.is_empty() {
+            out.bulk(b"since");
+            out.bulk(a.since.as_bytes());
+        }
+        if nflags > 0 {
+            out.bulk(b"flags");
+            out.set(nflags);
+            for (f, _) in flags.iter().filter(|(_, on)| *on) {
+                out.simple(f);
+            }
+        }
+        if let Some(sub) = sub {
+            out.bulk(b"arguments");
+            write_args(out, sub);
         }
     }
 }

@@ -76,6 +76,125 @@ impl Flags {
     }
 }
 
+/// One argument of a command as COMMAND DOCS describes it (Redis's `arguments` in
+/// `src/commands/*.json`).
+#[derive(Clone, Copy, Debug)]
+pub struct Arg {
+    pub name: &'static str,
+    pub kind: ArgKind,
+    /// The keyword that introduces the argument ("" = none).
+    pub token: &'static str,
+    /// The version that added the argument ("" = the command's own).
+    pub since: &'static str,
+    pub optional: bool,
+    pub multiple: bool,
+}
+
+/// An argument's type; `OneOf` and `Block` group other arguments.
+#[derive(Clone, Copy, Debug)]
+pub enum ArgKind {
+    /// A key, described by the command's key spec of this index.
+    Key(usize),
+    String,
+    Integer,
+    Double,
+    Pattern,
+    UnixTime,
+    PureToken,
+    OneOf(&'static [Arg]),
+    Block(&'static [Arg]),
+}
+
+impl ArgKind {
+    /// The type name COMMAND DOCS shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgKind::Key(_) => "key",
+            ArgKind::String => "string",
+            ArgKind::Integer => "integer",
+            ArgKind::Double => "double",
+            ArgKind::Pattern => "pattern",
+            ArgKind::UnixTime => "unix-time",
+            ArgKind::PureToken => "pure-token",
+            ArgKind::OneOf(_) => "oneof",
+            ArgKind::Block(_) => "block",
+        }
+    }
+}
+
+impl Arg {
+    const fn of(name: &'static str, kind: ArgKind) -> Arg {
+        Arg {
+            name,
+            kind,
+            token: "",
+            since: "",
+            optional: false,
+            multiple: false,
+        }
+    }
+    /// A key described by key spec `spec`.
+    pub const fn key(name: &'static str, spec: usize) -> Arg {
+        Arg::of(name, ArgKind::Key(spec))
+    }
+    pub const fn string(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::String)
+    }
+    pub const fn integer(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Integer)
+    }
+    pub const fn double(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Double)
+    }
+    pub const fn pattern(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Pattern)
+    }
+    pub const fn unix_time(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::UnixTime)
+    }
+    /// A keyword standing alone (NX, GET, REPLACE).
+    pub const fn pure_token(name: &'static str, token: &'static str) -> Arg {
+        Arg::of(name, ArgKind::PureToken).with_token(token)
+    }
+    /// Exactly one of `args`.
+    pub const fn oneof(name: &'static str, args: &'static [Arg]) -> Arg {
+        Arg::of(name, ArgKind::OneOf(args))
+    }
+    /// `args` together, in order.
+    pub const fn block(name: &'static str, args: &'static [Arg]) -> Arg {
+        Arg::of(name, ArgKind::Block(args))
+    }
+    /// Introduced by `token` (EX seconds).
+    pub const fn with_token(self, token: &'static str) -> Arg {
+        Arg { token, ..self }
+    }
+    pub const fn since(self, since: &'static str) -> Arg {
+        Arg { since, ..self }
+    }
+    pub const fn optional(self) -> Arg {
+        Arg {
+            optional: true,
+            ..self
+        }
+    }
+    pub const fn multiple(self) -> Arg {
+        Arg {
+            multiple: true,
+            ..self
+        }
+    }
+}
+
+/// COMMAND DOCS's description of a command beyond its summary: arguments, history, deprecation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Docs {
+    pub args: &'static [Arg],
+    /// (version, change), oldest first.
+    pub history: &'static [(&'static str, &'static str)],
+    /// (deprecated since, replaced by) for deprecated commands.
+    pub deprecated: Option<(&'static str, &'static str)>,
+}
+
 /// Where and how a command runs.
 #[derive(Clone, Copy)]
 pub enum Handler {
@@ -146,6 +265,8 @@ pub struct CommandSpec {
     pub acl: &'static [&'static str],
     /// Command tips for COMMAND INFO/DOCS (e.g. "request_policy:all_shards").
     pub tips: &'static [&'static str],
+    /// Arguments, history and deprecation for COMMAND DOCS.
+    pub docs: Docs,
     pub handler: Handler,
     pub subcommands: &'static [CommandSpec],
     /// For commands that also write a key in another database (MOVE, COPY ... DB): finds that
@@ -184,6 +305,11 @@ impl CommandSpec {
             complexity,
             acl: &[],
             tips: &[],
+            docs: Docs {
+                args: &[],
+                history: &[],
+                deprecated: None,
+            },
             handler,
             subcommands: &[],
             other_db_key: None,
@@ -202,6 +328,39 @@ impl CommandSpec {
     pub const fn with_getkeys(self, getkeys: GetKeys) -> CommandSpec {
         CommandSpec {
             getkeys: Some(getkeys),
+            ..self
+        }
+    }
+
+    /// The same spec with its arguments documented (COMMAND DOCS).
+    pub const fn with_args(self, args: &'static [Arg]) -> CommandSpec {
+        CommandSpec {
+            docs: Docs { args, ..self.docs },
+            ..self
+        }
+    }
+
+    /// The same spec with its history of changes (COMMAND DOCS).
+    pub const fn with_history(
+        self,
+        history: &'static [(&'static str, &'static str)],
+    ) -> CommandSpec {
+        CommandSpec {
+            docs: Docs {
+                history,
+                ..self.docs
+            },
+            ..self
+        }
+    }
+
+    /// The same spec, documented as deprecated since `since` in favour of `replaced_by`.
+    pub const fn deprecated(self, since: &'static str, replaced_by: &'static str) -> CommandSpec {
+        CommandSpec {
+            docs: Docs {
+                deprecated: Some((since, replaced_by)),
+                ..self.docs
+            },
             ..self
         }
     }
@@ -484,7 +643,9 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
             panic!("{name}: key spec {i}: {why}");
         }
         // Like Redis, a fixed arity must leave room for every fixed key position.
-        if let (BeginSearch::Index(pos), FindKeys::Range { lastkey, .. }) = (k.begin_search, k.find_keys) {
+        if let (BeginSearch::Index(pos), FindKeys::Range { lastkey, .. }) =
+            (k.begin_search, k.find_keys)
+        {
             let last = pos as i64 + lastkey.max(0) as i64;
             assert!(
                 spec.arity < 0 || last < spec.arity as i64,
@@ -499,6 +660,15 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
             positional || spec.getkeys.is_some(),
             "{name}: key spec {i} needs the command's key finder (getkeys)"
         );
+    }
+    validate_args(name, spec.docs.args, spec.keys.len());
+    if !spec.docs.args.is_empty() {
+        for i in 0..spec.keys.len() {
+            assert!(
+                refers_to_key_spec(spec.docs.args, i),
+                "{name}: no argument documents key spec {i}"
+            );
+        }
     }
     assert!(
         !(spec.flags.has(Flags::WRITE) && spec.flags.has(Flags::READONLY)),
@@ -531,17 +701,45 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
     }
 }
 
+fn validate_args(name: &str, args: &[Arg], specs: usize) {
+    for a in args {
+        assert!(!a.name.is_empty(), "{name}: an argument without a name");
+        match a.kind {
+            ArgKind::Key(i) => assert!(i < specs, "{name}: argument {} names key spec {i}", a.name),
+            ArgKind::PureToken => assert!(!a.token.is_empty(), "{name}: {} has no token", a.name),
+            ArgKind::OneOf(sub) | ArgKind::Block(sub) => {
+                assert!(!sub.is_empty(), "{name}: {} groups nothing", a.name);
+                validate_args(name, sub, specs);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn refers_to_key_spec(args: &[Arg], spec: usize) -> bool {
+    args.iter().any(|a| match a.kind {
+        ArgKind::Key(i) => i == spec,
+        ArgKind::OneOf(sub) | ArgKind::Block(sub) => refers_to_key_spec(sub, spec),
+        _ => false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn line(s: &str) -> Vec<Bytes> {
-        s.split(' ').map(|a| Bytes::copy_from_slice(a.as_bytes())).collect()
+        s.split(' ')
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect()
     }
 
     fn keys_of(cmd: &str) -> Vec<(usize, KeyAccess)> {
         let args = line(cmd);
-        let spec = crate::table().get(&cmd.split(' ').next().unwrap().to_ascii_lowercase()).unwrap().spec;
+        let spec = crate::table()
+            .get(&cmd.split(' ').next().unwrap().to_ascii_lowercase())
+            .unwrap()
+            .spec;
         let mut keys = Vec::new();
         spec.for_each_key(&args, |i, a| keys.push((i, a)));
         keys
