@@ -304,10 +304,8 @@ impl KeySpec {
         }
         match self.begin_search {
             BeginSearch::Index(0) => return Err("a key spec cannot begin at the command name"),
-            BeginSearch::Keyword { keyword, startfrom } => {
-                if keyword.is_empty() || startfrom == 0 {
-                    return Err("a keyword search needs a keyword and a non-zero startfrom");
-                }
+            BeginSearch::Keyword { keyword, startfrom } if keyword.is_empty() || startfrom == 0 => {
+                return Err("a keyword search needs a keyword and a non-zero startfrom")
             }
             _ => {}
         }
