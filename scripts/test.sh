@@ -68,7 +68,9 @@ if ! cargo +nightly miri --version >/dev/null 2>&1 && command -v rustup >/dev/nu
     rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null 2>&1 || true
 fi
 if cargo +nightly miri --version >/dev/null 2>&1; then
-    cargo +nightly miri test -p strata-core || failed+=("cargo +nightly miri test -p strata-core")
+    # Strict provenance: pointers kept inside entries must stay pointers, never round-trip via integers.
+    MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}" cargo +nightly miri test -p strata-core ||
+        failed+=("cargo +nightly miri test -p strata-core")
 else
     printf 'skipped: miri not installed (rustup toolchain install nightly --component miri,rust-src)\n'
 fi
