@@ -460,7 +460,11 @@ def main():
         if shutil.which(tool) is None:
             sys.exit("bench: %s not found: apt-get install -y redis-server redis-tools" % tool)
 
-    binary = args.strata or build_strata()
+    # The servers run in their own working directories: a relative --strata path must be resolved
+    # against ours first, and a missing binary reported now rather than as a failed start later.
+    binary = os.path.abspath(args.strata) if args.strata else build_strata()
+    if not os.access(binary, os.X_OK):
+        sys.exit("bench: %s is not an executable strata binary" % binary)
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
     configs = [redis_config()] + [strata_config(binary, t) for t in threads]
     if args.engines:

@@ -60,6 +60,21 @@ start=$SECONDS
 step "cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast || failed+=("cargo test --workspace")
 
+# Miri checks the unsafe code of the core data structures (entry layout, dict chains) for undefined
+# behaviour. It needs a nightly toolchain with the miri and rust-src components; without them the
+# step says so and is skipped rather than failing the run.
+step "cargo +nightly miri test -p strata-core"
+if ! cargo +nightly miri --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+    rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null 2>&1 || true
+fi
+if cargo +nightly miri --version >/dev/null 2>&1; then
+    # Strict provenance: pointers kept inside entries must stay pointers, never round-trip via integers.
+    MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}" cargo +nightly miri test -p strata-core ||
+        failed+=("cargo +nightly miri test -p strata-core")
+else
+    printf 'skipped: miri not installed (rustup toolchain install nightly --component miri,rust-src)\n'
+fi
+
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check || failed+=("cargo fmt --all -- --check")
 

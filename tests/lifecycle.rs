@@ -1,9 +1,9 @@
 //! Process lifecycle: start-up from a config file, graceful shutdown on SIGTERM and SIGINT, and
 //! a slow command that does not stall other clients.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::harness::{Server, TempDir};
+use crate::harness::{Conn, Server, TempDir};
 
 fn assert_graceful_exit(signal: &str) {
     let mut s = Server::strata(&["--threads", "2"]);
@@ -54,20 +54,56 @@ fn config_file_then_flags_like_redis_server() {
 
 #[test]
 fn a_slow_command_does_not_stall_other_clients() {
-    // DEBUG SLEEP parks only its own connection: while it is pending, other clients (keys on every
-    // shard) are served. Checked by order of events, not by timing.
-    let s = Server::strata(&["--threads", "2", "--enable-debug-command", "yes"]);
+    // One EXISTS over a million keys, all on one shard through a hash tag, keeps that shard's
+    // thread busy (parsing, routing and a million lookups) for far longer than a PING takes. Clients
+    // served by the other thread must be answered meanwhile: some of a dozen connections land on
+    // each of the two threads, and one of them must get PONG while the slow reply has not arrived.
+    // Checked by the order of events, not by timing: every wait below is a poll, not a bound.
+    const KEYS: usize = 1_000_000;
+    let s = Server::strata(&["--threads", "2"]);
     let mut slow = s.conn();
-    slow.send(&["DEBUG", "SLEEP", "30"]);
-    let mut other = s.conn();
-    for i in 0..200 {
-        let key = format!("key:{i}");
-        assert_eq!(other.call(&["SET", key.as_str(), "v"]), b"+OK\r\n");
+    assert_eq!(slow.call(&["SET", "{busy}:k", "v"]), b"+OK\r\n");
+    let mut others: Vec<Conn> = (0..12).map(|_| s.conn()).collect();
+    for o in &mut others {
+        assert_eq!(o.call(&["PING"]), b"+PONG\r\n");
+        o.set_reply_timeout(Duration::from_millis(1));
     }
-    assert_eq!(other.call(&["DBSIZE"]), b":200\r\n");
-    slow.set_reply_timeout(Duration::from_millis(200));
+    let mut exists = vec!["EXISTS"];
+    exists.extend(std::iter::repeat_n("{busy}:k", KEYS));
+    // The write returns once the server has taken in all but the socket buffers' worth of it.
+    slow.send(&exists);
+    for o in &mut others {
+        o.send(&["PING"]);
+    }
+    slow.set_reply_timeout(Duration::from_millis(1));
+    let mut slow_reply = None;
+    let mut pong_before_slow_reply = false;
+    let mut answered = vec![false; others.len()];
+    // A guard against a dead server, not a performance bound.
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while answered.contains(&false) || slow_reply.is_none() {
+        assert!(Instant::now() < give_up, "replies missing: {answered:?}");
+        for (o, done) in others.iter_mut().zip(answered.iter_mut()) {
+            if *done {
+                continue;
+            }
+            if let Ok(reply) = o.try_read_reply() {
+                assert_eq!(reply, b"+PONG\r\n");
+                *done = true;
+                // The slow reply is looked for only after this PONG was seen.
+                if slow_reply.is_none() {
+                    slow_reply = slow.try_read_reply().ok();
+                    pong_before_slow_reply |= slow_reply.is_none();
+                }
+            }
+        }
+        if slow_reply.is_none() {
+            slow_reply = slow.try_read_reply().ok();
+        }
+    }
+    assert_eq!(slow_reply, Some(format!(":{KEYS}\r\n").into_bytes()));
     assert!(
-        slow.try_read_reply().is_err(),
-        "DEBUG SLEEP 30 answered early"
+        pong_before_slow_reply,
+        "every PING waited for the slow EXISTS to finish"
     );
 }

@@ -19,7 +19,7 @@ use crate::args::eq_ci;
 use crate::ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session};
 use crate::error::{CmdError, CmdResult};
 use crate::server::{reply_help, REDIS_VERSION};
-use crate::table::{CommandSpec, Flags, Handler, KeySpec, Table};
+use crate::table::{CommandSpec, Flags, Handler, Table};
 
 const LOADING_STALE: Flags = Flags::LOADING.or(Flags::STALE);
 /// The flags of every CLIENT subcommand but HELP.
@@ -46,7 +46,7 @@ const fn cmd(
         name,
         arity,
         flags,
-        KeySpec::NONE,
+        &[],
         summary,
         since,
         "O(1)",
@@ -71,7 +71,7 @@ const fn client_cmd(
         name,
         arity,
         flags,
-        KeySpec::NONE,
+        &[],
         summary,
         since,
         complexity,
@@ -153,7 +153,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "client",
         -2,
         Flags::NONE,
-        KeySpec::NONE,
+        &[],
         "A container for client connection commands",
         "2.4.0",
         "Depends on subcommand.",

@@ -4,17 +4,58 @@
 //! rewrites them).
 
 use crate::config::{Kind, SPECS};
-use crate::table::CommandSpec;
+use crate::table::{BeginSearch, CommandSpec, FindKeys, KeySpec};
+
+/// One key spec in a few words: where its keys are, then their flags ("1..-1 step 2: OW update").
+fn key_spec_text(k: &KeySpec) -> String {
+    let start = match k.begin_search {
+        BeginSearch::Index(i) => i.to_string(),
+        BeginSearch::Keyword { keyword, startfrom } => {
+            format!("after {keyword} (from {startfrom})")
+        }
+        BeginSearch::Unknown => "parsed".to_string(),
+    };
+    let run = match k.find_keys {
+        FindKeys::Range {
+            lastkey: 0,
+            step: 1,
+            limit: 0,
+        } => String::new(),
+        FindKeys::Range {
+            lastkey,
+            step,
+            limit,
+        } => {
+            let mut s = format!("..{lastkey}");
+            if step != 1 {
+                s.push_str(&format!(" step {step}"));
+            }
+            if limit != 0 {
+                s.push_str(&format!(" limit {limit}"));
+            }
+            s
+        }
+        FindKeys::Keynum {
+            keynumidx,
+            firstkey,
+            step,
+        } => format!(" numkeys at +{keynumidx}, keys from +{firstkey} step {step}"),
+        FindKeys::Unknown => String::new(),
+    };
+    let flags: Vec<&str> = k.flags.names().collect();
+    format!("{start}{run}: {}", flags.join(" "))
+}
 
 fn row(name: &str, spec: &CommandSpec) -> String {
-    let flags: Vec<&str> = spec.flags.names().collect();
-    let keys = if spec.keys.first == 0 {
+    let flags = spec.flag_names();
+    let keys = if spec.keys.is_empty() {
         "none".to_string()
     } else {
-        format!(
-            "{}..{} step {}",
-            spec.keys.first, spec.keys.last, spec.keys.step
-        )
+        spec.keys
+            .iter()
+            .map(key_spec_text)
+            .collect::<Vec<_>>()
+            .join("; ")
     };
     format!(
         "| `{}` | {} | {} | {} | {} | {} |\n",

@@ -31,33 +31,103 @@ use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
 use crate::keyed::KeysCtx;
 use crate::server::reply_help;
-use crate::table::{CommandSpec, Flags, Handler, KeySpec};
+use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
 const FAST: Flags = Flags::FAST;
 
-/// Keys at arguments 1 and 2 (RENAME, COPY).
-const TWO_KEYS: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+// Key specs, as Redis 7.0 declares them for each command.
+const RO: KeyFlags = KeyFlags::RO;
+const RW: KeyFlags = KeyFlags::RW;
+const OW: KeyFlags = KeyFlags::OW;
+const ACCESS: KeyFlags = KeyFlags::ACCESS;
+const UPDATE: KeyFlags = KeyFlags::UPDATE;
+const DELETE: KeyFlags = KeyFlags::DELETE;
+/// Every argument is a key that is deleted (DEL, UNLINK).
+const DELETED: &[KeySpec] = &[KeySpec::range(1, -1, 1, KeyFlags::RM.or(DELETE))];
+/// Every argument is a key whose existence is checked (EXISTS, TOUCH).
+const CHECKED: &[KeySpec] = &[KeySpec::range(1, -1, 1, RO)];
+/// Only the key's metadata is read (TYPE).
+const PEEK: &[KeySpec] = &[KeySpec::at(1, RO)];
+/// The key's TTL is read and returned (TTL, EXPIRETIME).
+const READ: &[KeySpec] = &[KeySpec::at(1, RO.or(ACCESS))];
+/// The key's TTL is changed (EXPIRE, PERSIST).
+const TTL_UPDATE: &[KeySpec] = &[KeySpec::at(1, RW.or(UPDATE))];
+const RENAME_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, RW.or(ACCESS).or(DELETE)),
+    KeySpec::at(2, OW.or(UPDATE)),
+];
+const RENAMENX_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, RW.or(ACCESS).or(DELETE)),
+    KeySpec::at(2, OW.or(KeyFlags::INSERT)),
+];
+const COPY_KEYS: &[KeySpec] = &[KeySpec::at(1, RO.or(ACCESS)), KeySpec::at(2, OW.or(UPDATE))];
+const MOVE_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(UPDATE))];
 /// The key of an OBJECT subcommand, after the subcommand name.
-const SUB_KEY: KeySpec = KeySpec {
-    first: 2,
-    last: 2,
-    step: 1,
-};
+const SUB_KEY: &[KeySpec] = &[KeySpec::at(2, RO)];
 const MULTI_SHARD_SUM: &[&str] = &["request_policy:multi_shard", "response_policy:agg_sum"];
 const NONDETERMINISTIC: &[&str] = &["nondeterministic_output"];
+
+// COMMAND DOCS: arguments and history, as Redis 7.0 documents them.
+const MULTIPLE_KEYS: &[Arg] = &[Arg::key("key", 0).multiple()];
+const EXISTS_HISTORY: &[(&str, &str)] = &[("3.0.3", "Accepts multiple `key` arguments.")];
+const KEY_ONLY: &[Arg] = &[Arg::key("key", 0)];
+const RENAME_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::key("newkey", 1)];
+const RENAMENX_HISTORY: &[(&str, &str)] = &[(
+    "3.2.0",
+    "The command no longer returns an error when source and destination names are the same.",
+)];
+const COPY_ARGS: &[Arg] = &[
+    Arg::key("source", 0),
+    Arg::key("destination", 1),
+    Arg::integer("destination-db").with_token("DB").optional(),
+    Arg::pure_token("replace", "REPLACE").optional(),
+];
+const MOVE_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::integer("db")];
+const EXPIRE_ARGS_CONDITION: &[Arg] = &[
+    Arg::pure_token("nx", "NX"),
+    Arg::pure_token("xx", "XX"),
+    Arg::pure_token("gt", "GT"),
+    Arg::pure_token("lt", "LT"),
+];
+const EXPIRE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("seconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const EXPIRE_HISTORY: &[(&str, &str)] = &[("7.0.0", "Added options: `NX`, `XX`, `GT` and `LT`.")];
+const PEXPIRE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("milliseconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const EXPIREAT_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::unix_time("unix-time-seconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const PEXPIREAT_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::unix_time("unix-time-milliseconds"),
+    Arg::oneof("condition", EXPIRE_ARGS_CONDITION)
+        .since("7.0.0")
+        .optional(),
+];
+const TTL_REPLY_HISTORY: &[(&str, &str)] = &[("2.8.0", "Added the -2 reply.")];
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
     name: &'static str,
     arity: i32,
     flags: Flags,
-    keys: KeySpec,
+    keys: &'static [KeySpec],
     summary: &'static str,
     since: &'static str,
     complexity: &'static str,
@@ -76,12 +146,12 @@ pub static COMMANDS: &[CommandSpec] = &[
             "del",
             -2,
             W,
-            KeySpec::ALL,
+            DELETED,
             "Delete a key",
             "1.0.0",
             "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).",
             Handler::Keys(del),
-        )
+        ).with_args(MULTIPLE_KEYS)
     },
     CommandSpec {
         tips: MULTI_SHARD_SUM,
@@ -89,12 +159,12 @@ pub static COMMANDS: &[CommandSpec] = &[
             "unlink",
             -2,
             W.or(FAST),
-            KeySpec::ALL,
+            DELETED,
             "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
             "4.0.0",
             "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
             Handler::Keys(del),
-        )
+        ).with_args(MULTIPLE_KEYS)
     },
     CommandSpec {
         tips: MULTI_SHARD_SUM,
@@ -102,77 +172,77 @@ pub static COMMANDS: &[CommandSpec] = &[
             "exists",
             -2,
             R.or(FAST),
-            KeySpec::ALL,
+            CHECKED,
             "Determine if a key exists",
             "1.0.0",
             "O(N) where N is the number of keys to check.",
             Handler::Keys(exists),
-        )
+        ).with_args(MULTIPLE_KEYS).with_history(EXISTS_HISTORY)
     },
     cmd(
         "type",
         2,
         R.or(FAST),
-        KeySpec::ONE,
+        PEEK,
         "Determine the type stored at key",
         "1.0.0",
         "O(1)",
         Handler::Shard(type_),
-    ),
+    ).with_args(KEY_ONLY),
     CommandSpec {
         tips: MULTI_SHARD_SUM,
         ..cmd(
             "touch",
             -2,
             R.or(FAST),
-            KeySpec::ALL,
+            CHECKED,
             "Alters the last access time of a key(s). Returns the number of existing keys specified.",
             "3.2.1",
             "O(N) where N is the number of keys that will be touched.",
             Handler::Keys(touch),
-        )
+        ).with_args(MULTIPLE_KEYS)
     },
     cmd(
         "rename",
         3,
         W,
-        TWO_KEYS,
+        RENAME_KEYS,
         "Rename a key",
         "1.0.0",
         "O(1)",
         Handler::Keys(rename),
-    ),
+    ).with_args(RENAME_ARGS),
     cmd(
         "renamenx",
         3,
         W.or(FAST),
-        TWO_KEYS,
+        RENAMENX_KEYS,
         "Rename a key, only if the new key does not exist",
         "1.0.0",
         "O(1)",
         Handler::Keys(renamenx),
-    ),
+    ).with_args(RENAME_ARGS).with_history(RENAMENX_HISTORY),
     cmd(
         "copy",
         -3,
         W.or(Flags::DENYOOM),
-        TWO_KEYS,
+        COPY_KEYS,
         "Copy a key",
         "6.2.0",
         "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
         Handler::Keys(copy),
-    )
+    ).with_args(COPY_ARGS)
     .with_other_db_key(copy_other_db_key),
     cmd(
         "move",
         3,
         W.or(FAST),
-        KeySpec::ONE,
+        MOVE_KEYS,
         "Move a key to another database",
         "1.0.0",
         "O(1)",
         Handler::Shard(move_),
-    )
+    ).with_args(MOVE_ARGS)
     .with_other_db_key(move_other_db_key),
     CommandSpec {
         acl: &["@dangerous"],
@@ -181,7 +251,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "keys",
             2,
             R,
-            KeySpec::NONE,
+            &[],
             "Find all keys matching the given pattern",
             "1.0.0",
             "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
@@ -194,7 +264,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "scan",
             -2,
             R,
-            KeySpec::NONE,
+            &[],
             "Incrementally iterate the keys space",
             "2.8.0",
             "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
@@ -207,7 +277,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             "randomkey",
             1,
             R,
-            KeySpec::NONE,
+            &[],
             "Return a random key from the keyspace",
             "1.0.0",
             "O(1)",
@@ -218,54 +288,54 @@ pub static COMMANDS: &[CommandSpec] = &[
         "expire",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set a key's time to live in seconds",
         "1.0.0",
         "O(1)",
         Handler::Shard(expire),
-    ),
+    ).with_args(EXPIRE_ARGS).with_history(EXPIRE_HISTORY),
     cmd(
         "pexpire",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set a key's time to live in milliseconds",
         "2.6.0",
         "O(1)",
         Handler::Shard(pexpire),
-    ),
+    ).with_args(PEXPIRE_ARGS).with_history(EXPIRE_HISTORY),
     cmd(
         "expireat",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set the expiration for a key as a UNIX timestamp",
         "1.2.0",
         "O(1)",
         Handler::Shard(expireat),
-    ),
+    ).with_args(EXPIREAT_ARGS).with_history(EXPIRE_HISTORY),
     cmd(
         "pexpireat",
         -3,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
         "2.6.0",
         "O(1)",
         Handler::Shard(pexpireat),
-    ),
+    ).with_args(PEXPIREAT_ARGS).with_history(EXPIRE_HISTORY),
     CommandSpec {
         tips: NONDETERMINISTIC,
         ..cmd(
             "ttl",
             2,
             R.or(FAST),
-            KeySpec::ONE,
+            READ,
             "Get the time to live for a key in seconds",
             "1.0.0",
             "O(1)",
             Handler::Shard(ttl),
-        )
+        ).with_args(KEY_ONLY).with_history(TTL_REPLY_HISTORY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -273,50 +343,50 @@ pub static COMMANDS: &[CommandSpec] = &[
             "pttl",
             2,
             R.or(FAST),
-            KeySpec::ONE,
+            READ,
             "Get the time to live for a key in milliseconds",
             "2.6.0",
             "O(1)",
             Handler::Shard(pttl),
-        )
+        ).with_args(KEY_ONLY).with_history(TTL_REPLY_HISTORY)
     },
     cmd(
         "expiretime",
         2,
         R.or(FAST),
-        KeySpec::ONE,
+        READ,
         "Get the expiration Unix timestamp for a key",
         "7.0.0",
         "O(1)",
         Handler::Shard(expiretime),
-    ),
+    ).with_args(KEY_ONLY),
     cmd(
         "pexpiretime",
         2,
         R.or(FAST),
-        KeySpec::ONE,
+        READ,
         "Get the expiration Unix timestamp for a key in milliseconds",
         "7.0.0",
         "O(1)",
         Handler::Shard(pexpiretime),
-    ),
+    ).with_args(KEY_ONLY),
     cmd(
         "persist",
         2,
         W.or(FAST),
-        KeySpec::ONE,
+        TTL_UPDATE,
         "Remove the expiration from a key",
         "2.2.0",
         "O(1)",
         Handler::Shard(persist),
-    ),
+    ).with_args(KEY_ONLY),
     CommandSpec {
         subcommands: OBJECT_SUBCOMMANDS,
         ..cmd(
             "object",
             -2,
             Flags::NONE,
-            KeySpec::NONE,
+            &[],
             "A container for object introspection commands",
             "2.2.3",
             "Depends on subcommand.",
@@ -339,6 +409,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Shard(object_encoding),
         )
+        .with_args(KEY_ONLY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -352,6 +423,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Async(object_freq),
         )
+        .with_args(KEY_ONLY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -365,6 +437,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Async(object_idletime),
         )
+        .with_args(KEY_ONLY)
     },
     CommandSpec {
         tips: NONDETERMINISTIC,
@@ -378,12 +451,13 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
             "O(1)",
             Handler::Async(object_refcount),
         )
+        .with_args(KEY_ONLY)
     },
     cmd(
         "help",
         2,
         Flags::LOADING.or(Flags::STALE),
-        KeySpec::NONE,
+        &[],
         "Show helpful text about the different subcommands",
         "6.2.0",
         "O(1)",
@@ -999,7 +1073,9 @@ fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now) = (cx.session.db, cx.now);
         let pattern = cx.args[1].clone();
         let set = cx.shards().clone();
-        let lock = set.lock_dbs_as(new_owner(), &[db as u32], Mode::Shared).await;
+        let lock = set
+            .lock_dbs_as(new_owner(), &[db as u32], Mode::Shared)
+            .await;
         let parts = lock
             .shards()
             .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now, cx.server.sleep));

@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod docs;
 pub mod error;
 pub mod keyed;
+pub mod keyspec;
 pub mod memory;
 pub mod table;
 pub mod testing;
@@ -26,7 +27,9 @@ pub use args::Args;
 pub use ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session, ShardCtx};
 pub use error::{CmdError, CmdResult};
 pub use keyed::{KeysCtx, KeysHandler};
-pub use table::{CommandSpec, Flags, Handler, KeySpec, Lookup, Resolved, Table};
+pub use table::{
+    CommandSpec, Flags, Handler, KeyAccess, KeyFlags, KeySpec, Lookup, Resolved, Table,
+};
 
 /// Every command family, in the order COMMAND lists them.
 pub const FAMILIES: &[&[CommandSpec]] = &[

@@ -26,7 +26,9 @@ use crate::args::eq_ci;
 use crate::config::{Config, ConfigSetError};
 use crate::ctx::{ConnCtx, ServerState};
 use crate::error::{CmdError, CmdResult};
-use crate::table::{CommandSpec, Flags, Handler, KeySpec, ACL_ORDER};
+use crate::table::{
+    Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec, ACL_ORDER,
+};
 
 /// The Redis version Strata answers to (INFO `redis_version`, HELLO `version`), so that clients
 /// enable their Redis 7 features.
@@ -53,7 +55,7 @@ const fn cmd(
         name,
         arity,
         flags,
-        KeySpec::NONE,
+        &[],
         summary,
         since,
         complexity,
@@ -374,21 +376,7 @@ fn subcommand_syntax_error(args: &[Bytes]) -> CmdError {
 // =====================================================================================
 
 fn shown_flags(spec: &CommandSpec) -> Vec<&'static str> {
-    spec.flags.names().collect()
-}
-
-/// The key-spec flags of a command's keys, derived from its flags: read-only commands read
-/// (`RO access`), write commands update (`RW update`). Redis states these per command; the table
-/// has no such field, so commands whose keys Redis flags otherwise (DEL's `RM delete`, SET's
-/// `variable_flags`...) differ here.
-fn key_flags(spec: &CommandSpec) -> &'static [&'static str] {
-    if spec.flags.has(Flags::READONLY) {
-        &["RO", "access"]
-    } else if spec.flags.has(Flags::WRITE) {
-        &["RW", "update"]
-    } else {
-        &["RW"]
-    }
+    spec.flag_names()
 }
 
 /// One COMMAND INFO entry: name, arity, flags, first/last/step, ACL categories, tips, key specs,
@@ -402,10 +390,10 @@ fn write_command_info(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
     for f in flags {
         out.simple(f);
     }
-    let k = spec.keys;
-    out.int(k.first as i64);
-    out.int(k.last as i64);
-    out.int(k.step as i64);
+    let ((first, last, step), _) = spec.key_specs().legacy_range();
+    out.int(first);
+    out.int(last);
+    out.int(step);
     let cats = spec.acl_categories();
     out.set(cats.len());
     for c in cats {
@@ -416,37 +404,9 @@ fn write_command_info(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
         out.bulk(t.as_bytes());
     }
     // Redis 7.0 sends key specs and subcommands as sets in RESP3.
-    if k.first == 0 {
-        out.set(0);
-    } else {
-        out.set(1);
-        out.map(3);
-        out.bulk(b"flags");
-        let kf = key_flags(spec);
-        out.set(kf.len());
-        for f in kf {
-            out.simple(f);
-        }
-        out.bulk(b"begin_search");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"index");
-        out.bulk(b"spec");
-        out.map(1);
-        out.bulk(b"index");
-        out.int(k.first as i64);
-        out.bulk(b"find_keys");
-        out.map(2);
-        out.bulk(b"type");
-        out.bulk(b"range");
-        out.bulk(b"spec");
-        out.map(3);
-        out.bulk(b"lastkey");
-        out.int(if k.last < 0 { k.last } else { k.last - k.first } as i64);
-        out.bulk(b"keystep");
-        out.int(k.step as i64);
-        out.bulk(b"limit");
-        out.int(0);
+    out.set(spec.keys.len());
+    for k in spec.keys {
+        write_key_spec(out, k);
     }
     out.set(spec.subcommands.len());
     for sub in spec.subcommands {
@@ -454,10 +414,102 @@ fn write_command_info(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
     }
 }
 
-/// One COMMAND DOCS entry (the value; the caller writes the name).
+/// One key spec as COMMAND INFO shows it: [notes], flags, begin_search, find_keys.
+fn write_key_spec(out: &mut ReplyBuf, k: &KeySpec) {
+    out.map(3 + !k.notes.is_empty() as usize);
+    if !k.notes.is_empty() {
+        out.bulk(b"notes");
+        out.bulk(k.notes.as_bytes());
+    }
+    out.bulk(b"flags");
+    write_key_flags(out, k.flags);
+    out.bulk(b"begin_search");
+    out.map(2);
+    out.bulk(b"type");
+    match k.begin_search {
+        BeginSearch::Index(index) => {
+            out.bulk(b"index");
+            out.bulk(b"spec");
+            out.map(1);
+            out.bulk(b"index");
+            out.int(index as i64);
+        }
+        BeginSearch::Keyword { keyword, startfrom } => {
+            out.bulk(b"keyword");
+            out.bulk(b"spec");
+            out.map(2);
+            out.bulk(b"keyword");
+            out.bulk(keyword.as_bytes());
+            out.bulk(b"startfrom");
+            out.int(startfrom as i64);
+        }
+        BeginSearch::Unknown => {
+            out.bulk(b"unknown");
+            out.bulk(b"spec");
+            out.map(0);
+        }
+    }
+    out.bulk(b"find_keys");
+    out.map(2);
+    out.bulk(b"type");
+    match k.find_keys {
+        FindKeys::Range {
+            lastkey,
+            step,
+            limit,
+        } => {
+            out.bulk(b"range");
+            out.bulk(b"spec");
+            out.map(3);
+            out.bulk(b"lastkey");
+            out.int(lastkey as i64);
+            out.bulk(b"keystep");
+            out.int(step as i64);
+            out.bulk(b"limit");
+            out.int(limit as i64);
+        }
+        FindKeys::Keynum {
+            keynumidx,
+            firstkey,
+            step,
+        } => {
+            out.bulk(b"keynum");
+            out.bulk(b"spec");
+            out.map(3);
+            out.bulk(b"keynumidx");
+            out.int(keynumidx as i64);
+            out.bulk(b"firstkey");
+            out.int(firstkey as i64);
+            out.bulk(b"keystep");
+            out.int(step as i64);
+        }
+        FindKeys::Unknown => {
+            out.bulk(b"unknown");
+            out.bulk(b"spec");
+            out.map(0);
+        }
+    }
+}
+
+/// Key-spec flags as a set of simple strings (COMMAND INFO, COMMAND GETKEYSANDFLAGS).
+fn write_key_flags(out: &mut ReplyBuf, flags: KeyFlags) {
+    let names: Vec<&str> = flags.names().collect();
+    out.set(names.len());
+    for n in names {
+        out.simple(n);
+    }
+}
+
+/// One COMMAND DOCS entry (the value; the caller writes the name), fields in Redis's order.
 fn write_command_docs(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
+    let docs = &spec.docs;
     let subs = !spec.subcommands.is_empty();
-    out.map(4 + subs as usize);
+    out.map(
+        4 + 3 * docs.deprecated.is_some() as usize
+            + !docs.history.is_empty() as usize
+            + !docs.args.is_empty() as usize
+            + subs as usize,
+    );
     for (k, v) in [
         ("summary", spec.summary),
         ("since", spec.since),
@@ -467,6 +519,28 @@ fn write_command_docs(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
         out.bulk(k.as_bytes());
         out.bulk(v.as_bytes());
     }
+    if let Some((since, replaced_by)) = docs.deprecated {
+        out.bulk(b"doc_flags");
+        out.set(1);
+        out.simple("deprecated");
+        out.bulk(b"deprecated_since");
+        out.bulk(since.as_bytes());
+        out.bulk(b"replaced_by");
+        out.bulk(replaced_by.as_bytes());
+    }
+    if !docs.history.is_empty() {
+        out.bulk(b"history");
+        out.set(docs.history.len());
+        for (version, change) in docs.history {
+            out.array(2);
+            out.bulk(version.as_bytes());
+            out.bulk(change.as_bytes());
+        }
+    }
+    if !docs.args.is_empty() {
+        out.bulk(b"arguments");
+        write_args(out, docs.args);
+    }
     if subs {
         out.bulk(b"subcommands");
         out.map(spec.subcommands.len());
@@ -474,6 +548,53 @@ fn write_command_docs(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
             let full = format!("{name}|{}", sub.name);
             out.bulk(full.as_bytes());
             write_command_docs(out, sub, &full);
+        }
+    }
+}
+
+/// COMMAND DOCS's `arguments`: one map per argument, nested for oneof/block.
+fn write_args(out: &mut ReplyBuf, args: &[Arg]) {
+    out.array(args.len());
+    for a in args {
+        let flags = [("optional", a.optional), ("multiple", a.multiple)];
+        let nflags = flags.iter().filter(|(_, on)| *on).count();
+        let sub = match a.kind {
+            ArgKind::OneOf(sub) | ArgKind::Block(sub) => Some(sub),
+            _ => None,
+        };
+        out.map(
+            2 + matches!(a.kind, ArgKind::Key(_)) as usize
+                + !a.token.is_empty() as usize
+                + !a.since.is_empty() as usize
+                + (nflags > 0) as usize
+                + sub.is_some() as usize,
+        );
+        out.bulk(b"name");
+        out.bulk(a.name.as_bytes());
+        out.bulk(b"type");
+        out.bulk(a.kind.name().as_bytes());
+        if let ArgKind::Key(i) = a.kind {
+            out.bulk(b"key_spec_index");
+            out.int(i as i64);
+        }
+        if !a.token.is_empty() {
+            out.bulk(b"token");
+            out.bulk(a.token.as_bytes());
+        }
+        if !a.since.is_empty() {
+            out.bulk(b"since");
+            out.bulk(a.since.as_bytes());
+        }
+        if nflags > 0 {
+            out.bulk(b"flags");
+            out.set(nflags);
+            for (f, _) in flags.iter().filter(|(_, on)| *on) {
+                out.simple(f);
+            }
+        }
+        if let Some(sub) = sub {
+            out.bulk(b"arguments");
+            write_args(out, sub);
         }
     }
 }
@@ -606,7 +727,7 @@ fn command_getkeys(cx: &mut ConnCtx<'_>) -> CmdResult {
         let sub = [&line[0][..], b"|", &line[1][..]].concat();
         lookup(&sub).ok_or_else(invalid)?
     };
-    if cmd.spec.keys.first == 0 {
+    if !cmd.spec.has_keys() {
         return Err(CmdError::msg("ERR The command has no key arguments"));
     }
     if !cmd.spec.arity_ok(line.len()) {
@@ -614,20 +735,19 @@ fn command_getkeys(cx: &mut ConnCtx<'_>) -> CmdResult {
             "ERR Invalid number of arguments specified for command",
         ));
     }
-    let keys: Vec<usize> = cmd.spec.keys.positions(line.len()).collect();
+    let mut keys: Vec<(usize, KeyFlags)> = Vec::new();
+    cmd.spec
+        .key_specs()
+        .each(line, with_flags, |i, f| keys.push((i, f)));
     if keys.is_empty() && !cmd.spec.flags.has(Flags::NO_MANDATORY_KEYS) {
         return Err(CmdError::msg("ERR Invalid arguments specified for command"));
     }
     cx.out.array(keys.len());
-    for i in keys {
+    for (i, flags) in keys {
         if with_flags {
             cx.out.array(2);
             cx.out.bulk(&line[i]);
-            let kf = key_flags(cmd.spec);
-            cx.out.set(kf.len());
-            for f in kf {
-                cx.out.simple(f);
-            }
+            write_key_flags(cx.out, flags);
         } else {
             cx.out.bulk(&line[i]);
         }

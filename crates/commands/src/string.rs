@@ -31,33 +31,147 @@ use crate::args::{eq_ci, Args};
 use crate::ctx::ShardCtx;
 use crate::error::{CmdError, CmdResult};
 use crate::keyed::{in_order, KeysCtx};
-use crate::table::{CommandSpec, Flags, Handler, KeySpec};
+use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
 const FAST: Flags = Flags::FAST;
 const DENYOOM: Flags = Flags::DENYOOM;
 
-/// MSET / MSETNX: key, value, key, value...
-const PAIRS: KeySpec = KeySpec {
-    first: 1,
-    last: -1,
-    step: 2,
-};
-
+// Key specs, as Redis 7.0 declares them for each command.
+const RO: KeyFlags = KeyFlags::RO;
+const RW: KeyFlags = KeyFlags::RW;
+const OW: KeyFlags = KeyFlags::OW;
+const ACCESS: KeyFlags = KeyFlags::ACCESS;
+const UPDATE: KeyFlags = KeyFlags::UPDATE;
+const INSERT: KeyFlags = KeyFlags::INSERT;
+/// The key is read and returned (GET, GETRANGE).
+const READ: &[KeySpec] = &[KeySpec::at(1, RO.or(ACCESS))];
+/// Only the key's metadata is read (STRLEN).
+const PEEK: &[KeySpec] = &[KeySpec::at(1, RO)];
+/// Read, returned and updated (INCR, GETSET).
+const READ_UPDATE: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(UPDATE))];
+/// Replaced without being read (SETEX).
+const OVERWRITE: &[KeySpec] = &[KeySpec::at(1, OW.or(UPDATE))];
+const SET_KEYS: &[KeySpec] =
+    &[
+        KeySpec::at(1, RW.or(ACCESS).or(UPDATE).or(KeyFlags::VARIABLE_FLAGS))
+            .with_notes("RW and ACCESS due to the optional `GET` argument"),
+    ];
+const SETNX_KEYS: &[KeySpec] = &[KeySpec::at(1, OW.or(INSERT))];
+const GETEX_KEYS: &[KeySpec] =
+    &[KeySpec::at(1, RW.or(ACCESS).or(UPDATE))
+        .with_notes("RW and UPDATE because it changes the TTL")];
+const GETDEL_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(KeyFlags::DELETE))];
+const APPEND_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(INSERT))];
+const SETRANGE_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(UPDATE))];
+const MGET_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 1, RO.or(ACCESS))];
+/// MSET: key, value, key, value...
+const MSET_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 2, OW.or(UPDATE))];
+const MSETNX_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 2, OW.or(INSERT))];
 /// LCS: the two keys at arguments 1 and 2.
-const TWO: KeySpec = KeySpec {
-    first: 1,
-    last: 2,
-    step: 1,
-};
+const LCS_KEYS: &[KeySpec] = &[KeySpec::range(1, 1, 1, RO.or(ACCESS))];
+
+/// SET's exact key flags: with GET the old value is read and returned (RW access), otherwise it is
+/// just replaced (OW), as Redis's `setGetKeys` reports them.
+fn set_keys(args: &[bytes::Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
+    let get = args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+    found(
+        1,
+        if get {
+            RW.or(ACCESS).or(UPDATE)
+        } else {
+            OW.or(UPDATE)
+        },
+    );
+}
+
+// COMMAND DOCS: arguments and history, as Redis 7.0 documents them.
+const KEY_ONLY: &[Arg] = &[Arg::key("key", 0)];
+const SET_ARGS_CONDITION: &[Arg] = &[Arg::pure_token("nx", "NX"), Arg::pure_token("xx", "XX")];
+const SET_ARGS_EXPIRATION: &[Arg] = &[
+    Arg::integer("seconds").with_token("EX").since("2.6.12"),
+    Arg::integer("milliseconds")
+        .with_token("PX")
+        .since("2.6.12"),
+    Arg::unix_time("unix-time-seconds")
+        .with_token("EXAT")
+        .since("6.2.0"),
+    Arg::unix_time("unix-time-milliseconds")
+        .with_token("PXAT")
+        .since("6.2.0"),
+    Arg::pure_token("keepttl", "KEEPTTL").since("6.0.0"),
+];
+const SET_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::string("value"),
+    Arg::oneof("condition", SET_ARGS_CONDITION)
+        .since("2.6.12")
+        .optional(),
+    Arg::pure_token("get", "GET").since("6.2.0").optional(),
+    Arg::oneof("expiration", SET_ARGS_EXPIRATION).optional(),
+];
+const SET_HISTORY: &[(&str, &str)] = &[
+    ("2.6.12", "Added the `EX`, `PX`, `NX` and `XX` options."),
+    ("6.0.0", "Added the `KEEPTTL` option."),
+    ("6.2.0", "Added the `GET`, `EXAT` and `PXAT` option."),
+    (
+        "7.0.0",
+        "Allowed the `NX` and `GET` options to be used together.",
+    ),
+];
+const KEY_VALUE: &[Arg] = &[Arg::key("key", 0), Arg::string("value")];
+const SETEX_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("seconds"),
+    Arg::string("value"),
+];
+const PSETEX_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("milliseconds"),
+    Arg::string("value"),
+];
+const GETEX_ARGS_EXPIRATION: &[Arg] = &[
+    Arg::integer("seconds").with_token("EX"),
+    Arg::integer("milliseconds").with_token("PX"),
+    Arg::unix_time("unix-time-seconds").with_token("EXAT"),
+    Arg::unix_time("unix-time-milliseconds").with_token("PXAT"),
+    Arg::pure_token("persist", "PERSIST"),
+];
+const GETEX_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::oneof("expiration", GETEX_ARGS_EXPIRATION).optional(),
+];
+const MGET_ARGS: &[Arg] = &[Arg::key("key", 0).multiple()];
+const MSET_ARGS: &[Arg] = &[Arg::block("key_value", KEY_VALUE).multiple()];
+const INCRBY_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::integer("increment")];
+const DECRBY_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::integer("decrement")];
+const INCRBYFLOAT_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::double("increment")];
+const GETRANGE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("start"),
+    Arg::integer("end"),
+];
+const SETRANGE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("offset"),
+    Arg::string("value"),
+];
+const LCS_ARGS: &[Arg] = &[
+    Arg::key("key1", 0),
+    Arg::key("key2", 0),
+    Arg::pure_token("len", "LEN").optional(),
+    Arg::pure_token("idx", "IDX").optional(),
+    Arg::integer("len").with_token("MINMATCHLEN").optional(),
+    Arg::pure_token("withmatchlen", "WITHMATCHLEN").optional(),
+];
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
     name: &'static str,
     arity: i32,
     flags: Flags,
-    keys: KeySpec,
+    keys: &'static [KeySpec],
     summary: &'static str,
     since: &'static str,
     complexity: &'static str,
@@ -76,64 +190,90 @@ string is very cheap, it can be considered O(1) for small strings.";
 /// The string family.
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("get", 2, R.or(FAST), KeySpec::ONE, "Get the value of a key", "1.0.0", "O(1)", Handler::Shard(get)),
-    cmd("set", -3, W.or(DENYOOM), KeySpec::ONE, "Set the string value of a key", "1.0.0", "O(1)", Handler::Shard(set)),
-    cmd("setnx", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
-        "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)", Handler::Shard(setnx)),
-    cmd("setex", 4, W.or(DENYOOM), KeySpec::ONE, "Set the value and expiration of a key", "2.0.0", "O(1)",
-        Handler::Shard(setex)),
-    cmd("psetex", 4, W.or(DENYOOM), KeySpec::ONE, "Set the value and expiration in milliseconds of a key",
-        "2.6.0", "O(1)", Handler::Shard(psetex)),
-    cmd("getex", -2, W.or(FAST), KeySpec::ONE, "Get the value of a key and optionally set its expiration",
-        "6.2.0", "O(1)", Handler::Shard(getex)),
-    cmd("getdel", 2, W.or(FAST), KeySpec::ONE, "Get the value of a key and delete the key", "6.2.0", "O(1)",
-        Handler::Shard(getdel)),
-    cmd("getset", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
-        "Set the string value of a key and return its old value", "1.0.0", "O(1)", Handler::Shard(getset)),
-    cmd("mget", -2, R.or(FAST), KeySpec::ALL, "Get the values of all the given keys", "1.0.0",
+    cmd("get", 2, R.or(FAST), READ, "Get the value of a key", "1.0.0", "O(1)", Handler::Shard(get))
+        .with_args(KEY_ONLY),
+    cmd("set", -3, W.or(DENYOOM), SET_KEYS, "Set the string value of a key", "1.0.0", "O(1)", Handler::Shard(set))
+        .with_args(SET_ARGS)
+        .with_history(SET_HISTORY)
+        .with_getkeys(set_keys),
+    cmd("setnx", 3, W.or(DENYOOM).or(FAST), SETNX_KEYS,
+        "Set the value of a key, only if the key does not exist", "1.0.0", "O(1)", Handler::Shard(setnx))
+        .with_args(KEY_VALUE),
+    cmd("setex", 4, W.or(DENYOOM), OVERWRITE, "Set the value and expiration of a key", "2.0.0", "O(1)",
+        Handler::Shard(setex))
+        .with_args(SETEX_ARGS),
+    cmd("psetex", 4, W.or(DENYOOM), OVERWRITE, "Set the value and expiration in milliseconds of a key",
+        "2.6.0", "O(1)", Handler::Shard(psetex))
+        .with_args(PSETEX_ARGS),
+    cmd("getex", -2, W.or(FAST), GETEX_KEYS, "Get the value of a key and optionally set its expiration",
+        "6.2.0", "O(1)", Handler::Shard(getex))
+        .with_args(GETEX_ARGS),
+    cmd("getdel", 2, W.or(FAST), GETDEL_KEYS, "Get the value of a key and delete the key", "6.2.0", "O(1)",
+        Handler::Shard(getdel))
+        .with_args(KEY_ONLY),
+    cmd("getset", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
+        "Set the string value of a key and return its old value", "1.0.0", "O(1)", Handler::Shard(getset))
+        .with_args(KEY_VALUE)
+        .deprecated("6.2.0", "`SET` with the `!GET` argument"),
+    cmd("mget", -2, R.or(FAST), MGET_KEYS, "Get the values of all the given keys", "1.0.0",
         "O(N) where N is the number of keys to retrieve.",
         Handler::Keys(mget))
+        .with_args(MGET_ARGS)
         .with_tips(&["request_policy:multi_shard"]),
-    cmd("mset", -3, W.or(DENYOOM), PAIRS, "Set multiple keys to multiple values", "1.0.1",
+    cmd("mset", -3, W.or(DENYOOM), MSET_KEYS, "Set multiple keys to multiple values", "1.0.1",
         "O(N) where N is the number of keys to set.",
         Handler::Keys(mset))
+        .with_args(MSET_ARGS)
         .with_tips(&["request_policy:multi_shard", "response_policy:all_succeeded"]),
-    cmd("msetnx", -3, W.or(DENYOOM), PAIRS,
+    cmd("msetnx", -3, W.or(DENYOOM), MSETNX_KEYS,
         "Set multiple keys to multiple values, only if none of the keys exist", "1.0.1",
         "O(N) where N is the number of keys to set.",
         Handler::Keys(msetnx))
+        .with_args(MSET_ARGS)
         .with_tips(&["request_policy:multi_shard", "response_policy:agg_min"]),
-    cmd("append", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Append a value to a key", "2.0.0",
+    cmd("append", 3, W.or(DENYOOM).or(FAST), APPEND_KEYS, "Append a value to a key", "2.0.0",
         "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already \
 present value is of any size, since the dynamic string library used by Redis will double the free space \
 available on every reallocation.",
-        Handler::Shard(append)),
-    cmd("strlen", 2, R.or(FAST), KeySpec::ONE, "Get the length of the value stored in a key", "2.2.0", "O(1)",
-        Handler::Shard(strlen)),
-    cmd("incr", 2, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Increment the integer value of a key by one",
-        "1.0.0", "O(1)", Handler::Shard(incr)),
-    cmd("decr", 2, W.or(DENYOOM).or(FAST), KeySpec::ONE, "Decrement the integer value of a key by one",
-        "1.0.0", "O(1)", Handler::Shard(decr)),
-    cmd("incrby", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
-        "Increment the integer value of a key by the given amount", "1.0.0", "O(1)", Handler::Shard(incrby)),
-    cmd("decrby", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
-        "Decrement the integer value of a key by the given number", "1.0.0", "O(1)", Handler::Shard(decrby)),
-    cmd("incrbyfloat", 3, W.or(DENYOOM).or(FAST), KeySpec::ONE,
+        Handler::Shard(append))
+        .with_args(KEY_VALUE),
+    cmd("strlen", 2, R.or(FAST), PEEK, "Get the length of the value stored in a key", "2.2.0", "O(1)",
+        Handler::Shard(strlen))
+        .with_args(KEY_ONLY),
+    cmd("incr", 2, W.or(DENYOOM).or(FAST), READ_UPDATE, "Increment the integer value of a key by one",
+        "1.0.0", "O(1)", Handler::Shard(incr))
+        .with_args(KEY_ONLY),
+    cmd("decr", 2, W.or(DENYOOM).or(FAST), READ_UPDATE, "Decrement the integer value of a key by one",
+        "1.0.0", "O(1)", Handler::Shard(decr))
+        .with_args(KEY_ONLY),
+    cmd("incrby", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
+        "Increment the integer value of a key by the given amount", "1.0.0", "O(1)", Handler::Shard(incrby))
+        .with_args(INCRBY_ARGS),
+    cmd("decrby", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
+        "Decrement the integer value of a key by the given number", "1.0.0", "O(1)", Handler::Shard(decrby))
+        .with_args(DECRBY_ARGS),
+    cmd("incrbyfloat", 3, W.or(DENYOOM).or(FAST), READ_UPDATE,
         "Increment the float value of a key by the given amount", "2.6.0", "O(1)",
-        Handler::Shard(incrbyfloat)),
-    cmd("getrange", 4, R, KeySpec::ONE, "Get a substring of the string stored at a key", "2.4.0",
-        GETRANGE_COMPLEXITY, Handler::Shard(getrange)),
-    cmd("substr", 4, R, KeySpec::ONE, "Get a substring of the string stored at a key", "1.0.0",
-        GETRANGE_COMPLEXITY, Handler::Shard(getrange)),
-    cmd("setrange", 4, W.or(DENYOOM), KeySpec::ONE,
+        Handler::Shard(incrbyfloat))
+        .with_args(INCRBYFLOAT_ARGS),
+    cmd("getrange", 4, R, READ, "Get a substring of the string stored at a key", "2.4.0",
+        GETRANGE_COMPLEXITY, Handler::Shard(getrange))
+        .with_args(GETRANGE_ARGS),
+    cmd("substr", 4, R, READ, "Get a substring of the string stored at a key", "1.0.0",
+        GETRANGE_COMPLEXITY, Handler::Shard(getrange))
+        .with_args(GETRANGE_ARGS)
+        .deprecated("2.0.0", "`GETRANGE`"),
+    cmd("setrange", 4, W.or(DENYOOM), SETRANGE_KEYS,
         "Overwrite part of a string at key starting at the specified offset", "2.2.0",
         "O(1), not counting the time taken to copy the new string in place. Usually, this string is very \
 small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the \
 value argument.",
-        Handler::Shard(setrange)),
-    cmd("lcs", -3, R, TWO, "Find longest common substring", "7.0.0",
+        Handler::Shard(setrange))
+        .with_args(SETRANGE_ARGS),
+    cmd("lcs", -3, R, LCS_KEYS, "Find longest common substring", "7.0.0",
         "O(N*M) where N and M are the lengths of s1 and s2, respectively",
-        Handler::Keys(lcs)),
+        Handler::Keys(lcs))
+        .with_args(LCS_ARGS),
 ];
 
 // ===== the string type =====

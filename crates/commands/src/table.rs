@@ -3,11 +3,14 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+
 use futures_util::future::LocalBoxFuture;
 
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::CmdResult;
 use crate::keyed::KeysHandler;
+pub use crate::keyspec::{BeginSearch, FindKeys, GetKeys, KeyAccess, KeyFlags, KeySpec, Keys};
 
 /// Command flags, named as in Redis's `COMMAND INFO` replies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -74,48 +77,123 @@ impl Flags {
     }
 }
 
-/// Key positions, Redis's legacy (first, last, step) triple. `last` < 0 counts from the end
-/// (-1 = last argument). (0, 0, 0) means the command takes no keys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeySpec {
-    pub first: i32,
-    pub last: i32,
-    pub step: i32,
+/// One argument of a command as COMMAND DOCS describes it (Redis's `arguments` in
+/// `src/commands/*.json`).
+#[derive(Clone, Copy, Debug)]
+pub struct Arg {
+    pub name: &'static str,
+    pub kind: ArgKind,
+    /// The keyword that introduces the argument ("" = none).
+    pub token: &'static str,
+    /// The version that added the argument ("" = the command's own).
+    pub since: &'static str,
+    pub optional: bool,
+    pub multiple: bool,
 }
 
-impl KeySpec {
-    pub const NONE: KeySpec = KeySpec {
-        first: 0,
-        last: 0,
-        step: 0,
-    };
-    /// One key at argument 1.
-    pub const ONE: KeySpec = KeySpec {
-        first: 1,
-        last: 1,
-        step: 1,
-    };
-    /// Every argument from 1 is a key.
-    pub const ALL: KeySpec = KeySpec {
-        first: 1,
-        last: -1,
-        step: 1,
-    };
+/// An argument's type; `OneOf` and `Block` group other arguments.
+#[derive(Clone, Copy, Debug)]
+pub enum ArgKind {
+    /// A key, described by the command's key spec of this index.
+    Key(usize),
+    String,
+    Integer,
+    Double,
+    Pattern,
+    UnixTime,
+    PureToken,
+    OneOf(&'static [Arg]),
+    Block(&'static [Arg]),
+}
 
-    /// Indices of the key arguments in `argc` arguments (empty for keyless commands).
-    pub fn positions(self, argc: usize) -> impl Iterator<Item = usize> {
-        let argc = argc as i64;
-        let (first, step) = (self.first as i64, self.step.max(1) as i64);
-        let last = if self.last < 0 {
-            argc + self.last as i64
-        } else {
-            (self.last as i64).min(argc - 1)
-        };
-        let end = if self.first == 0 { 0 } else { last + 1 };
-        (first..end.max(first))
-            .step_by(step as usize)
-            .map(|i| i as usize)
+impl ArgKind {
+    /// The type name COMMAND DOCS shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgKind::Key(_) => "key",
+            ArgKind::String => "string",
+            ArgKind::Integer => "integer",
+            ArgKind::Double => "double",
+            ArgKind::Pattern => "pattern",
+            ArgKind::UnixTime => "unix-time",
+            ArgKind::PureToken => "pure-token",
+            ArgKind::OneOf(_) => "oneof",
+            ArgKind::Block(_) => "block",
+        }
     }
+}
+
+impl Arg {
+    const fn of(name: &'static str, kind: ArgKind) -> Arg {
+        Arg {
+            name,
+            kind,
+            token: "",
+            since: "",
+            optional: false,
+            multiple: false,
+        }
+    }
+    /// A key described by key spec `spec`.
+    pub const fn key(name: &'static str, spec: usize) -> Arg {
+        Arg::of(name, ArgKind::Key(spec))
+    }
+    pub const fn string(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::String)
+    }
+    pub const fn integer(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Integer)
+    }
+    pub const fn double(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Double)
+    }
+    pub const fn pattern(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::Pattern)
+    }
+    pub const fn unix_time(name: &'static str) -> Arg {
+        Arg::of(name, ArgKind::UnixTime)
+    }
+    /// A keyword standing alone (NX, GET, REPLACE).
+    pub const fn pure_token(name: &'static str, token: &'static str) -> Arg {
+        Arg::of(name, ArgKind::PureToken).with_token(token)
+    }
+    /// Exactly one of `args`.
+    pub const fn oneof(name: &'static str, args: &'static [Arg]) -> Arg {
+        Arg::of(name, ArgKind::OneOf(args))
+    }
+    /// `args` together, in order.
+    pub const fn block(name: &'static str, args: &'static [Arg]) -> Arg {
+        Arg::of(name, ArgKind::Block(args))
+    }
+    /// Introduced by `token` (EX seconds).
+    pub const fn with_token(self, token: &'static str) -> Arg {
+        Arg { token, ..self }
+    }
+    pub const fn since(self, since: &'static str) -> Arg {
+        Arg { since, ..self }
+    }
+    pub const fn optional(self) -> Arg {
+        Arg {
+            optional: true,
+            ..self
+        }
+    }
+    pub const fn multiple(self) -> Arg {
+        Arg {
+            multiple: true,
+            ..self
+        }
+    }
+}
+
+/// COMMAND DOCS's description of a command beyond its summary: arguments, history, deprecation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Docs {
+    pub args: &'static [Arg],
+    /// (version, change), oldest first.
+    pub history: &'static [(&'static str, &'static str)],
+    /// (deprecated since, replaced by) for deprecated commands.
+    pub deprecated: Option<(&'static str, &'static str)>,
 }
 
 /// Where and how a command runs.
@@ -172,7 +250,11 @@ pub struct CommandSpec {
     /// Redis arity: N = exactly N arguments (counting the name), -N = at least N.
     pub arity: i32,
     pub flags: Flags,
-    pub keys: KeySpec,
+    /// Redis 7 key specs, in argument order (empty: the command takes no keys).
+    pub keys: &'static [KeySpec],
+    /// The command's own key finder, for specs positions cannot resolve (unknown, incomplete) or
+    /// whose flags vary with the arguments (Redis's `getkeys_proc`).
+    pub getkeys: Option<GetKeys>,
     /// Documentation group: "string", "generic", "connection", "server".
     pub group: &'static str,
     pub summary: &'static str,
@@ -182,6 +264,8 @@ pub struct CommandSpec {
     pub acl: &'static [&'static str],
     /// Command tips for COMMAND INFO/DOCS (e.g. "request_policy:all_shards").
     pub tips: &'static [&'static str],
+    /// Arguments, history and deprecation for COMMAND DOCS.
+    pub docs: Docs,
     pub handler: Handler,
     pub subcommands: &'static [CommandSpec],
     /// For commands that also write a key in another database (MOVE, COPY ... DB): finds that
@@ -202,7 +286,7 @@ impl CommandSpec {
         name: &'static str,
         arity: i32,
         flags: Flags,
-        keys: KeySpec,
+        keys: &'static [KeySpec],
         summary: &'static str,
         since: &'static str,
         complexity: &'static str,
@@ -213,12 +297,18 @@ impl CommandSpec {
             arity,
             flags,
             keys,
+            getkeys: None,
             group,
             summary,
             since,
             complexity,
             acl: &[],
             tips: &[],
+            docs: Docs {
+                args: &[],
+                history: &[],
+                deprecated: None,
+            },
             handler,
             subcommands: &[],
             other_db_key: None,
@@ -229,6 +319,47 @@ impl CommandSpec {
     pub const fn with_other_db_key(self, f: OtherDbKey) -> CommandSpec {
         CommandSpec {
             other_db_key: Some(f),
+            ..self
+        }
+    }
+
+    /// The same spec with a key finder for what its key specs cannot tell (see [`GetKeys`]).
+    pub const fn with_getkeys(self, getkeys: GetKeys) -> CommandSpec {
+        CommandSpec {
+            getkeys: Some(getkeys),
+            ..self
+        }
+    }
+
+    /// The same spec with its arguments documented (COMMAND DOCS).
+    pub const fn with_args(self, args: &'static [Arg]) -> CommandSpec {
+        CommandSpec {
+            docs: Docs { args, ..self.docs },
+            ..self
+        }
+    }
+
+    /// The same spec with its history of changes (COMMAND DOCS).
+    pub const fn with_history(
+        self,
+        history: &'static [(&'static str, &'static str)],
+    ) -> CommandSpec {
+        CommandSpec {
+            docs: Docs {
+                history,
+                ..self.docs
+            },
+            ..self
+        }
+    }
+
+    /// The same spec, documented as deprecated since `since` in favour of `replaced_by`.
+    pub const fn deprecated(self, since: &'static str, replaced_by: &'static str) -> CommandSpec {
+        CommandSpec {
+            docs: Docs {
+                deprecated: Some((since, replaced_by)),
+                ..self.docs
+            },
             ..self
         }
     }
@@ -293,6 +424,47 @@ impl CommandSpec {
         // Redis lists categories in the order of its category table.
         cats.sort_by_key(|c| ACL_ORDER.iter().position(|o| o == c).unwrap_or(usize::MAX));
         cats
+    }
+
+    /// The key specs with the command's key finder.
+    pub fn key_specs(&self) -> Keys<'static> {
+        Keys {
+            specs: self.keys,
+            getkeys: self.getkeys,
+        }
+    }
+
+    /// Calls `f(arg_index, access)` for every key argument of `args` (args[0] is the command name),
+    /// in argument order; `access` says whether the key is only read (RO) or written (RW/OW/RM).
+    /// Allocates nothing.
+    pub fn for_each_key(&self, args: &[Bytes], mut f: impl FnMut(usize, KeyAccess)) {
+        self.key_specs()
+            .each(args, false, |i, flags| f(i, flags.access()));
+    }
+
+    /// The index of the first key argument of `args`, if any.
+    pub fn first_key(&self, args: &[Bytes]) -> Option<usize> {
+        self.key_specs().first(args)
+    }
+
+    /// True if the command can take keys.
+    pub fn has_keys(&self) -> bool {
+        self.key_specs().any()
+    }
+
+    /// Flag names as COMMAND INFO shows them, with `movablekeys` derived from the key specs as
+    /// Redis derives it (keys that the legacy first/last/step triple cannot describe).
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.flags.names().collect();
+        if self.has_keys() && self.key_specs().legacy_range().1 {
+            // Redis lists it after no_multi and before allow_busy.
+            let at = names
+                .iter()
+                .position(|n| *n == "allow_busy")
+                .unwrap_or(names.len());
+            names.insert(at, "movablekeys");
+        }
+        names
     }
 
     /// True if `argc` arguments satisfy the arity.
@@ -465,29 +637,37 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
     if parent.is_some() {
         assert!(spec.arity.abs() >= 2, "{name}: a subcommand has arity >= 2");
     }
-    let k = spec.keys;
-    if k.first == 0 {
+    for (i, k) in spec.keys.iter().enumerate() {
+        if let Err(why) = k.validate() {
+            panic!("{name}: key spec {i}: {why}");
+        }
+        // Like Redis, a fixed arity must leave room for every fixed key position.
+        if let (BeginSearch::Index(pos), FindKeys::Range { lastkey, .. }) =
+            (k.begin_search, k.find_keys)
+        {
+            let last = pos as i64 + lastkey.max(0) as i64;
+            assert!(
+                spec.arity < 0 || last < spec.arity as i64,
+                "{name}: key spec {i} lies beyond the arity"
+            );
+        }
+        let positional = !k.flags.has(KeyFlags::INCOMPLETE)
+            && !k.flags.has(KeyFlags::VARIABLE_FLAGS)
+            && k.begin_search != BeginSearch::Unknown
+            && k.find_keys != FindKeys::Unknown;
         assert!(
-            k.last == 0 && k.step == 0,
-            "{name}: keyless commands use (0,0,0)"
+            positional || spec.getkeys.is_some(),
+            "{name}: key spec {i} needs the command's key finder (getkeys)"
         );
-    } else {
-        assert!(
-            k.first > 0 && k.step > 0,
-            "{name}: first key and step must be positive"
-        );
-        assert!(
-            k.last < 0 || k.last >= k.first,
-            "{name}: last key before first key"
-        );
-        assert!(
-            spec.arity < 0 || k.first < spec.arity,
-            "{name}: first key beyond arity"
-        );
-        assert!(
-            spec.arity < 0 || k.last < spec.arity,
-            "{name}: last key beyond arity"
-        );
+    }
+    validate_args(name, spec.docs.args, spec.keys.len());
+    if !spec.docs.args.is_empty() {
+        for i in 0..spec.keys.len() {
+            assert!(
+                refers_to_key_spec(spec.docs.args, i),
+                "{name}: no argument documents key spec {i}"
+            );
+        }
     }
     assert!(
         !(spec.flags.has(Flags::WRITE) && spec.flags.has(Flags::READONLY)),
@@ -516,42 +696,69 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
         }
     }
     if let Handler::Keys(_) = spec.handler {
-        assert!(k.first > 0, "{name}: multi-key commands need key positions");
+        assert!(spec.has_keys(), "{name}: multi-key commands need key specs");
     }
+}
+
+fn validate_args(name: &str, args: &[Arg], specs: usize) {
+    for a in args {
+        assert!(!a.name.is_empty(), "{name}: an argument without a name");
+        match a.kind {
+            ArgKind::Key(i) => assert!(i < specs, "{name}: argument {} names key spec {i}", a.name),
+            ArgKind::PureToken => assert!(!a.token.is_empty(), "{name}: {} has no token", a.name),
+            ArgKind::OneOf(sub) | ArgKind::Block(sub) => {
+                assert!(!sub.is_empty(), "{name}: {} groups nothing", a.name);
+                validate_args(name, sub, specs);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn refers_to_key_spec(args: &[Arg], spec: usize) -> bool {
+    args.iter().any(|a| match a.kind {
+        ArgKind::Key(i) => i == spec,
+        ArgKind::OneOf(sub) | ArgKind::Block(sub) => refers_to_key_spec(sub, spec),
+        _ => false,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn line(s: &str) -> Vec<Bytes> {
+        s.split(' ')
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect()
+    }
+
+    fn keys_of(cmd: &str) -> Vec<(usize, KeyAccess)> {
+        let args = line(cmd);
+        let spec = crate::table()
+            .get(&cmd.split(' ').next().unwrap().to_ascii_lowercase())
+            .unwrap()
+            .spec;
+        let mut keys = Vec::new();
+        spec.for_each_key(&args, |i, a| keys.push((i, a)));
+        keys
+    }
+
     #[test]
-    fn key_positions() {
-        let p = |k: KeySpec, argc| k.positions(argc).collect::<Vec<_>>();
-        assert_eq!(p(KeySpec::ONE, 2), vec![1]);
-        assert_eq!(p(KeySpec::ALL, 4), vec![1, 2, 3]);
-        assert_eq!(
-            p(
-                KeySpec {
-                    first: 1,
-                    last: -1,
-                    step: 2
-                },
-                5
-            ),
-            vec![1, 3]
-        );
-        assert_eq!(
-            p(
-                KeySpec {
-                    first: 1,
-                    last: 2,
-                    step: 1
-                },
-                5
-            ),
-            vec![1, 2]
-        );
-        assert_eq!(p(KeySpec::NONE, 3), Vec::<usize>::new());
+    fn table_key_positions_and_access() {
+        use KeyAccess::{Read, Write};
+        assert_eq!(keys_of("get k"), [(1, Read)]);
+        assert_eq!(keys_of("mget a b c"), [(1, Read), (2, Read), (3, Read)]);
+        assert_eq!(keys_of("mset a 1 b 2"), [(1, Write), (3, Write)]);
+        assert_eq!(keys_of("copy a b"), [(1, Read), (2, Write)]);
+        assert_eq!(keys_of("del a b"), [(1, Write), (2, Write)]);
+        assert_eq!(keys_of("set k v get"), [(1, Write)]);
+        assert!(keys_of("ping x").is_empty());
+        let get = crate::table().get("get").unwrap().spec;
+        assert_eq!(get.first_key(&line("get k")), Some(1));
+        assert!(get.has_keys() && !crate::table().get("ping").unwrap().spec.has_keys());
+        let obj = crate::table().get("object|encoding").unwrap().spec;
+        assert_eq!(obj.first_key(&line("object encoding k")), Some(2));
     }
 
     #[test]

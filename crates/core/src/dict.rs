@@ -90,29 +90,50 @@ impl Dict {
         self.hasher.hash_one(key)
     }
 
-    /// The link (bucket slot or predecessor's `next`) that holds `key`'s entry.
-    fn link(&self, key: &[u8]) -> Option<*mut Option<Entry>> {
+    /// Where `key`'s entry is: (table, bucket, position in the bucket's chain). Read-only, so it can
+    /// serve both [`Dict::get`] and the mutable paths, which then walk to that position with
+    /// [`Dict::link_at`]: every pointer written through is thereby derived from `&mut self`.
+    fn locate(&self, key: &[u8]) -> Option<(usize, usize, usize)> {
         if self.len == 0 {
             return None;
         }
         let hash = self.hash(key) as usize;
         let tables = if self.rehash_idx.is_some() { 2 } else { 1 };
-        for t in &self.tables[..tables] {
+        for (ti, t) in self.tables[..tables].iter().enumerate() {
             if t.is_empty() {
                 continue;
             }
-            let mut link = &t[hash & (t.len() - 1)] as *const Option<Entry> as *mut Option<Entry>;
-            // SAFETY: links point into the bucket arrays or into live entries owned by this table.
-            unsafe {
-                while let Some(e) = &*link {
-                    if e.key() == key {
-                        return Some(link);
-                    }
-                    link = e.next() as *const Option<Entry> as *mut Option<Entry>;
+            let b = hash & (t.len() - 1);
+            let mut link = &t[b];
+            let mut depth = 0;
+            while let Some(e) = link {
+                if e.key() == key {
+                    return Some((ti, b, depth));
                 }
+                link = e.next();
+                depth += 1;
             }
         }
         None
+    }
+
+    /// The link (bucket slot or predecessor's `next`) at a position found by [`Dict::locate`]. The
+    /// second walk follows pointers already in cache and compares no keys.
+    fn link_at(&mut self, (table, bucket, depth): (usize, usize, usize)) -> &mut Option<Entry> {
+        let mut link = &mut self.tables[table][bucket];
+        for _ in 0..depth {
+            link = link
+                .as_mut()
+                .expect("locate counted this many entries")
+                .next_mut();
+        }
+        link
+    }
+
+    /// The link that holds `key`'s entry (always `Some(entry)` when returned).
+    fn link_mut(&mut self, key: &[u8]) -> Option<&mut Option<Entry>> {
+        let at = self.locate(key)?;
+        Some(self.link_at(at))
     }
 
     /// Hints the CPU to load the bucket(s) `key` hashes to. Lookups of a pipelined batch issue this
@@ -145,27 +166,28 @@ impl Dict {
 
     /// The entry for `key`.
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
-        // SAFETY: the link is valid while &self is borrowed.
-        self.link(key).and_then(|l| unsafe { (*l).as_ref() })
+        let (table, bucket, depth) = self.locate(key)?;
+        let mut e = self.tables[table][bucket].as_ref();
+        for _ in 0..depth {
+            e = e?.next().as_ref();
+        }
+        e
     }
 
     /// The entry for `key`, mutably (for in-place changes; use [`Dict::replace`] to reallocate).
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        // SAFETY: the link is valid while &mut self is borrowed, and nothing else aliases it.
-        self.link(key).and_then(|l| unsafe { (*l).as_mut() })
+        self.link_mut(key)?.as_mut()
     }
 
     /// Inserts `entry`, returning the entry it replaced (same key), if any.
     pub fn insert(&mut self, mut entry: Entry) -> Option<Entry> {
         self.rehash_step();
-        if let Some(link) = self.link(entry.key()) {
-            // SAFETY: `link` holds Some(entry) for this key; we swap it keeping the chain.
-            unsafe {
-                let mut old = (*link).take().expect("link holds an entry");
-                *entry.next_mut() = old.next_mut().take();
-                *link = Some(entry);
-                return Some(old);
-            }
+        if let Some(link) = self.link_mut(entry.key()) {
+            // Swap the entry in place, keeping the chain behind it.
+            let mut old = link.take().expect("link holds an entry");
+            *entry.next_mut() = old.next_mut().take();
+            *link = Some(entry);
+            return Some(old);
         }
         if self.rehash_idx.is_none() && self.len >= self.tables[0].len() {
             self.start_resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
@@ -182,13 +204,10 @@ impl Dict {
     /// Removes and returns the entry for `key`.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         self.rehash_step();
-        let link = self.link(key)?;
-        // SAFETY: `link` holds Some(entry); we splice its successor into the link.
-        let mut e = unsafe {
-            let mut e = (*link).take().expect("link holds an entry");
-            *link = e.next_mut().take();
-            e
-        };
+        let link = self.link_mut(key)?;
+        // Splice the successor into the link.
+        let mut e = link.take().expect("link holds an entry");
+        *link = e.next_mut().take();
         *e.next_mut() = None;
         self.len -= 1;
         let size = self.tables[0].len();
@@ -200,18 +219,16 @@ impl Dict {
 
     /// Replaces `key`'s entry with `f(entry)`, which must keep the same key. Returns false if absent.
     pub fn replace(&mut self, key: &[u8], f: impl FnOnce(Entry) -> Entry) -> bool {
-        let Some(link) = self.link(key) else {
+        let Some(link) = self.link_mut(key) else {
             return false;
         };
-        // SAFETY: `link` holds Some(entry); the chain tail is detached while `f` runs, then restored.
-        unsafe {
-            let mut e = (*link).take().expect("link holds an entry");
-            let tail = e.next_mut().take();
-            let mut new = f(e);
-            debug_assert_eq!(new.key(), key);
-            *new.next_mut() = tail;
-            *link = Some(new);
-        }
+        // The chain tail is detached while `f` runs, then restored.
+        let mut e = link.take().expect("link holds an entry");
+        let tail = e.next_mut().take();
+        let mut new = f(e);
+        debug_assert_eq!(new.key(), key);
+        *new.next_mut() = tail;
+        *link = Some(new);
         true
     }
 
@@ -445,6 +462,10 @@ mod tests {
     use crate::entry::{Value, ValueRef};
     use std::collections::HashSet;
 
+    /// Miri interprets every step, so the tests that churn thousands of keys use fewer under it;
+    /// what they check (resizes, rehashing mid-scan) still happens at the smaller sizes.
+    const SCALE: i64 = if cfg!(miri) { 10 } else { 1 };
+
     fn e(k: &str, v: i64) -> Entry {
         Entry::new(k.as_bytes(), Value::Int(v), None, 0)
     }
@@ -473,16 +494,17 @@ mod tests {
     #[test]
     fn insert_get_replace_remove() {
         let mut d = Dict::new();
-        for i in 0..1000 {
+        let n = 1000 / SCALE;
+        for i in 0..n {
             assert!(d.insert(e(&format!("k{i}"), i)).is_none());
         }
-        assert_eq!(d.len(), 1000);
+        assert_eq!(d.len(), n as usize);
         let old = d.insert(e("k5", 55)).expect("replaced");
         assert_eq!(old.value(), ValueRef::Int(5));
         assert_eq!(d.get(b"k5").map(|e| e.value()), Some(ValueRef::Int(55)));
         assert!(d.replace(b"k7", |old| old.with_expire(Some(9))));
         assert_eq!(d.get(b"k7").and_then(|e| e.expire()), Some(9));
-        for i in 0..1000 {
+        for i in 0..n {
             assert!(d.remove(format!("k{i}").as_bytes()).is_some());
         }
         assert!(d.is_empty() && d.get(b"k1").is_none());
@@ -492,8 +514,9 @@ mod tests {
 
     #[test]
     fn scan_sees_every_stable_key_across_resizes() {
+        let (stable, churn) = (500 / SCALE, 200 / SCALE);
         let mut d = Dict::new();
-        for i in 0..500 {
+        for i in 0..stable {
             d.insert(e(&format!("stable{i}"), i));
         }
         let mut seen = HashSet::new();
@@ -506,11 +529,11 @@ mod tests {
             // Grow and shrink the table while scanning.
             step += 1;
             if step % 3 == 0 {
-                for j in 0..200 {
+                for j in 0..churn {
                     d.insert(e(&format!("tmp{step}-{j}"), j));
                 }
             } else if step % 3 == 1 {
-                for j in 0..200 {
+                for j in 0..churn {
                     d.remove(format!("tmp{}-{j}", step - 1).as_bytes());
                 }
             }
@@ -518,7 +541,7 @@ mod tests {
                 break;
             }
         }
-        for i in 0..500 {
+        for i in 0..stable {
             assert!(
                 seen.contains(format!("stable{i}").as_bytes()),
                 "missed stable{i}"
@@ -530,11 +553,12 @@ mod tests {
     fn incremental_rehash_keeps_every_key_reachable() {
         let mut d = Dict::new();
         let mut saw_rehash = false;
-        for i in 0..5000 {
+        let n = 5000 / SCALE;
+        for i in 0..n {
             d.insert(e(&format!("k{i}"), i));
             saw_rehash |= d.is_rehashing();
             // Every key inserted so far stays reachable mid-resize.
-            if i % 997 == 0 {
+            if i % (997 / SCALE) == 0 {
                 for j in 0..=i {
                     assert!(
                         d.get(format!("k{j}").as_bytes()).is_some(),
@@ -548,11 +572,11 @@ mod tests {
         // Scan during a resize (both directions) sees everything.
         for shrink in [false, true] {
             if shrink {
-                for i in 100..5000 {
+                for i in 100..n {
                     d.remove(format!("k{i}").as_bytes());
                 }
             }
-            let n = if shrink { 100 } else { 5000 };
+            let n = if shrink { 100 } else { n as usize };
             let mut seen = HashSet::new();
             let mut cursor = 0;
             loop {

@@ -145,8 +145,17 @@ impl Entry {
     }
 
     fn new_object(key: &[u8], obj: Box<Object>, expire: Option<i64>, lru: u32) -> Entry {
-        let raw = Box::into_raw(obj) as usize;
-        Self::build(key, KIND_OBJECT, &raw.to_ne_bytes(), expire, lru)
+        let slot = [0u8; std::mem::size_of::<*mut Object>()];
+        let e = Self::build(key, KIND_OBJECT, &slot, expire, lru);
+        let raw = Box::into_raw(obj);
+        // SAFETY: the value field of an object entry is pointer-sized and lies within the
+        // allocation. The pointer is stored as a pointer, not as an integer, so it keeps its
+        // provenance (what Miri checks, and what makes reading it back sound).
+        unsafe {
+            let v = e.0.as_ptr().add(e.parts().val_off);
+            (v as *mut *mut Object).write_unaligned(raw);
+        }
+        e
     }
 
     fn build(key: &[u8], kind: u8, val: &[u8], expire: Option<i64>, lru: u32) -> Entry {
@@ -234,7 +243,7 @@ impl Entry {
             match parts.kind {
                 KIND_INLINE => ValueRef::Inline(std::slice::from_raw_parts(v, parts.val_len)),
                 KIND_INT => ValueRef::Int((v as *const i64).read_unaligned()),
-                _ => ValueRef::Obj(&*((v as *const usize).read_unaligned() as *const Object)),
+                _ => ValueRef::Obj(&*(v as *const *const Object).read_unaligned()),
             }
         }
     }
@@ -248,7 +257,7 @@ impl Entry {
         // SAFETY: KIND_OBJECT stores a live, exclusively owned Box pointer.
         unsafe {
             let v = self.0.as_ptr().add(parts.val_off);
-            Some(&mut *((v as *const usize).read_unaligned() as *mut Object))
+            Some(&mut *(v as *const *mut Object).read_unaligned())
         }
     }
 
@@ -328,8 +337,7 @@ impl Entry {
                 // so Drop does not free it again.
                 unsafe {
                     let p = self.0.as_ptr();
-                    let raw =
-                        (p.add(parts.val_off) as *const usize).read_unaligned() as *mut Object;
+                    let raw = (p.add(parts.val_off) as *const *mut Object).read_unaligned();
                     let meta =
                         self.meta() & !((KIND_MASK as u32) << 24) | ((KIND_INT as u32) << 24);
                     (p.add(8) as *mut u32).write(meta);
@@ -384,7 +392,7 @@ impl Drop for Entry {
         unsafe {
             let p = self.0.as_ptr();
             if parts.kind == KIND_OBJECT {
-                let raw = (p.add(parts.val_off) as *const usize).read_unaligned() as *mut Object;
+                let raw = (p.add(parts.val_off) as *const *mut Object).read_unaligned();
                 drop(Box::from_raw(raw));
             }
             dealloc(p, Layout::from_size_align_unchecked(parts.alloc_size(), 8));

@@ -48,14 +48,20 @@ mod tests {
 
     #[test]
     fn matches_redis_cluster() {
-        // Reference values from the Redis Cluster specification / CLUSTER KEYSLOT.
+        // Reference values from the Redis Cluster specification and redis-server's CLUSTER KEYSLOT.
         assert_eq!(crc16(b"123456789"), 0x31C3);
         assert_eq!(key_slot(b"foo"), 12182);
         assert_eq!(key_slot(b"bar"), 5061);
-        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
-        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
-        assert_ne!(key_slot(b"foo{}{bar}"), key_slot(b"bar"));
-        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+        // A hash tag: only "user1000" is hashed.
+        assert_eq!(key_slot(b"{user1000}.following"), 3443);
+        assert_eq!(key_slot(b"user1000"), 3443);
+        // An empty first tag: the whole key is hashed, not "bar".
+        assert_eq!(key_slot(b"foo{}{bar}"), 8363);
+        assert_eq!(key_slot(b"{}"), 15257);
+        // The tag runs from the first '{' to the first '}' after it.
+        assert_eq!(key_slot(b"foo{{bar}}zap"), 4015);
+        assert_eq!(key_slot(b"{bar"), 4015);
+        assert_eq!(key_slot(b"a{b}c}"), 3300);
         assert_eq!(key_slot(b""), 0);
     }
 }

@@ -31,8 +31,8 @@ use strata_commands::connection::is_authenticated;
 use strata_commands::keyed::{run_here, SLICE};
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
-    run_shard_handler, table, CmdResult, ConnCtx, Flags, Handler, KeysCtx, KeysHandler, Lookup,
-    ReplyMode, ServerState, Session, ShardCtx,
+    run_shard_handler, table, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx, KeysHandler,
+    Lookup, ReplyMode, ServerState, Session, ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{
@@ -75,14 +75,13 @@ fn for_each_lock(
     db: usize,
     mut f: impl FnMut(u32, &Bytes, Mode),
 ) {
-    let mode = if spec.flags.has(Flags::WRITE) {
-        Mode::Exclusive
-    } else {
-        Mode::Shared
-    };
-    for i in spec.keys.positions(args.len()) {
-        f(db as u32, &args[i], mode);
-    }
+    spec.for_each_key(args, |i, access| {
+        let mode = match access {
+            KeyAccess::Read => Mode::Shared,
+            KeyAccess::Write => Mode::Exclusive,
+        };
+        f(db as u32, &args[i], mode)
+    });
     let other = spec.other_db_key.and_then(|o| o(args));
     if let Some((other, i)) = other.filter(|(other, _)| *other != db) {
         if let Some(key) = args.get(i) {
@@ -118,11 +117,10 @@ impl ShardCmd {
     }
 
     fn first_key(&self) -> Option<&[u8]> {
-        let first = self.cmd.spec.keys.first;
-        (first > 0)
-            .then(|| self.args.get(first as usize))
-            .flatten()
-            .map(|k| &k[..])
+        self.cmd
+            .spec
+            .first_key(&self.args)
+            .map(|i| &self.args[i][..])
     }
 
     /// Runs the command on `shard`, appending its reply to `out` and counting it.
@@ -620,13 +618,13 @@ impl Batch<'_> {
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
         let set = &self.state.shards;
         let single_shard = || {
-            let mut shards = cmd
-                .spec
-                .keys
-                .positions(args.len())
-                .map(|i| set.shard_of_key(&args[i]));
-            let first = shards.next().unwrap_or(local_shard);
-            shards.all(|s| s == first).then_some(first)
+            let mut first = None;
+            let mut same = true;
+            cmd.spec.for_each_key(&args, |i, _| {
+                let s = set.shard_of_key(&args[i]);
+                same &= *first.get_or_insert(s) == s;
+            });
+            same.then_some(first.unwrap_or(local_shard))
         };
         match cmd.spec.handler {
             Handler::Shard(handler) => match single_shard() {
@@ -637,7 +635,9 @@ impl Batch<'_> {
                 ),
             },
             Handler::Keys(handler) => {
-                let few = cmd.spec.keys.positions(args.len()).nth(SLICE).is_none();
+                let mut n = 0;
+                cmd.spec.for_each_key(&args, |_, _| n += 1);
+                let few = n <= SLICE;
                 match single_shard().filter(|_| few) {
                     Some(shard) => {
                         Route::Shard(shard, self.shard_cmd(args, cmd, Run::Keys(handler)))
