@@ -296,6 +296,22 @@ fn batch_lock_set(cmds: &[ShardCmd]) -> LockSet {
     set
 }
 
+/// Runs a part of a lock context whose locks (`id`) are held: all of `cmds`, then the release of
+/// `id` if `release`. Returns the id still held, if any, and the replies.
+fn run_part(
+    s: &mut Shard,
+    cmds: &[ShardCmd],
+    id: LockId,
+    release: bool,
+) -> (Option<LockId>, ShardReplies) {
+    let mut p = Progress::default();
+    p.run_all(s, cmds);
+    if release {
+        s.locks.release(id);
+    }
+    ((!release).then_some(id), p.done())
+}
+
 /// Runs a sub-batch on this thread's shard as one part of a lock context: takes the locks of all its
 /// keys for `owner` (waiting if needed), runs it, and keeps the locks unless `release`.
 async fn run_locked_here(
@@ -305,14 +321,7 @@ async fn run_locked_here(
     release: bool,
 ) -> (Option<LockId>, ShardReplies) {
     let id = acquire_here(set, owner, batch_lock_set(cmds)).await;
-    let mut p = Progress::default();
-    with_shard(|s| {
-        p.run_all(s, cmds);
-        if release {
-            s.locks.release(id);
-        }
-    });
-    ((!release).then_some(id), p.done())
+    with_shard(|s| run_part(s, cmds, id, release))
 }
 
 /// [`run_locked_here`] on another shard: one message there, one back.
@@ -342,26 +351,15 @@ async fn run_locked_on(
                 if grant == Grant::Queued {
                     return Err(id);
                 }
-                let mut p = Progress::default();
-                p.run_all(s, &cmds);
-                if release {
-                    s.locks.release(id);
-                }
-                Ok(((!release).then_some(id), p.done()))
+                Ok(run_part(s, &cmds, id, release))
             });
             match ran {
                 Ok(result) => shards.reply(origin, tx, result),
                 Err(id) => {
                     monoio::spawn(async move {
                         let _ = grx.await;
-                        let mut p = Progress::default();
-                        with_shard(|s| {
-                            p.run_all(s, &cmds);
-                            if release {
-                                s.locks.release(id);
-                            }
-                        });
-                        shards.reply(origin, tx, ((!release).then_some(id), p.done()));
+                        let result = with_shard(|s| run_part(s, &cmds, id, release));
+                        shards.reply(origin, tx, result);
                     });
                 }
             }
