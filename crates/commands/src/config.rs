@@ -207,6 +207,61 @@ pub static SPECS: &[ConfigSpec] = &[
         "listen backlog",
     ),
     spec(
+        "hash-max-listpack-entries",
+        "128",
+        Kind::Int { min: 0, max: i64::MAX },
+        true,
+        "a hash with more fields is stored as a hashtable",
+    ),
+    spec(
+        "hash-max-listpack-value",
+        "64",
+        Kind::Memory,
+        true,
+        "a hash with a longer field or value is stored as a hashtable",
+    ),
+    spec(
+        "set-max-intset-entries",
+        "512",
+        Kind::Int { min: 0, max: i64::MAX },
+        true,
+        "an all-integer set with more members is stored as a hashtable",
+    ),
+    spec(
+        "zset-max-listpack-entries",
+        "128",
+        Kind::Int { min: 0, max: i64::MAX },
+        true,
+        "a sorted set with more members is stored as a skiplist",
+    ),
+    spec(
+        "zset-max-listpack-value",
+        "64",
+        Kind::Memory,
+        true,
+        "a sorted set with a longer member is stored as a skiplist",
+    ),
+    spec(
+        "list-max-listpack-size",
+        "-2",
+        Kind::Int {
+            min: i32::MIN as i64,
+            max: i32::MAX as i64,
+        },
+        true,
+        "entries per list node (positive) or node size class (-1 = 4kb ... -5 = 64kb)",
+    ),
+    spec(
+        "list-compress-depth",
+        "0",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        true,
+        "list nodes left uncompressed at each end (0 = no compression)",
+    ),
+    spec(
         "hz",
         "10",
         Kind::Int {
@@ -549,8 +604,21 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
 }
 
 fn find(name: &str) -> Option<&'static ConfigSpec> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(name))
+        .map_or(name, |(_, canonical)| canonical);
     SPECS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
 }
+
+/// Old names Redis 7.0 still accepts (and lists in CONFIG GET), with the setting each stands for.
+const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+];
 
 impl Config {
     /// Builds a configuration from `strata [config-file] [--name value ...]`, like redis-server.
@@ -626,12 +694,20 @@ impl Config {
         if matches!(spec.kind, Kind::OutputBufferLimit) {
             self.output_limits.store(&value);
         }
+        if let (Some(limit), Ok(v)) = (strata_core::limits::by_name(spec.name), value.parse()) {
+            limit.set(v);
+        }
         table.insert(spec.name, value);
     }
 
     fn with_limits_loaded(self) -> Config {
         if let Some(v) = self.get("client-output-buffer-limit") {
             self.output_limits.store(&v);
+        }
+        for limit in strata_core::limits::ALL {
+            if let Some(v) = self.get(limit.name()).and_then(|v| v.parse().ok()) {
+                limit.set(v);
+            }
         }
         self
     }
@@ -702,10 +778,13 @@ impl Config {
     /// Settings whose names match `pattern` (CONFIG GET), sorted by name.
     pub fn matching(&self, pattern: &[u8]) -> Vec<(&'static str, String)> {
         let values = self.values.read().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<_> = SPECS
+        let named = SPECS
             .iter()
-            .filter(|s| glob_match(pattern, s.name.as_bytes(), true))
-            .map(|s| (s.name, values.get(s.name).cloned().unwrap_or_default()))
+            .map(|s| (s.name, s.name))
+            .chain(ALIASES.iter().copied());
+        let mut out: Vec<_> = named
+            .filter(|(name, _)| glob_match(pattern, name.as_bytes(), true))
+            .map(|(name, canonical)| (name, values.get(canonical).cloned().unwrap_or_default()))
             .collect();
         out.sort_by_key(|(n, _)| *n);
         out

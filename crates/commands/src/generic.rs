@@ -22,7 +22,7 @@ use bytes::Bytes;
 use futures_util::future::{join_all, LocalBoxFuture};
 use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
-use strata_core::{Entry, Object, Value, ValueRef};
+use strata_core::{Entry, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
 use strata_shard::{lru_clock, new_owner, Db, Mode, MultiLock, Shard};
 
@@ -470,7 +470,8 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
 /// The name TYPE (and SCAN ... TYPE) gives a value.
 pub fn type_name(v: ValueRef<'_>) -> &'static str {
     match v {
-        ValueRef::Inline(_) | ValueRef::Int(_) | ValueRef::Obj(Object::Str(_)) => "string",
+        ValueRef::Inline(_) | ValueRef::Int(_) => "string",
+        ValueRef::Obj(o) => o.type_name(),
     }
 }
 
@@ -480,7 +481,7 @@ pub fn encoding_name(v: ValueRef<'_>) -> &'static str {
         ValueRef::Int(_) => "int",
         ValueRef::Inline(s) if s.len() <= EMBSTR_MAX => "embstr",
         ValueRef::Inline(_) => "raw",
-        ValueRef::Obj(Object::Str(_)) => "raw",
+        ValueRef::Obj(o) => o.encoding(),
     }
 }
 

@@ -18,8 +18,12 @@ pub mod testing;
 
 pub mod connection;
 pub mod generic;
+pub mod hash;
+pub mod list;
 pub mod server;
+pub mod set;
 pub mod string;
+pub mod zset;
 
 use std::sync::OnceLock;
 
@@ -28,7 +32,7 @@ pub use ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session, ShardCtx};
 pub use error::{CmdError, CmdResult};
 pub use keyed::{KeysCtx, KeysHandler};
 pub use table::{
-    CommandSpec, Flags, Handler, KeyAccess, KeyFlags, KeySpec, Lookup, Resolved, Table,
+    CommandSpec, Flags, Handler, KeyAccess, KeyFlags, KeySpec, Lookup, Parts, Resolved, Table,
 };
 
 /// Every command family, in the order COMMAND lists them.
@@ -37,6 +41,10 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     string::COMMANDS,
     generic::COMMANDS,
+    hash::COMMANDS,
+    list::COMMANDS,
+    set::COMMANDS,
+    zset::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).

@@ -1839,6 +1839,8 @@ fn serialized_len(v: ValueRef<'_>) -> usize {
         }),
         ValueRef::Inline(s) => rdb_string_len(s),
         ValueRef::Obj(Object::Str(s)) => rdb_string_len(s),
+        // Collections: their heap size stands in until the RDB encodings land with persistence.
+        ValueRef::Obj(o) => o.heap_size(),
     }
 }
 

@@ -196,6 +196,27 @@ pub struct Docs {
     pub deprecated: Option<(&'static str, &'static str)>,
 }
 
+/// Which parts of its keys' values a command reads or writes. The SSD tier uses it to bring into
+/// memory only what a command needs (one hash field, a list's head), as Redis-On-Rocks does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Parts {
+    /// The whole value: strings, and commands that read or rewrite every element (HGETALL,
+    /// SMEMBERS, SINTERSTORE, SORT).
+    #[default]
+    Whole,
+    /// Only the key's metadata: type, element count, TTL (TYPE, HLEN, SCARD, ZCARD, LLEN, EXPIRE).
+    Meta,
+    /// The fields or members named by the arguments from index `first` on, every `step`-th
+    /// (HGET key field: first 2, step 1; HSET key f v f v: first 2, step 2; ZSCORE, SISMEMBER).
+    Members { first: usize, step: usize },
+    /// An index range of a list or a rank, score or lex range of a sorted set (LRANGE, LINDEX,
+    /// ZRANGE, ZCOUNT, ZRANGEBYSCORE).
+    Range,
+    /// The head or the tail of a list, or the lowest or highest members of a sorted set (LPUSH,
+    /// RPOP, LMOVE, ZPOPMIN).
+    Ends,
+}
+
 /// Where and how a command runs.
 #[derive(Clone, Copy)]
 pub enum Handler {
@@ -271,6 +292,8 @@ pub struct CommandSpec {
     /// For commands that also write a key in another database (MOVE, COPY ... DB): finds that
     /// database and the key's argument index, so the key is locked there too.
     pub other_db_key: Option<OtherDbKey>,
+    /// Which parts of its keys' values the command touches (see [`Parts`]).
+    pub parts: Parts,
 }
 
 /// See [`CommandSpec::other_db_key`]: `(database, argument index)` from the command line, or None
@@ -312,7 +335,13 @@ impl CommandSpec {
             handler,
             subcommands: &[],
             other_db_key: None,
+            parts: Parts::Whole,
         }
+    }
+
+    /// The same spec, touching only `parts` of its keys' values.
+    pub const fn with_parts(self, parts: Parts) -> CommandSpec {
+        CommandSpec { parts, ..self }
     }
 
     /// The same spec, declaring a key it writes in another database.

@@ -42,6 +42,57 @@ const LRU_MASK: u32 = 0x00FF_FFFF;
 pub enum Object {
     /// A string with Redis's "raw" encoding: longer than [`EMBSTR_MAX`] or modified in place.
     Str(Vec<u8>),
+    Hash(crate::Hash),
+    List(crate::List),
+    Set(crate::Set),
+    ZSet(crate::ZSet),
+}
+
+impl Object {
+    /// The name TYPE (and SCAN ... TYPE) gives the value.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Object::Str(_) => "string",
+            Object::Hash(_) => "hash",
+            Object::List(_) => "list",
+            Object::Set(_) => "set",
+            Object::ZSet(_) => "zset",
+        }
+    }
+
+    /// The encoding OBJECT ENCODING reports, in Redis's words.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Object::Str(_) => "raw",
+            Object::Hash(h) => h.encoding(),
+            Object::List(l) => l.encoding(),
+            Object::Set(s) => s.encoding(),
+            Object::ZSet(z) => z.encoding(),
+        }
+    }
+
+    /// Heap bytes the object owns beyond its own box (approximate for collections, O(1)).
+    pub fn heap_size(&self) -> usize {
+        match self {
+            Object::Str(s) => s.capacity(),
+            Object::Hash(h) => h.heap_size(),
+            Object::List(l) => l.heap_size(),
+            Object::Set(s) => s.heap_size(),
+            Object::ZSet(z) => z.heap_size(),
+        }
+    }
+
+    /// Elements in a collection (1 for a string): what freeing it costs, as Redis's lazy-free
+    /// "effort" counts it.
+    pub fn elements(&self) -> usize {
+        match self {
+            Object::Str(_) => 1,
+            Object::Hash(h) => h.len(),
+            Object::List(l) => l.len(),
+            Object::Set(s) => s.len(),
+            Object::ZSet(z) => z.len(),
+        }
+    }
 }
 
 /// An owned value, as it is stored or moved between shards.
@@ -363,7 +414,7 @@ impl Entry {
         let parts = self.parts();
         let own = parts.alloc_size();
         match self.value() {
-            ValueRef::Obj(Object::Str(s)) => own + std::mem::size_of::<Object>() + s.capacity(),
+            ValueRef::Obj(o) => own + std::mem::size_of::<Object>() + o.heap_size(),
             _ => own,
         }
     }

@@ -5,12 +5,23 @@
 //! * [`slot`]: key → hash slot (CRC16-XMODEM of the key or its `{hashtag}`, mod 16384).
 //! * [`glob`]: Redis-compatible glob matching for KEYS / SCAN MATCH.
 //! * [`num`]: integer and float parsing/formatting with Redis's exact acceptance rules.
+//! * [`hash`], [`list`], [`set`], [`zset`]: the collection values, compact while small.
+//! * [`limits`]: their encoding thresholds (the redis.conf `*-max-listpack-*` settings).
 
 pub mod dict;
 pub mod entry;
 pub mod glob;
+pub mod hash;
+pub mod limits;
+pub mod list;
 pub mod num;
+pub mod set;
 pub mod slot;
+pub mod zset;
 
 pub use dict::{Dict, Drain};
 pub use entry::{Entry, Object, Value, ValueRef};
+pub use hash::Hash;
+pub use list::List;
+pub use set::Set;
+pub use zset::ZSet;

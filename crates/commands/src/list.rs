@@ -1,0 +1,6 @@
+//! List commands (Redis's t_list.c).
+
+use crate::table::CommandSpec;
+
+/// The family's commands.
+pub static COMMANDS: &[CommandSpec] = &[];
