@@ -311,7 +311,14 @@ pub struct CommandSpec {
     pub other_db_key: Option<OtherDbKey>,
     /// Which parts of its keys' values the command touches (see [`Parts`]).
     pub parts: Parts,
+    /// For commands that read keys they can only name while running (SORT's BY and GET patterns):
+    /// says whether this command line does. If so, the command runs through the coordinator with
+    /// its database locked shared on every shard, so whatever keys it reads, it reads atomically.
+    pub reads_db: Option<ReadsDb>,
 }
+
+/// See [`CommandSpec::reads_db`].
+pub type ReadsDb = fn(&[bytes::Bytes]) -> bool;
 
 /// See [`CommandSpec::other_db_key`]: `(database, argument index)` from the command line, or None
 /// when the command names no other database (or names it badly: the handler then reports it).
@@ -353,6 +360,16 @@ impl CommandSpec {
             subcommands: &[],
             other_db_key: None,
             parts: Parts::Whole,
+            reads_db: None,
+        }
+    }
+
+    /// The same spec, reading keys named only at run time when `f` says so (see
+    /// [`CommandSpec::reads_db`]).
+    pub const fn with_reads_db(self, f: ReadsDb) -> CommandSpec {
+        CommandSpec {
+            reads_db: Some(f),
+            ..self
         }
     }
 

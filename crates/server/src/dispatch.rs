@@ -636,7 +636,9 @@ impl Batch<'_> {
                 let mut n = 0;
                 cmd.spec.for_each_key(&args, |_, _| n += 1);
                 let few = n <= SLICE;
-                match single_shard().filter(|_| few) {
+                // Keys named at run time may live anywhere: the coordinator locks the database.
+                let local = set.len() == 1 || !cmd.spec.reads_db.is_some_and(|f| f(&args));
+                match single_shard().filter(|_| few && local) {
                     Some(shard) => {
                         Route::Shard(shard, self.shard_cmd(args, cmd, Run::Keys(handler)))
                     }
@@ -729,6 +731,16 @@ impl Batch<'_> {
             };
             plan[i].1.add_key(d, key.clone(), mode);
         });
+        if cmd.spec.reads_db.is_some_and(|f| f(args)) {
+            for shard in 0..set.len() {
+                if !plan.iter().any(|(s, _)| *s == shard) {
+                    plan.push((shard, LockSet::new()));
+                }
+            }
+            for (_, locks) in plan.iter_mut() {
+                locks.add_db(db as u32, Mode::Shared);
+            }
+        }
         plan.sort_by_key(|(s, _)| *s);
         let lock = set.lock_plan(new_owner(), plan).await;
         let databases = self.state.config.get_i64("databases").max(1) as usize;
