@@ -419,7 +419,31 @@ def run_test(server, test, pipeline, args, prefill_cpu):
     return r
 
 
+def median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def throughput(configs, args, workdir):
+    """Every configuration once per round (servers take turns, so drift hits all alike); medians."""
+    rounds = []
+    for round_no in range(args.rounds):
+        if args.rounds > 1:
+            print("  round %d of %d" % (round_no + 1, args.rounds), flush=True)
+        rounds.append(throughput_round(configs, args, workdir))
+    results = []
+    for same in zip(*rounds):
+        failed = [r for r in same if "error" in r]
+        r = dict(failed[0] if failed else same[0])
+        if not failed:
+            for key in ("rps", "p50", "cpu_us"):
+                r[key] = median([x[key] for x in same])
+        results.append(r)
+    return results
+
+
+def throughput_round(configs, args, workdir):
     results = []
     for label, argv in configs:
         server, err = start(label, argv, workdir)
@@ -453,6 +477,8 @@ def print_throughput(results, configs, args):
     print()
     print("Throughput: redis-benchmark -t <test> -c %d -d %d -r %d --csv; %d requests at -P 1, %d at -P 32"
           % (args.clients, args.data_size, args.keyspace, args.requests, args.requests * args.pipelined_factor))
+    if args.rounds > 1:
+        print("Each value is the median of %d rounds." % args.rounds)
     cols = "%-10s %3s  %-12s %12s %8s %10s %10s %10s"
     print(cols % ("test", "P", "server", "ops/s", "p50 ms", "CPU us/op", "ops ratio", "CPU ratio"))
     print("-" * 84)
@@ -503,7 +529,9 @@ def main():
                    help="redis-benchmark tests, comma-separated (default %s; also set, get, incr)"
                         % ",".join(DEFAULT_TESTS))
     p.add_argument("--requests", type=int,
-                   help="requests per run at -P 1 (default 200000, or 200000 x --scale when --scale < 1)")
+                   help="requests per run at -P 1 (default 200000; 100000 when --scale < 1)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat every throughput run this many times and report medians (default 1)")
     p.add_argument("--pipelined-factor", type=int, default=10,
                    help="runs at -P 32 use this many times --requests (default 10)")
     p.add_argument("--clients", type=int, default=50, help="redis-benchmark -c (default 50)")
@@ -519,7 +547,9 @@ def main():
     if args.scale <= 0:
         sys.exit("bench: --scale must be positive")
     if args.requests is None:
-        args.requests = max(10000, int(200000 * min(1.0, args.scale)))
+        args.requests = 200000 if args.scale >= 1 else 100000
+    if args.rounds < 1 or args.requests < 1:
+        sys.exit("bench: --rounds and --requests must be positive")
     all_rows = make_rows(args.scale)
     names = parse_list(args.rows, [r.name for r in all_rows], "row")
     rows = [r for r in all_rows if r.name in names]

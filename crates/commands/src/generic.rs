@@ -1,6 +1,11 @@
-//! Key-space commands that work on keys of any type (Redis's db.c, expire.c and OBJECT from
-//! object.c): DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN, RANDOMKEY,
-//! the EXPIRE and TTL families, PERSIST and OBJECT.
+//! Key-space commands that work on keys of any type (Redis's db.c, expire.c, and OBJECT and MEMORY
+//! USAGE from object.c): DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN,
+//! RANDOMKEY, the EXPIRE and TTL families, PERSIST, OBJECT and MEMORY USAGE.
+//!
+//! None of them knows how a type is represented: TYPE and SCAN ... TYPE ask the object its type
+//! name, OBJECT ENCODING its encoding, MEMORY USAGE its heap size (kept as a running count by every
+//! type, so MEMORY USAGE's SAMPLES is parsed but has nothing to sample), and the lazy-free path in
+//! the shard its element count.
 //!
 //! Where they run:
 //! * single-key commands (TYPE, EXPIRE, TTL, MOVE, OBJECT ENCODING...) run on the key's shard;
@@ -2024,6 +2029,43 @@ mod tests {
             type_name: Some(Bytes::from_static(b"list")),
         };
         assert!(scan_all(&lists).0.is_empty());
+    }
+
+    #[test]
+    fn scan_type_filters_every_type_by_its_name() {
+        use strata_core::Object;
+        let mut s = shard();
+        at(&mut s, &["set", "str", "v"]);
+        // Empty collections stand in for real ones: the filter only asks the object its type name.
+        let objects = [
+            ("h", Object::Hash(Default::default())),
+            ("l", Object::List(Default::default())),
+            ("s", Object::Set(Default::default())),
+            ("z", Object::ZSet(Default::default())),
+        ];
+        for (key, o) in objects {
+            s.db_mut(0).set(key.as_bytes(), Value::Obj(Box::new(o)), None, T);
+        }
+        for (ty, key) in [
+            ("hash", "h"),
+            ("LIST", "l"),
+            ("Set", "s"),
+            ("zset", "z"),
+            ("string", "str"),
+        ] {
+            assert_eq!(at(&mut s, &["type", key]), format!("+{}", ty.to_lowercase()));
+            let filter = ScanFilter {
+                pattern: None,
+                type_name: Some(Bytes::copy_from_slice(ty.as_bytes())),
+            };
+            let part = op_scan(s.db(0), 0, 100, 1000, &filter, T);
+            assert_eq!((part.next, part.keys), (0, vec![Bytes::from(key)]), "{ty}");
+        }
+        let none = ScanFilter {
+            pattern: None,
+            type_name: Some(Bytes::from_static(b"stream")),
+        };
+        assert!(op_scan(s.db(0), 0, 100, 1000, &none, T).keys.is_empty());
     }
 
     #[test]
