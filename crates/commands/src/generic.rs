@@ -398,22 +398,24 @@ pub static COMMANDS: &[CommandSpec] = &[
             Handler::Container,
         )
     },
-    // MEMORY belongs to Redis's "server" group; it lives here because USAGE is a key command over any type.
-    CommandSpec {
-        subcommands: MEMORY_SUBCOMMANDS,
-        ..CommandSpec::new(
-            "server",
-            "memory",
-            -2,
-            Flags::NONE,
-            &[],
-            "A container for memory diagnostics commands",
-            "4.0.0",
-            "Depends on subcommand.",
-            Handler::Container,
-        )
-    },
 ];
+
+/// MEMORY, listed in the server family's table (Redis's "server" group); declared here with its
+/// subcommands because USAGE is a key command over values of any type.
+pub const MEMORY: CommandSpec = CommandSpec {
+    subcommands: MEMORY_SUBCOMMANDS,
+    ..CommandSpec::new(
+        "server",
+        "memory",
+        -2,
+        Flags::NONE,
+        &[],
+        "A container for memory diagnostics commands",
+        "4.0.0",
+        "Depends on subcommand.",
+        Handler::Container,
+    )
+};
 
 const MEMORY_USAGE_ARGS: &[Arg] = &[
     Arg::key("key", 0),
@@ -422,7 +424,7 @@ const MEMORY_USAGE_ARGS: &[Arg] = &[
 
 /// MEMORY's subcommands (USAGE and HELP so far; DOCTOR, MALLOC-STATS, PURGE and STATS are not
 /// implemented and answer "unknown subcommand").
-static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
+const MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "server",
         "usage",
@@ -2044,7 +2046,8 @@ mod tests {
             ("z", Object::ZSet(Default::default())),
         ];
         for (key, o) in objects {
-            s.db_mut(0).set(key.as_bytes(), Value::Obj(Box::new(o)), None, T);
+            s.db_mut(0)
+                .set(key.as_bytes(), Value::Obj(Box::new(o)), None, T);
         }
         for (ty, key) in [
             ("hash", "h"),
@@ -2053,7 +2056,10 @@ mod tests {
             ("zset", "z"),
             ("string", "str"),
         ] {
-            assert_eq!(at(&mut s, &["type", key]), format!("+{}", ty.to_lowercase()));
+            assert_eq!(
+                at(&mut s, &["type", key]),
+                format!("+{}", ty.to_lowercase())
+            );
             let filter = ScanFilter {
                 pattern: None,
                 type_name: Some(Bytes::copy_from_slice(ty.as_bytes())),

@@ -180,6 +180,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         OUTPUT_TIP,
         Handler::Conn(lastsave),
     ),
+    crate::generic::MEMORY,
     cmd(
         "shutdown",
         -1,
