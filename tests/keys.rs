@@ -552,6 +552,80 @@ fn object_subcommands_match_redis() {
 }
 
 #[test]
+fn memory_usage_options_and_errors_match_redis() {
+    let mut d = Diff::new();
+    let long = "x".repeat(100);
+    d.run(&["SET", "int", "12345"]);
+    d.run(&["SET", "embstr", "hello"]);
+    d.run(&["SET", "raw", &long]);
+    // The byte counts are each server's own; the reply shape and the errors are Redis's.
+    let positive = |r: &Reply| r.as_int().is_some_and(|n| n > 0);
+    for key in ["int", "embstr", "raw"] {
+        d.run_matching(&["MEMORY", "USAGE", key], positive);
+        d.run_matching(&["memory", "usage", key, "SAMPLES", "0"], positive);
+        d.run_matching(
+            &["MEMORY", "USAGE", key, "samples", "5", "SAMPLES", "1"],
+            positive,
+        );
+        d.run_matching(
+            &["MEMORY", "USAGE", key, "samples", "9223372036854775807"],
+            positive,
+        );
+    }
+    let (_, raw) = d.run_matching(&["MEMORY", "USAGE", "raw"], positive);
+    assert!(
+        raw.as_int().unwrap_or(0) > 100,
+        "the value's bytes are counted: {raw}"
+    );
+    d.run(&["MEMORY", "USAGE", "nokey"]);
+    d.run(&["MEMORY", "USAGE", "nokey", "SAMPLES", "10"]);
+    for key in ["raw", "nokey"] {
+        for opts in [
+            &["SAMPLES"][..],
+            &["SAMPLES", "-1"],
+            &["SAMPLES", "x"],
+            &["SAMPLES", "1.5"],
+            &["SAMPLES", "99999999999999999999"],
+            &["SAMPLES", ""],
+            &["SAMPLES", "1", "SAMPLES"],
+            &["SAMPLES", "-1", "SAMPLES", "x"],
+            &["SAMPLES", "x", "SAMPLES", "-1"],
+            &["SAMPLE", "1"],
+            &["COUNT", "1"],
+            &["1"],
+            &["WITHVALUES"],
+        ] {
+            let mut cmd = vec!["MEMORY", "USAGE", key];
+            cmd.extend_from_slice(opts);
+            d.run(&cmd);
+        }
+    }
+    d.run(&["MEMORY", "USAGE"]);
+    d.run(&["MEMORY"]);
+    d.run(&["MEMORY", "NOSUCH"]);
+    d.run(&["MEMORY", "HELP", "extra"]);
+    d.run_matching(&["MEMORY", "HELP"], |r| {
+        r.as_array().is_some_and(|lines| lines.len() >= 6)
+    });
+    // MEMORY USAGE neither touches the key nor counts a lookup.
+    d.run(&["CONFIG", "RESETSTAT"]);
+    d.run(&["MEMORY", "USAGE", "nokey"]);
+    d.run_matching(&["MEMORY", "USAGE", "raw"], positive);
+    d.both(|c| {
+        let info = c.call_decoded(&["INFO", "stats"]);
+        let text = String::from_utf8_lossy(info.as_bytes().unwrap_or_default()).into_owned();
+        text.lines()
+            .filter(|l| l.starts_with("keyspace_"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    });
+    let mut cmd = vec!["COMMAND", "INFO", "memory|usage"];
+    d.both(|c| command_info_core(&c.call_decoded(&cmd)));
+    cmd[1] = "DOCS";
+    d.run(&cmd);
+}
+
+#[test]
 fn object_under_lfu_and_maxmemory_policies() {
     let mut d = Diff::with_config(&["--maxmemory-policy", "allkeys-lfu"]);
     d.run(&["SET", "k", "hello"]);

@@ -603,6 +603,8 @@ const SAME_INFO: &[&str] = &[
     "command|info",
     "command|list",
     "command|help",
+    "memory|usage",
+    "memory|help",
 ];
 
 /// Commands whose COMMAND DOCS Strata answers exactly as Redis 7.0 does: every command with keys
@@ -668,6 +670,8 @@ const SAME_DOCS: &[&str] = &[
     "config|help",
     "config|resetstat",
     "config|rewrite",
+    "memory|usage",
+    "memory|help",
 ];
 
 #[test]

@@ -1,6 +1,11 @@
-//! Key-space commands that work on keys of any type (Redis's db.c, expire.c and OBJECT from
-//! object.c): DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN, RANDOMKEY,
-//! the EXPIRE and TTL families, PERSIST and OBJECT.
+//! Key-space commands that work on keys of any type (Redis's db.c, expire.c, and OBJECT and MEMORY
+//! USAGE from object.c): DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN,
+//! RANDOMKEY, the EXPIRE and TTL families, PERSIST, OBJECT and MEMORY USAGE.
+//!
+//! None of them knows how a type is represented: TYPE and SCAN ... TYPE ask the object its type
+//! name, OBJECT ENCODING its encoding, MEMORY USAGE its heap size (kept as a running count by every
+//! type, so MEMORY USAGE's SAMPLES is parsed but has nothing to sample), and the lazy-free path in
+//! the shard its element count.
 //!
 //! Where they run:
 //! * single-key commands (TYPE, EXPIRE, TTL, MOVE, OBJECT ENCODING...) run on the key's shard;
@@ -393,6 +398,56 @@ pub static COMMANDS: &[CommandSpec] = &[
             Handler::Container,
         )
     },
+];
+
+/// MEMORY, listed in the server family's table (Redis's "server" group); declared here with its
+/// subcommands because USAGE is a key command over values of any type.
+pub const MEMORY: CommandSpec = CommandSpec {
+    subcommands: MEMORY_SUBCOMMANDS,
+    ..CommandSpec::new(
+        "server",
+        "memory",
+        -2,
+        Flags::NONE,
+        &[],
+        "A container for memory diagnostics commands",
+        "4.0.0",
+        "Depends on subcommand.",
+        Handler::Container,
+    )
+};
+
+const MEMORY_USAGE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("count").with_token("SAMPLES").optional(),
+];
+
+/// MEMORY's subcommands (USAGE and HELP so far; DOCTOR, MALLOC-STATS, PURGE and STATS are not
+/// implemented and answer "unknown subcommand").
+const MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "server",
+        "usage",
+        -3,
+        R,
+        SUB_KEY,
+        "Estimate the memory usage of a key",
+        "4.0.0",
+        "O(N) where N is the number of samples.",
+        Handler::Shard(memory_usage),
+    )
+    .with_args(MEMORY_USAGE_ARGS),
+    CommandSpec::new(
+        "server",
+        "help",
+        2,
+        Flags::LOADING.or(Flags::STALE),
+        &[],
+        "Show helpful text about the different subcommands",
+        "4.0.0",
+        "O(1)",
+        Handler::Conn(memory_help),
+    ),
 ];
 
 /// OBJECT's subcommands; arities count from OBJECT itself (`OBJECT ENCODING key` = 3).
@@ -1512,6 +1567,57 @@ fn object_help(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
+// ----- MEMORY -----
+
+/// Parses MEMORY USAGE's options after the key as Redis does: `SAMPLES <count>` any number of times
+/// (the last wins), a negative count or anything else is a syntax error; checked before the key is
+/// looked up. Returns the sample count (0 = all), which Strata does not need: every type keeps its
+/// heap size as a running count, so the answer is the same whatever is sampled.
+fn memory_usage_samples(args: &[Bytes]) -> Result<i64, CmdError> {
+    let mut a = Args::new(args, 3);
+    let mut samples = 5;
+    while !a.is_empty() {
+        if a.remaining() >= 2 && a.eat("samples") {
+            samples = a.next_i64()?;
+            if samples < 0 {
+                return Err(CmdError::Syntax);
+            }
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(samples)
+}
+
+/// MEMORY USAGE key [SAMPLES count] → bytes the key and its value take (the entry's allocation and
+/// everything the value owns), or null. Like Redis, it neither counts a hit nor touches the key.
+fn memory_usage(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    memory_usage_samples(args)?;
+    match cx.db().peek(&args[2], now) {
+        Some(e) => {
+            let bytes = e.heap_size();
+            cx.out.int(bytes as i64);
+        }
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+/// MEMORY HELP → the help lines of the subcommands Strata has.
+fn memory_help(cx: &mut ConnCtx<'_>) -> CmdResult {
+    reply_help(
+        cx.out,
+        b"memory",
+        &[
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+        ],
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1725,6 +1831,45 @@ mod tests {
     }
 
     #[test]
+    fn memory_usage_counts_the_entry_and_parses_samples_as_redis_does() {
+        let mut s = shard();
+        let usage = |s: &mut Shard, cmd: &[&str]| -> i64 {
+            let r = at(s, cmd);
+            r.strip_prefix(':').and_then(|n| n.parse().ok()).expect(&r)
+        };
+        at(&mut s, &["set", "i", "12"]);
+        at(&mut s, &["set", "r", &"x".repeat(1000)]);
+        let small = usage(&mut s, &["memory", "usage", "i"]);
+        let big = usage(&mut s, &["MEMORY", "USAGE", "r"]);
+        assert!(small > 0 && big > 1000, "{small} {big}");
+        for opts in [&["samples", "0"][..], &["SAMPLES", "5", "samples", "100"]] {
+            let mut cmd = vec!["memory", "usage", "r"];
+            cmd.extend_from_slice(opts);
+            assert_eq!(usage(&mut s, &cmd), big);
+        }
+        assert_eq!(at(&mut s, &["memory", "usage", "none"]), "$-1");
+        assert_eq!(
+            at(&mut s, &["memory", "usage", "none", "samples", "x"]),
+            "-ERR value is not an integer or out of range"
+        );
+        for bad in [
+            &["samples"][..],
+            &["samples", "-1"],
+            &["samples", "1", "samples"],
+            &["count", "1"],
+            &["1"],
+        ] {
+            let mut cmd = vec!["memory", "usage", "none"];
+            cmd.extend_from_slice(bad);
+            assert_eq!(at(&mut s, &cmd), "-ERR syntax error", "{bad:?}");
+        }
+        assert_eq!(
+            at(&mut s, &["memory", "usage"]),
+            "-ERR wrong number of arguments for 'memory|usage' command"
+        );
+    }
+
+    #[test]
     fn keys_expire_lazily_with_time() {
         let mut s = shard();
         at(&mut s, &["set", "k", "v"]);
@@ -1886,6 +2031,47 @@ mod tests {
             type_name: Some(Bytes::from_static(b"list")),
         };
         assert!(scan_all(&lists).0.is_empty());
+    }
+
+    #[test]
+    fn scan_type_filters_every_type_by_its_name() {
+        use strata_core::Object;
+        let mut s = shard();
+        at(&mut s, &["set", "str", "v"]);
+        // Empty collections stand in for real ones: the filter only asks the object its type name.
+        let objects = [
+            ("h", Object::Hash(Default::default())),
+            ("l", Object::List(Default::default())),
+            ("s", Object::Set(Default::default())),
+            ("z", Object::ZSet(Default::default())),
+        ];
+        for (key, o) in objects {
+            s.db_mut(0)
+                .set(key.as_bytes(), Value::Obj(Box::new(o)), None, T);
+        }
+        for (ty, key) in [
+            ("hash", "h"),
+            ("LIST", "l"),
+            ("Set", "s"),
+            ("zset", "z"),
+            ("string", "str"),
+        ] {
+            assert_eq!(
+                at(&mut s, &["type", key]),
+                format!("+{}", ty.to_lowercase())
+            );
+            let filter = ScanFilter {
+                pattern: None,
+                type_name: Some(Bytes::copy_from_slice(ty.as_bytes())),
+            };
+            let part = op_scan(s.db(0), 0, 100, 1000, &filter, T);
+            assert_eq!((part.next, part.keys), (0, vec![Bytes::from(key)]), "{ty}");
+        }
+        let none = ScanFilter {
+            pattern: None,
+            type_name: Some(Bytes::from_static(b"stream")),
+        };
+        assert!(op_scan(s.db(0), 0, 100, 1000, &none, T).keys.is_empty());
     }
 
     #[test]

@@ -180,6 +180,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         OUTPUT_TIP,
         Handler::Conn(lastsave),
     ),
+    crate::generic::MEMORY,
     cmd(
         "shutdown",
         -1,
@@ -1479,6 +1480,8 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
             total.1 += v;
         }
     }
+    // Values handed to the process's freer thread belong to no shard.
+    d.lazyfree_pending_objects += strata_shard::db::background_free_pending();
     d.error_replies = cmd.iter().map(|c| c.failed_calls + c.rejected_calls).sum();
     d.commandstats = entries
         .iter()

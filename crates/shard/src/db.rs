@@ -21,11 +21,25 @@
 //! expiry pops from whichever heap has the earlier deadline.
 //!
 //! **Lazy free.** Nothing that may be large is freed inside a command: FLUSHDB/FLUSHALL swap the
-//! table (and the hints) out in O(1), and values above [`LAZYFREE_THRESHOLD`] bytes that are
-//! deleted, overwritten or expired are queued too. The shard's background tick frees the queue a
-//! bounded slice at a time ([`Db::free_garbage`]); [`Db::when_freed`] lets FLUSH SYNC wait for it
-//! without blocking the thread. Invariant: everything removed from the table is either dropped at
-//! once (small) or owned by the queue until freed; nothing is leaked.
+//! table (and the hints) out in O(1), and a deleted, overwritten or expired value is queued too when
+//! it owns more than [`LAZYFREE_THRESHOLD`] bytes or its *free effort* exceeds
+//! [`LAZYFREE_EFFORT_THRESHOLD`] (Redis's LAZYFREE_THRESHOLD of 64 in lazyfree.c: the effort is 1 for
+//! a string or a packed collection — listpack, intset: one allocation — and the element count for
+//! the others; see [`free_effort`]). The shard's background tick frees the queue a bounded slice at a
+//! time ([`Db::free_garbage`], counting each value's effort as work); [`Db::when_freed`] lets FLUSH
+//! SYNC wait for it without blocking the thread.
+//!
+//! **Huge values go to the freer thread.** One value with millions of elements (a 10M-field hash)
+//! cannot be dropped in a slice: `Object` exposes no way to drop part of itself, and the types'
+//! representations are not this module's business. So when the tick reaches a value whose effort
+//! exceeds [`BACKGROUND_FREE_EFFORT`], it hands the value to one process-wide thread (started on first
+//! use, fed by a channel; values are `Send`) that drops it, as Redis's bio lazyfree thread does. The
+//! allocator takes frees from any thread (memory accounting is per thread, summed). Until that thread
+//! has dropped them, such values count in [`background_free_pending`], not in
+//! [`Db::lazyfree_pending`]. Entries inside a flushed table are freed by the table's own slices.
+//!
+//! Invariant: everything removed from the table is either dropped at once (small), owned by the
+//! queue, or owned by the freer thread until freed; nothing is leaked.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -38,7 +52,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_channel::oneshot;
 use hashbrown::HashMap;
-use strata_core::{Dict, Drain, Entry, Object, Value};
+use strata_core::{Dict, Drain, Entry, Object, Value, ValueRef};
 
 use crate::park::Parked;
 
@@ -307,7 +321,7 @@ impl Hooks {
     /// Drops a removed entry now, or queues it when freeing it could take long.
     #[inline]
     fn discard(&mut self, e: Entry) {
-        if e.heap_size() > LAZYFREE_THRESHOLD {
+        if e.heap_size() > LAZYFREE_THRESHOLD || entry_effort(&e) > LAZYFREE_EFFORT_THRESHOLD {
             self.lazy.push(Garbage::Entry(e));
         }
     }
@@ -317,6 +331,120 @@ impl Hooks {
 
 /// Values larger than this (bytes on the heap) are freed by the background tick, not inline.
 pub const LAZYFREE_THRESHOLD: usize = 64 * 1024;
+
+/// Values whose [`free_effort`] exceeds this are freed by the background tick, not inline (Redis's
+/// LAZYFREE_THRESHOLD).
+pub const LAZYFREE_EFFORT_THRESHOLD: usize = 64;
+
+/// Queued values whose [`free_effort`] exceeds this are dropped by the freer thread, not on the tick:
+/// dropping this many elements takes well under a millisecond, so a tick stays short.
+pub const BACKGROUND_FREE_EFFORT: usize = 8192;
+
+/// What freeing `o` costs, in Redis's terms (lazyfreeGetFreeEffort): 1 for a string or a packed
+/// encoding (listpack, intset: a single allocation), otherwise one per element. Redis counts a
+/// quicklist's nodes rather than its elements; counting elements errs towards freeing lazily.
+pub fn free_effort(o: &Object) -> usize {
+    match o {
+        Object::Str(_) => 1,
+        _ => match o.encoding() {
+            "listpack" | "intset" => 1,
+            _ => o.elements().max(1),
+        },
+    }
+}
+
+fn entry_effort(e: &Entry) -> usize {
+    match e.value() {
+        ValueRef::Obj(o) => free_effort(o),
+        _ => 1,
+    }
+}
+
+/// The process's freer thread: drops the values handed to it, in order.
+mod freer {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::OnceLock;
+
+    use strata_core::Entry;
+
+    pub(super) enum Job {
+        Drop(Entry),
+        /// Answered once every value sent before it has been dropped.
+        Sync(Sender<()>),
+    }
+
+    /// Values handed over and not dropped yet.
+    pub(super) static PENDING: AtomicUsize = AtomicUsize::new(0);
+    /// Values the thread has dropped since start.
+    pub(super) static FREED: AtomicUsize = AtomicUsize::new(0);
+    /// `None` if the thread could not be started: values are then dropped by their sender.
+    static FREER: OnceLock<Option<Sender<Job>>> = OnceLock::new();
+
+    fn sender() -> Option<&'static Sender<Job>> {
+        FREER
+            .get_or_init(|| {
+                let (tx, rx) = channel::<Job>();
+                std::thread::Builder::new()
+                    .name("lazyfree".into())
+                    .spawn(move || {
+                        for job in rx {
+                            match job {
+                                Job::Drop(e) => {
+                                    drop(e);
+                                    PENDING.fetch_sub(1, Ordering::Relaxed);
+                                    FREED.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Job::Sync(done) => {
+                                    let _ = done.send(());
+                                }
+                            }
+                        }
+                    })
+                    .ok()
+                    .map(|_| tx)
+            })
+            .as_ref()
+    }
+
+    /// Hands `e` to the freer thread (drops it here if there is none).
+    pub(super) fn drop_later(e: Entry) {
+        let Some(tx) = sender() else {
+            return drop(e);
+        };
+        PENDING.fetch_add(1, Ordering::Relaxed);
+        if let Err(std::sync::mpsc::SendError(Job::Drop(e))) = tx.send(Job::Drop(e)) {
+            PENDING.fetch_sub(1, Ordering::Relaxed);
+            drop(e);
+        }
+    }
+
+    /// Blocks until everything handed over before the call has been dropped.
+    pub(super) fn sync() {
+        let Some(tx) = sender() else { return };
+        let (done, wait) = channel();
+        if tx.send(Job::Sync(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+}
+
+/// Values handed to the freer thread and not dropped yet (part of INFO `lazyfree_pending_objects`).
+pub fn background_free_pending() -> usize {
+    freer::PENDING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Values the freer thread has dropped since start.
+pub fn background_freed() -> usize {
+    freer::FREED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Blocks the calling thread until every value handed to the freer thread so far has been dropped
+/// (tests, and shutdown paths that must account for all memory). Never call it on a shard thread
+/// while serving: it waits for arbitrary amounts of freeing.
+pub fn wait_background_frees() {
+    freer::sync()
+}
 
 /// A flushed table with at most this many keys is freed inline (not worth a queue item).
 const FLUSH_INLINE_MAX: usize = 64;
@@ -332,7 +460,6 @@ enum Garbage {
 
 /// A database's queue of garbage. Items are numbered from 1 in queue order: `queued` is the number of
 /// the last one pushed, `freed` of the last one completely freed.
-#[derive(Default)]
 struct LazyFree {
     queue: VecDeque<Garbage>,
     /// Keys (entries) still owned by the queue (INFO `lazyfree_pending_objects`).
@@ -340,6 +467,21 @@ struct LazyFree {
     queued: u64,
     freed: u64,
     waiters: Vec<(u64, oneshot::Sender<()>)>,
+    /// Entries with a greater effort go to the freer thread ([`BACKGROUND_FREE_EFFORT`]; tests lower it).
+    background_above: usize,
+}
+
+impl Default for LazyFree {
+    fn default() -> LazyFree {
+        LazyFree {
+            queue: VecDeque::new(),
+            pending: 0,
+            queued: 0,
+            freed: 0,
+            waiters: Vec::new(),
+            background_above: BACKGROUND_FREE_EFFORT,
+        }
+    }
 }
 
 impl LazyFree {
@@ -354,8 +496,9 @@ impl LazyFree {
         self.queued
     }
 
-    /// Frees up to about `budget` units of work (an entry, a bucket or a hint each). Returns the work
-    /// done.
+    /// Frees up to about `budget` units of work (an entry's free effort, a bucket, an entry of a
+    /// table or a hint each; an entry handed to the freer thread costs 1). One entry may overrun the
+    /// budget by at most [`BACKGROUND_FREE_EFFORT`]. Returns the work done.
     fn free(&mut self, budget: usize) -> usize {
         let mut work = 0;
         while work < budget {
@@ -363,10 +506,20 @@ impl LazyFree {
                 break;
             };
             let done = match front {
-                Garbage::Entry(_) => {
+                Garbage::Entry(e) => {
+                    let effort = entry_effort(e);
+                    if let Some(Garbage::Entry(e)) = self.queue.pop_front() {
+                        if effort > self.background_above {
+                            freer::drop_later(e);
+                            work += 1;
+                        } else {
+                            drop(e);
+                            work += effort;
+                        }
+                    }
                     self.pending -= 1;
-                    work += 1;
-                    true
+                    self.freed += 1;
+                    continue;
                 }
                 Garbage::Table(d) => {
                     let n = d.free(budget - work);
@@ -1387,6 +1540,43 @@ mod tests {
         assert_eq!(db.lazyfree_pending(), 2);
         db.free_garbage(100);
         assert!(!db.has_garbage());
+    }
+
+    #[test]
+    fn huge_values_are_dropped_by_the_freer_thread() {
+        let mut db = Db::default();
+        // No collection type can be built here yet, so make every queued value count as huge.
+        db.hooks.lazy.background_above = 0;
+        let big = || Value::Str(Bytes::from(vec![b'x'; LAZYFREE_THRESHOLD + 1]));
+        let freed_before = background_freed();
+        db.set(b"a", big(), None, 0);
+        db.set(b"b", big(), None, 0);
+        db.set(b"small", s("v"), None, 0);
+        assert!(db.delete(b"a", 0) && db.delete(b"b", 0) && db.delete(b"small", 0));
+        assert_eq!(db.lazyfree_pending(), 2);
+        let ticket = db.clear();
+        // A hand-over costs one unit of work, however large the value.
+        assert_eq!(db.free_garbage(1), 1);
+        assert_eq!(db.lazyfree_pending(), 1);
+        db.free_garbage(100);
+        assert!(!db.has_garbage());
+        assert_eq!(poll_once(&mut db.when_freed(ticket)), Poll::Ready(()));
+        wait_background_frees();
+        assert!(background_freed() >= freed_before + 2);
+        // Nothing else in this crate's tests hands values over.
+        assert_eq!(background_free_pending(), 0);
+    }
+
+    #[test]
+    fn free_effort_counts_strings_as_one() {
+        let big = Object::Str(vec![b'x'; LAZYFREE_THRESHOLD + 1]);
+        assert_eq!(free_effort(&big), 1);
+        let mut db = Db::default();
+        // A big string is queued for its bytes and freed on the tick for one unit of work.
+        db.set(b"k", Value::Obj(Box::new(big)), None, 0);
+        assert!(db.delete(b"k", 0));
+        assert_eq!(db.lazyfree_pending(), 1);
+        assert_eq!(db.free_garbage(10), 1);
     }
 
     #[test]
