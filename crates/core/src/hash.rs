@@ -1,32 +1,741 @@
-//! A hash (Redis's t_hash.c): field → value; "listpack" while small, "hashtable" beyond.
+//! A hash (Redis's t_hash.c): field → value, in one of two encodings.
 //!
-//! (Scaffold: the representation is being written; this placeholder only lets the rest of the tree
-//! name the type.)
+//! * **listpack** (small): one packed byte buffer of `varint(len) bytes` items, field then value, in
+//!   insertion order — Redis's listpack keeps that order and HGETALL/HSCAN answer in it, so Strata's
+//!   replies match byte for byte. An item costs its bytes plus a 1-byte length for anything under 128
+//!   bytes (Redis spends 2: encoding byte and back-length). Lookups are linear, as in Redis; the
+//!   thresholds keep the buffer small.
+//! * **hashtable** (big): a [`hashbrown::HashTable`] of single allocations, each holding
+//!   `varint(field len) field value` (16 bytes of slot + 1 control byte per entry, and one allocation
+//!   per field, instead of Redis's dictEntry, bucket and two sds). Hashed with foldhash under a
+//!   per-process random seed, so clients cannot aim at one bucket.
+//!
+//! Invariants:
+//! * A hash is a listpack while it has at most `hash-max-listpack-entries` fields and every field
+//!   and value is at most `hash-max-listpack-value` bytes, as of the write that made it; a write that
+//!   breaks either converts it (Redis 7.0 never converts back). Reads never restructure.
+//! * Updating an existing field keeps its position (listpack order is first-insertion order).
+//! * `heap_size` is O(1): the packed buffer's capacity, or the table's allocation plus a running
+//!   count of entry bytes.
+//! * The table shrinks when a delete leaves it under 1/8 full, so random probing (HRANDFIELD)
+//!   finds an element in a few tries.
+//!
+//! SCAN over the table walks bucket indexes in order; the cursor is the next bucket. Entries never
+//! move in hashbrown except when the table is restructured (it grows when an insert finds it full, or
+//! shrinks after deletes), so a scan during which the table is not restructured returns every field
+//! present for its whole duration exactly once. Across a restructure a field may be missed or
+//! repeated — unlike Redis's reverse-binary cursor, which survives resizes of its chained table; the
+//! guarantee is documented and tested for the no-restructure case only.
 
-/// A hash (Redis's t_hash.c): field → value; "listpack" while small, "hashtable" beyond.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+use hashbrown::HashTable;
+
+use crate::limits::{HASH_MAX_LISTPACK_ENTRIES, HASH_MAX_LISTPACK_VALUE};
+
+/// A hash: field → value; "listpack" while small, "hashtable" beyond.
+#[derive(Clone, Default)]
 pub struct Hash {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Pack(Pack),
+    Table(Table),
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Pack(Pack::default())
+    }
+}
+
+// ===== varints (LEB128) =====
+
+fn put_varint(buf: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Reads a varint at `buf[at..]`: (value, bytes used). The buffers are built by this module only.
+fn get_varint(buf: &[u8], at: usize) -> (usize, usize) {
+    let (mut v, mut shift, mut i) = (0usize, 0, at);
+    loop {
+        let b = buf[i];
+        v |= usize::from(b & 0x7f) << shift;
+        i += 1;
+        if b < 0x80 {
+            return (v, i - at);
+        }
+        shift += 7;
+    }
+}
+
+// ===== the listpack encoding =====
+
+/// Packed `varint(len) bytes` items, field then value, in insertion order.
+#[derive(Clone, Default, PartialEq, Eq)]
+struct Pack {
+    buf: Vec<u8>,
+    /// Number of fields (items / 2).
     len: usize,
 }
 
-impl Hash {
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
+/// One field/value pair's place in a pack: the byte range of the whole pair and of the value.
+struct Slot {
+    start: usize,
+    /// Where the value's length prefix starts.
+    value_at: usize,
+    value: std::ops::Range<usize>,
+}
+
+impl Pack {
+    /// The item at `at`: its bytes' range and where the next item starts.
+    fn item(&self, at: usize) -> (std::ops::Range<usize>, usize) {
+        let (len, n) = get_varint(&self.buf, at);
+        let start = at + n;
+        (start..start + len, start + len)
     }
 
-    /// True when there are no elements (the key is then deleted by the write that emptied it).
+    fn find(&self, field: &[u8]) -> Option<Slot> {
+        let mut at = 0;
+        while at < self.buf.len() {
+            let (f, next) = self.item(at);
+            let (v, end) = self.item(next);
+            if &self.buf[f] == field {
+                return Some(Slot {
+                    start: at,
+                    value_at: next,
+                    value: v,
+                });
+            }
+            at = end;
+        }
+        None
+    }
+
+    fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        self.find(field).map(|s| &self.buf[s.value])
+    }
+
+    /// Sets `field` to `value`; true if the field is new (appended at the end).
+    fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+        match self.find(field) {
+            Some(slot) => {
+                let header = slot.value_at;
+                let mut item = Vec::with_capacity(varint_len(value.len()) + value.len());
+                put_varint(&mut item, value.len());
+                item.extend_from_slice(value);
+                self.reserve_exact_for(item.len().saturating_sub(slot.value.end - header));
+                self.buf.splice(header..slot.value.end, item);
+                false
+            }
+            None => {
+                let extra =
+                    varint_len(field.len()) + field.len() + varint_len(value.len()) + value.len();
+                self.reserve_exact_for(extra);
+                put_varint(&mut self.buf, field.len());
+                self.buf.extend_from_slice(field);
+                put_varint(&mut self.buf, value.len());
+                self.buf.extend_from_slice(value);
+                self.len += 1;
+                true
+            }
+        }
+    }
+
+    /// Grows the buffer by exactly what a write needs (as a listpack reallocates), so a small hash
+    /// carries no slack.
+    fn reserve_exact_for(&mut self, extra: usize) {
+        if self.buf.capacity() - self.buf.len() < extra {
+            self.buf.reserve_exact(extra);
+        }
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        match self.find(field) {
+            Some(slot) => {
+                self.buf.drain(slot.start..slot.value.end);
+                self.len -= 1;
+                if self.buf.capacity() > 2 * self.buf.len() + 64 {
+                    self.buf.shrink_to_fit();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn iter(&self) -> PackIter<'_> {
+        PackIter { pack: self, at: 0 }
+    }
+
+    /// The `i`-th pair (0-based), by walking.
+    fn nth(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.iter().nth(i)
+    }
+}
+
+struct PackIter<'a> {
+    pack: &'a Pack,
+    at: usize,
+}
+
+impl<'a> Iterator for PackIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.pack.buf.len() {
+            return None;
+        }
+        let (f, next) = self.pack.item(self.at);
+        let (v, end) = self.pack.item(next);
+        self.at = end;
+        Some((&self.pack.buf[f], &self.pack.buf[v]))
+    }
+}
+
+// ===== the hashtable encoding =====
+
+/// One table entry: `varint(field len) field value` in one allocation.
+type Cell = Box<[u8]>;
+
+fn cell(field: &[u8], value: &[u8]) -> Cell {
+    let mut v = Vec::with_capacity(varint_len(field.len()) + field.len() + value.len());
+    put_varint(&mut v, field.len());
+    v.extend_from_slice(field);
+    v.extend_from_slice(value);
+    v.into_boxed_slice()
+}
+
+fn cell_parts(c: &[u8]) -> (&[u8], &[u8]) {
+    let (flen, n) = get_varint(c, 0);
+    (&c[n..n + flen], &c[n + flen..])
+}
+
+fn cell_field(c: &[u8]) -> &[u8] {
+    cell_parts(c).0
+}
+
+/// The process-wide hasher: foldhash with a seed chosen at random once per process.
+fn hash_of(field: &[u8]) -> u64 {
+    static STATE: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
+    STATE
+        .get_or_init(foldhash::fast::RandomState::default)
+        .hash_one(field)
+}
+
+fn rehash(c: &Cell) -> u64 {
+    hash_of(cell_field(c))
+}
+
+#[derive(Clone, Default)]
+struct Table {
+    table: HashTable<Cell>,
+    /// Sum of the cells' lengths (for heap_size).
+    bytes: usize,
+}
+
+/// Tables at most this many buckets are never shrunk.
+const MIN_SHRINK_BUCKETS: usize = 64;
+
+impl Table {
+    fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        self.table
+            .find(hash_of(field), |c| cell_field(c) == field)
+            .map(|c| cell_parts(c).1)
+    }
+
+    fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+        let new = cell(field, value);
+        self.bytes += new.len();
+        match self
+            .table
+            .entry(hash_of(field), |c| cell_field(c) == field, rehash)
+        {
+            hashbrown::hash_table::Entry::Occupied(mut o) => {
+                let old = std::mem::replace(o.get_mut(), new);
+                self.bytes -= old.len();
+                false
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(new);
+                true
+            }
+        }
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        match self
+            .table
+            .find_entry(hash_of(field), |c| cell_field(c) == field)
+        {
+            Ok(o) => {
+                let (old, _) = o.remove();
+                self.bytes -= old.len();
+                let buckets = self.table.num_buckets();
+                if buckets > MIN_SHRINK_BUCKETS && self.table.len() * 8 < buckets {
+                    self.table.shrink_to(self.table.len() * 2, rehash);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// A random entry: random buckets first (the table is at least 1/8 full, see `remove`), then,
+    /// after many misses, the first entry from a random bucket onwards.
+    fn random(&self, rand: &mut dyn FnMut() -> u64) -> Option<&Cell> {
+        let buckets = self.table.num_buckets();
+        if self.table.is_empty() || buckets == 0 {
+            return None;
+        }
+        let mut at = 0;
+        for _ in 0..64 {
+            at = (rand() % buckets as u64) as usize;
+            if let Some(c) = self.table.get_bucket(at) {
+                return Some(c);
+            }
+        }
+        (0..buckets)
+            .map(|i| (at + i) % buckets)
+            .find_map(|i| self.table.get_bucket(i))
+    }
+}
+
+// ===== the hash =====
+
+/// Iterates a hash's (field, value) pairs: insertion order for a listpack, table order otherwise.
+pub struct Iter<'a>(IterRepr<'a>);
+
+enum IterRepr<'a> {
+    Pack(PackIter<'a>),
+    Table(hashbrown::hash_table::Iter<'a, Cell>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            IterRepr::Pack(p) => p.next(),
+            IterRepr::Table(t) => t.next().map(|c| cell_parts(c)),
+        }
+    }
+}
+
+impl Hash {
+    /// An empty hash (a listpack).
+    pub fn new() -> Hash {
+        Hash::default()
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Pack(p) => p.len,
+            Repr::Table(t) => t.table.len(),
+        }
+    }
+
+    /// True when there are no fields (the key is then deleted by the write that emptied it).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// The encoding OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
-        "scaffold"
+        match &self.repr {
+            Repr::Pack(_) => "listpack",
+            Repr::Table(_) => "hashtable",
+        }
+    }
+
+    /// True while the hash is a listpack.
+    pub fn is_listpack(&self) -> bool {
+        matches!(self.repr, Repr::Pack(_))
     }
 
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
-        0
+        match &self.repr {
+            Repr::Pack(p) => p.buf.capacity(),
+            Repr::Table(t) => t.table.allocation_size() + t.bytes,
+        }
+    }
+
+    /// The value of `field`.
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Pack(p) => p.get(field),
+            Repr::Table(t) => t.get(field),
+        }
+    }
+
+    /// True if `field` exists.
+    pub fn contains(&self, field: &[u8]) -> bool {
+        self.get(field).is_some()
+    }
+
+    /// Converts a listpack to a hashtable if a field or value of `longest` bytes would not fit one
+    /// (HSET/HMSET check all their arguments before writing any, as Redis does).
+    pub fn convert_for_len(&mut self, longest: usize) {
+        if longest > HASH_MAX_LISTPACK_VALUE.count() {
+            self.to_table();
+        }
+    }
+
+    /// Sets `field` to `value`; true if the field is new. Converts to a hashtable first when either is
+    /// longer than `hash-max-listpack-value`, and after when the field count exceeds
+    /// `hash-max-listpack-entries`.
+    pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+        self.convert_for_len(field.len().max(value.len()));
+        let new = match &mut self.repr {
+            Repr::Pack(p) => p.insert(field, value),
+            Repr::Table(t) => t.insert(field, value),
+        };
+        if self.is_listpack() && self.len() > HASH_MAX_LISTPACK_ENTRIES.count() {
+            self.to_table();
+        }
+        new
+    }
+
+    /// Removes `field`; true if it existed.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match &mut self.repr {
+            Repr::Pack(p) => p.remove(field),
+            Repr::Table(t) => t.remove(field),
+        }
+    }
+
+    /// The (field, value) pairs: insertion order for a listpack, table order for a hashtable.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter(match &self.repr {
+            Repr::Pack(p) => IterRepr::Pack(p.iter()),
+            Repr::Table(t) => IterRepr::Table(t.table.iter()),
+        })
+    }
+
+    /// A random (field, value) pair, None if empty. `rand` supplies random 64-bit numbers.
+    pub fn random(&self, rand: &mut dyn FnMut() -> u64) -> Option<(&[u8], &[u8])> {
+        match &self.repr {
+            Repr::Pack(p) if p.len == 0 => None,
+            Repr::Pack(p) => p.nth((rand() % p.len as u64) as usize),
+            Repr::Table(t) => t.random(rand).map(|c| cell_parts(c)),
+        }
+    }
+
+    /// `count` distinct random pairs (`count` < len), in the hash's order for a listpack (a random
+    /// selection, as Redis's lpRandomPairsUnique answers) and random order for a table.
+    pub fn random_distinct(
+        &self,
+        count: usize,
+        rand: &mut dyn FnMut() -> u64,
+    ) -> Vec<(&[u8], &[u8])> {
+        let len = self.len();
+        let count = count.min(len);
+        match &self.repr {
+            Repr::Pack(p) => {
+                // Selection sampling: each pair is kept with probability needed/remaining.
+                let mut out = Vec::with_capacity(count);
+                for (i, pair) in p.iter().enumerate() {
+                    let (needed, remaining) = (count - out.len(), len - i);
+                    if needed == 0 {
+                        break;
+                    }
+                    if (rand() % remaining as u64) < needed as u64 {
+                        out.push(pair);
+                    }
+                }
+                out
+            }
+            Repr::Table(t) => {
+                if count * 3 > len {
+                    // Most of the table: shuffle the whole and keep a prefix.
+                    let mut all: Vec<&Cell> = t.table.iter().collect();
+                    for i in 0..count {
+                        let j = i + (rand() % (all.len() - i) as u64) as usize;
+                        all.swap(i, j);
+                    }
+                    all.truncate(count);
+                    all.into_iter().map(|c| cell_parts(c)).collect()
+                } else {
+                    // Few of many: draw until `count` distinct ones (expected < 1.5 draws each).
+                    let mut seen: HashTable<&Cell> = HashTable::with_capacity(count);
+                    let mut out = Vec::with_capacity(count);
+                    while out.len() < count {
+                        let Some(c) = t.random(rand) else { break };
+                        let h = hash_of(cell_field(c));
+                        if let hashbrown::hash_table::Entry::Vacant(v) = seen.entry(
+                            h,
+                            |x| std::ptr::eq(*x, c),
+                            |x| hash_of(cell_field(x)),
+                        ) {
+                            v.insert(c);
+                            out.push(cell_parts(c));
+                        }
+                    }
+                    out
+                }
+            }
+        }
+    }
+
+    /// One HSCAN step from `cursor`: calls `f` for each pair visited and returns the next cursor
+    /// (0 when done). A listpack answers whole in one call, as Redis does; a table visits buckets
+    /// from `cursor` until `count` pairs or `10 × count` buckets were visited. See the module docs
+    /// for the guarantee.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+        match &self.repr {
+            Repr::Pack(p) => {
+                p.iter().for_each(|(k, v)| f(k, v));
+                0
+            }
+            Repr::Table(t) => {
+                let buckets = t.table.num_buckets();
+                let Ok(mut at) = usize::try_from(cursor) else {
+                    return 0;
+                };
+                let (mut visited, mut steps) = (0, 0);
+                let budget = count.max(1).saturating_mul(10);
+                while at < buckets && visited < count.max(1) && steps < budget {
+                    if let Some(c) = t.table.get_bucket(at) {
+                        let (k, v) = cell_parts(c);
+                        f(k, v);
+                        visited += 1;
+                    }
+                    at += 1;
+                    steps += 1;
+                }
+                if at >= buckets {
+                    0
+                } else {
+                    at as u64
+                }
+            }
+        }
+    }
+
+    /// Converts to the hashtable encoding (no-op if it is one).
+    fn to_table(&mut self) {
+        if let Repr::Pack(p) = &self.repr {
+            let mut t = Table {
+                table: HashTable::with_capacity(p.len),
+                bytes: 0,
+            };
+            for (k, v) in p.iter() {
+                t.insert(k, v);
+            }
+            self.repr = Repr::Table(t);
+        }
+    }
+}
+
+impl std::fmt::Debug for Hash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.encoding())?;
+        f.debug_map()
+            .entries(
+                self.iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k), String::from_utf8_lossy(v))),
+            )
+            .finish()
+    }
+}
+
+/// Equal when they hold the same fields with the same values (whatever the encoding or order).
+impl PartialEq for Hash {
+    fn eq(&self, other: &Hash) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+impl Eq for Hash {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, HashSet};
+
+    fn rng(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    #[test]
+    fn varints_round_trip() {
+        for v in [0usize, 1, 127, 128, 300, 16383, 16384, usize::MAX >> 1] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            assert_eq!(b.len(), varint_len(v));
+            assert_eq!(get_varint(&b, 0), (v, b.len()));
+        }
+    }
+
+    #[test]
+    fn listpack_keeps_insertion_order_and_updates_in_place() {
+        let mut h = Hash::new();
+        assert!(h.insert(b"b", b"1"));
+        assert!(h.insert(b"a", b"2"));
+        assert!(h.insert(b"c", b""));
+        assert!(!h.insert(b"a", b"a much longer value than before"));
+        assert_eq!(h.encoding(), "listpack");
+        let pairs: Vec<_> = h.iter().collect();
+        assert_eq!(
+            pairs,
+            vec![
+                (&b"b"[..], &b"1"[..]),
+                (b"a", b"a much longer value than before"),
+                (b"c", b"")
+            ]
+        );
+        assert!(h.remove(b"b"));
+        assert!(!h.remove(b"b"));
+        assert_eq!(h.get(b"a"), Some(&b"a much longer value than before"[..]));
+        assert_eq!(h.get(b"c"), Some(&b""[..]));
+        assert_eq!(h.len(), 2);
+        assert!(h.remove(b"a") && h.remove(b"c") && h.is_empty());
+    }
+
+    #[test]
+    fn converts_on_long_values_and_many_fields() {
+        let mut h = Hash::new();
+        h.insert(b"f", &[b'x'; 64]);
+        assert_eq!(h.encoding(), "listpack");
+        h.insert(b"g", &[b'x'; 65]);
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.get(b"f"), Some(&[b'x'; 64][..]));
+
+        let mut h = Hash::new();
+        for i in 0..128 {
+            h.insert(format!("f{i}").as_bytes(), b"v");
+        }
+        assert_eq!(h.encoding(), "listpack");
+        h.insert(b"f0", b"w");
+        assert_eq!(h.encoding(), "listpack");
+        h.insert(b"new", b"v");
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.len(), 129);
+        assert_eq!(h.get(b"f0"), Some(&b"w"[..]));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn table_matches_a_model_under_random_operations() {
+        let mut h = Hash::new();
+        let mut model = BTreeMap::new();
+        let mut r = rng(7);
+        for _ in 0..20_000 {
+            let f = format!("f{}", r() % 600).into_bytes();
+            match r() % 3 {
+                0 | 1 => {
+                    let v = format!("v{}", r() % 1000).into_bytes();
+                    assert_eq!(h.insert(&f, &v), model.insert(f, v).is_none());
+                }
+                _ => assert_eq!(h.remove(&f), model.remove(&f).is_some()),
+            }
+            assert_eq!(h.len(), model.len());
+        }
+        assert_eq!(h.encoding(), "hashtable");
+        for (k, v) in &model {
+            assert_eq!(h.get(k), Some(&v[..]));
+        }
+        let got: BTreeMap<Vec<u8>, Vec<u8>> =
+            h.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        assert_eq!(got, model);
+        let cells: usize = model
+            .iter()
+            .map(|(k, v)| varint_len(k.len()) + k.len() + v.len())
+            .sum();
+        match &h.repr {
+            Repr::Table(t) => assert_eq!(t.bytes, cells),
+            Repr::Pack(_) => unreachable!(),
+        }
+        // Emptying a big table shrinks it.
+        for k in model.keys() {
+            h.remove(k);
+        }
+        assert!(h.heap_size() < 4096, "{}", h.heap_size());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn scan_returns_every_field_once_without_restructuring() {
+        let mut h = Hash::new();
+        for i in 0..5000 {
+            h.insert(format!("f{i}").as_bytes(), b"v");
+        }
+        // Deletes during the scan never move entries (the table stays above 1/8 full here).
+        let mut seen = Vec::new();
+        let mut cursor = 0;
+        let mut round = 0;
+        loop {
+            cursor = h.scan(cursor, 7, |k, _| seen.push(k.to_vec()));
+            round += 1;
+            if round % 3 == 0 {
+                h.remove(format!("f{}", 4000 + round).as_bytes());
+            }
+            if cursor == 0 {
+                break;
+            }
+        }
+        let unique: HashSet<_> = seen.iter().cloned().collect();
+        assert_eq!(unique.len(), seen.len(), "no duplicates");
+        for i in 0..4000 {
+            assert!(unique.contains(format!("f{i}").as_bytes()), "f{i} missed");
+        }
+    }
+
+    #[test]
+    fn random_choices_are_members_and_distinct() {
+        let mut r = rng(3);
+        for n in [3usize, 200] {
+            let mut h = Hash::new();
+            for i in 0..n {
+                h.insert(format!("f{i}").as_bytes(), format!("{i}").as_bytes());
+            }
+            for _ in 0..50 {
+                let (k, v) = h.random(&mut r).expect("not empty");
+                assert_eq!(h.get(k), Some(v));
+            }
+            for count in [1, n / 4, n / 2, n - 1] {
+                let picked = h.random_distinct(count, &mut r);
+                assert_eq!(picked.len(), count);
+                let keys: HashSet<_> = picked.iter().map(|(k, _)| *k).collect();
+                assert_eq!(keys.len(), count);
+                assert!(picked.iter().all(|(k, v)| h.get(k) == Some(*v)));
+            }
+        }
+        assert!(Hash::new().random(&mut r).is_none());
+    }
+
+    #[test]
+    fn equality_ignores_encoding() {
+        let mut a = Hash::new();
+        let mut b = Hash::new();
+        a.insert(b"x", b"1");
+        b.insert(b"x", b"1");
+        b.to_table();
+        assert_eq!(a, b);
+        b.insert(b"y", b"2");
+        assert_ne!(a, b);
     }
 }
