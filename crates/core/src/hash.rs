@@ -499,7 +499,12 @@ impl Hash {
     /// (0 when done). A listpack answers whole in one call, as Redis does; a table visits buckets
     /// from `cursor` until `count` pairs or `10 × count` buckets were visited. See the module docs
     /// for the guarantee.
-    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+    pub fn scan<'a>(
+        &'a self,
+        cursor: u64,
+        count: usize,
+        mut f: impl FnMut(&'a [u8], &'a [u8]),
+    ) -> u64 {
         match &self.repr {
             Repr::Pack(p) => {
                 p.iter().for_each(|(k, v)| f(k, v));
