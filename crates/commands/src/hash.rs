@@ -43,120 +43,64 @@ const fn cmd(
 
 // Key specs and COMMAND DOCS, as Redis 7.0 declares them (scripts/gen_commands.py).
 
-const HSET_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE)),
-];
-const HSET_FIELD_VALUE_ARGS: &[Arg] = &[
-    Arg::string("field"),
-    Arg::string("value"),
-];
+const HSET_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE))];
+const HSET_FIELD_VALUE_ARGS: &[Arg] = &[Arg::string("field"), Arg::string("value")];
 const HSET_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::block("field_value", HSET_FIELD_VALUE_ARGS).multiple(),
 ];
-const HSET_HISTORY: &[(&str, &str)] = &[
-    ("4.0.0", "Accepts multiple `field` and `value` arguments."),
-];
-const HSETNX_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
+const HSET_HISTORY: &[(&str, &str)] =
+    &[("4.0.0", "Accepts multiple `field` and `value` arguments.")];
+const HSETNX_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
 const HSETNX_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("field"),
     Arg::string("value"),
 ];
-const HMSET_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE)),
-];
-const HMSET_FIELD_VALUE_ARGS: &[Arg] = &[
-    Arg::string("field"),
-    Arg::string("value"),
-];
+const HMSET_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE))];
+const HMSET_FIELD_VALUE_ARGS: &[Arg] = &[Arg::string("field"), Arg::string("value")];
 const HMSET_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::block("field_value", HMSET_FIELD_VALUE_ARGS).multiple(),
 ];
-const HGET_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const HGET_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("field"),
-];
-const HMGET_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const HMGET_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("field").multiple(),
-];
-const HGETALL_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const HGETALL_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-];
-const HDEL_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE)),
-];
-const HDEL_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("field").multiple(),
-];
-const HDEL_HISTORY: &[(&str, &str)] = &[
-    ("2.4.0", "Accepts multiple `field` arguments."),
-];
-const HEXISTS_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO),
-];
-const HEXISTS_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("field"),
-];
-const HLEN_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO),
-];
-const HLEN_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-];
-const HSTRLEN_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO),
-];
-const HSTRLEN_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("field"),
-];
-const HKEYS_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const HKEYS_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-];
-const HVALS_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const HVALS_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-];
-const HINCRBY_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE)),
-];
+const HGET_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const HGET_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("field")];
+const HMGET_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const HMGET_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("field").multiple()];
+const HGETALL_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const HGETALL_ARGS: &[Arg] = &[Arg::key("key", 0)];
+const HDEL_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
+const HDEL_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("field").multiple()];
+const HDEL_HISTORY: &[(&str, &str)] = &[("2.4.0", "Accepts multiple `field` arguments.")];
+const HEXISTS_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO)];
+const HEXISTS_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("field")];
+const HLEN_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO)];
+const HLEN_ARGS: &[Arg] = &[Arg::key("key", 0)];
+const HSTRLEN_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO)];
+const HSTRLEN_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("field")];
+const HKEYS_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const HKEYS_ARGS: &[Arg] = &[Arg::key("key", 0)];
+const HVALS_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const HVALS_ARGS: &[Arg] = &[Arg::key("key", 0)];
+const HINCRBY_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE),
+)];
 const HINCRBY_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("field"),
     Arg::integer("increment"),
 ];
-const HINCRBYFLOAT_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE)),
-];
+const HINCRBYFLOAT_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE),
+)];
 const HINCRBYFLOAT_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("field"),
     Arg::double("increment"),
 ];
-const HRANDFIELD_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const HRANDFIELD_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const HRANDFIELD_OPTIONS_ARGS: &[Arg] = &[
     Arg::integer("count"),
     Arg::pure_token("withvalues", "WITHVALUES").optional(),
@@ -165,9 +109,7 @@ const HRANDFIELD_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::block("options", HRANDFIELD_OPTIONS_ARGS).optional(),
 ];
-const HSCAN_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const HSCAN_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const HSCAN_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("cursor"),
@@ -521,7 +463,9 @@ pub fn op_hincrby(
         None => 0,
     };
     let new = cur.checked_add(by).ok_or(CmdError::Overflow)?;
-    write(db, key, now, |h| h.insert(field, new.to_string().as_bytes()));
+    write(db, key, now, |h| {
+        h.insert(field, new.to_string().as_bytes())
+    });
     Ok(new)
 }
 
@@ -755,7 +699,10 @@ mod tests {
     #[test]
     fn set_get_delete_round_trip() {
         let mut s = shard();
-        assert_eq!(run(&mut s, &["hset", "h", "a", "1", "b", "2", "a", "3"]), ":2");
+        assert_eq!(
+            run(&mut s, &["hset", "h", "a", "1", "b", "2", "a", "3"]),
+            ":2"
+        );
         assert_eq!(run(&mut s, &["hget", "h", "a"]), "$1:3");
         assert_eq!(run(&mut s, &["hlen", "h"]), ":2");
         assert_eq!(run(&mut s, &["hsetnx", "h", "a", "x"]), ":0");

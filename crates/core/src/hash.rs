@@ -480,11 +480,9 @@ impl Hash {
                     while out.len() < count {
                         let Some(c) = t.random(rand) else { break };
                         let h = hash_of(cell_field(c));
-                        if let hashbrown::hash_table::Entry::Vacant(v) = seen.entry(
-                            h,
-                            |x| std::ptr::eq(*x, c),
-                            |x| hash_of(cell_field(x)),
-                        ) {
+                        if let hashbrown::hash_table::Entry::Vacant(v) =
+                            seen.entry(h, |x| std::ptr::eq(*x, c), |x| hash_of(cell_field(x)))
+                        {
                             v.insert(c);
                             out.push(cell_parts(c));
                         }
@@ -630,7 +628,8 @@ mod tests {
         assert_eq!(h.get(b"f"), Some(&[b'x'; 64][..]));
 
         let mut h = Hash::new();
-        for i in 0..128 {
+        let max = HASH_MAX_LISTPACK_ENTRIES.count();
+        for i in 0..max {
             h.insert(format!("f{i}").as_bytes(), b"v");
         }
         assert_eq!(h.encoding(), "listpack");
@@ -638,7 +637,7 @@ mod tests {
         assert_eq!(h.encoding(), "listpack");
         h.insert(b"new", b"v");
         assert_eq!(h.encoding(), "hashtable");
-        assert_eq!(h.len(), 129);
+        assert_eq!(h.len(), max + 1);
         assert_eq!(h.get(b"f0"), Some(&b"w"[..]));
     }
 
@@ -649,7 +648,7 @@ mod tests {
         let mut model = BTreeMap::new();
         let mut r = rng(7);
         for _ in 0..20_000 {
-            let f = format!("f{}", r() % 600).into_bytes();
+            let f = format!("f{}", r() % 2000).into_bytes();
             match r() % 3 {
                 0 | 1 => {
                     let v = format!("v{}", r() % 1000).into_bytes();
@@ -712,7 +711,7 @@ mod tests {
     #[test]
     fn random_choices_are_members_and_distinct() {
         let mut r = rng(3);
-        for n in [3usize, 200] {
+        for n in [3usize, 200, 1000] {
             let mut h = Hash::new();
             for i in 0..n {
                 h.insert(format!("f{i}").as_bytes(), format!("{i}").as_bytes());

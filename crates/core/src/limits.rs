@@ -45,7 +45,7 @@ impl Limit {
 }
 
 /// `hash-max-listpack-entries`: a hash with more fields is a hashtable.
-pub static HASH_MAX_LISTPACK_ENTRIES: Limit = Limit::new("hash-max-listpack-entries", 128);
+pub static HASH_MAX_LISTPACK_ENTRIES: Limit = Limit::new("hash-max-listpack-entries", 512);
 /// `hash-max-listpack-value`: a hash with a longer field or value is a hashtable.
 pub static HASH_MAX_LISTPACK_VALUE: Limit = Limit::new("hash-max-listpack-value", 64);
 /// `set-max-intset-entries`: an all-integer set with more members is a hashtable.
