@@ -431,7 +431,6 @@ impl CommandSpec {
         if !matches!(self.handler, Handler::Container) {
             match self.group {
                 "string" => add("@string"),
-                "hash" => add("@hash"),
                 "generic" => add("@keyspace"),
                 "connection" => add("@connection"),
                 _ => {}
