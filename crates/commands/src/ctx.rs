@@ -26,6 +26,41 @@ pub struct ShardCtx<'a> {
     pub out: &'a mut ReplyBuf,
     /// Command time in unix ms (one clock reading per command, as Redis does).
     pub now: i64,
+    /// Set by a blocking command that found nothing to serve, instead of a reply (see [`Park`]).
+    pub park: Option<Park>,
+}
+
+/// What a blocking command (BLPOP, BZPOPMIN, BLMOVE…) asks for when it finds nothing to serve:
+/// to wait until one of `keys` is written, then run again, or to answer `timeout` at `deadline`.
+/// The handler writes no reply when it parks. See `strata_shard::park` for the guarantees (first
+/// parked first served, no lost wake-up, nothing served to a client that is gone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Park {
+    /// The keys to wait on, all in the command's database.
+    pub keys: Vec<Bytes>,
+    /// When to give up, unix ms; None waits forever.
+    pub deadline: Option<i64>,
+    /// The reply once the deadline passes.
+    pub timeout: TimeoutReply,
+}
+
+/// A blocking command's reply on timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutReply {
+    /// A null array (`*-1`, RESP3 `_`): BLPOP, BZPOPMIN, BLMPOP.
+    NullArray,
+    /// A null bulk string (`$-1`, RESP3 `_`): BLMOVE, BRPOPLPUSH.
+    NullBulk,
+}
+
+impl TimeoutReply {
+    /// Writes the reply.
+    pub fn write(self, out: &mut ReplyBuf) {
+        match self {
+            TimeoutReply::NullArray => out.null_array(),
+            TimeoutReply::NullBulk => out.null(),
+        }
+    }
 }
 
 impl<'a> ShardCtx<'a> {

@@ -52,6 +52,9 @@ pub struct KeysCtx<'a> {
     pub now: i64,
     /// Number of databases (the `databases` setting).
     pub databases: usize,
+    /// Set by a blocking command that found nothing to serve, instead of a reply (see
+    /// [`crate::ctx::Park`]).
+    pub park: Option<crate::ctx::Park>,
     place: Place<'a>,
 }
 
@@ -71,6 +74,7 @@ impl<'a> KeysCtx<'a> {
             out,
             now,
             databases,
+            park: None,
             place: Place::Here(shard),
         }
     }
@@ -90,6 +94,7 @@ impl<'a> KeysCtx<'a> {
             out,
             now,
             databases,
+            park: None,
             place: Place::Across(lock),
         }
     }

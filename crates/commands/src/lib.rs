@@ -28,7 +28,7 @@ pub mod zset;
 use std::sync::OnceLock;
 
 pub use args::Args;
-pub use ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session, ShardCtx};
+pub use ctx::{ClientInfo, ConnCtx, Park, ReplyMode, ServerState, Session, ShardCtx, TimeoutReply};
 pub use error::{CmdError, CmdResult};
 pub use keyed::{KeysCtx, KeysHandler};
 pub use table::{

@@ -556,14 +556,18 @@ fn write_command_docs(out: &mut ReplyBuf, spec: &CommandSpec, name: &str) {
 fn write_args(out: &mut ReplyBuf, args: &[Arg]) {
     out.array(args.len());
     for a in args {
-        let flags = [("optional", a.optional), ("multiple", a.multiple)];
+        let flags = [
+            ("optional", a.optional),
+            ("multiple", a.multiple),
+            ("multiple_token", a.multiple_token),
+        ];
         let nflags = flags.iter().filter(|(_, on)| *on).count();
         let sub = match a.kind {
             ArgKind::OneOf(sub) | ArgKind::Block(sub) => Some(sub),
             _ => None,
         };
         out.map(
-            2 + matches!(a.kind, ArgKind::Key(_)) as usize
+            2 + matches!(a.kind, ArgKind::Key(_) | ArgKind::PatternKey(_)) as usize
                 + !a.token.is_empty() as usize
                 + !a.since.is_empty() as usize
                 + (nflags > 0) as usize
@@ -573,7 +577,7 @@ fn write_args(out: &mut ReplyBuf, args: &[Arg]) {
         out.bulk(a.name.as_bytes());
         out.bulk(b"type");
         out.bulk(a.kind.name().as_bytes());
-        if let ArgKind::Key(i) = a.kind {
+        if let ArgKind::Key(i) | ArgKind::PatternKey(i) = a.kind {
             out.bulk(b"key_spec_index");
             out.int(i as i64);
         }

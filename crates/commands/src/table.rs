@@ -89,6 +89,8 @@ pub struct Arg {
     pub since: &'static str,
     pub optional: bool,
     pub multiple: bool,
+    /// The token repeats with each occurrence (SORT ... GET a GET b).
+    pub multiple_token: bool,
 }
 
 /// An argument's type; `OneOf` and `Block` group other arguments.
@@ -96,6 +98,8 @@ pub struct Arg {
 pub enum ArgKind {
     /// A key, described by the command's key spec of this index.
     Key(usize),
+    /// A pattern naming keys, described by the command's key spec of this index (SORT's BY/GET).
+    PatternKey(usize),
     String,
     Integer,
     Double,
@@ -111,6 +115,7 @@ impl ArgKind {
     pub fn name(self) -> &'static str {
         match self {
             ArgKind::Key(_) => "key",
+            ArgKind::PatternKey(_) => "pattern",
             ArgKind::String => "string",
             ArgKind::Integer => "integer",
             ArgKind::Double => "double",
@@ -132,6 +137,7 @@ impl Arg {
             since: "",
             optional: false,
             multiple: false,
+            multiple_token: false,
         }
     }
     /// A key described by key spec `spec`.
@@ -183,6 +189,17 @@ impl Arg {
             multiple: true,
             ..self
         }
+    }
+    /// Repeated with its token each time (`GET a GET b`).
+    pub const fn multiple_token(self) -> Arg {
+        Arg {
+            multiple_token: true,
+            ..self
+        }
+    }
+    /// A pattern that names keys of key spec `spec` (SORT's BY and GET patterns).
+    pub const fn pattern_key(name: &'static str, spec: usize) -> Arg {
+        Arg::of(name, ArgKind::PatternKey(spec))
     }
 }
 
@@ -294,7 +311,14 @@ pub struct CommandSpec {
     pub other_db_key: Option<OtherDbKey>,
     /// Which parts of its keys' values the command touches (see [`Parts`]).
     pub parts: Parts,
+    /// For commands that read keys they can only name while running (SORT's BY and GET patterns):
+    /// says whether this command line does. If so, the command runs through the coordinator with
+    /// its database locked shared on every shard, so whatever keys it reads, it reads atomically.
+    pub reads_db: Option<ReadsDb>,
 }
+
+/// See [`CommandSpec::reads_db`].
+pub type ReadsDb = fn(&[bytes::Bytes]) -> bool;
 
 /// See [`CommandSpec::other_db_key`]: `(database, argument index)` from the command line, or None
 /// when the command names no other database (or names it badly: the handler then reports it).
@@ -336,6 +360,16 @@ impl CommandSpec {
             subcommands: &[],
             other_db_key: None,
             parts: Parts::Whole,
+            reads_db: None,
+        }
+    }
+
+    /// The same spec, reading keys named only at run time when `f` says so (see
+    /// [`CommandSpec::reads_db`]).
+    pub const fn with_reads_db(self, f: ReadsDb) -> CommandSpec {
+        CommandSpec {
+            reads_db: Some(f),
+            ..self
         }
     }
 
@@ -431,6 +465,13 @@ impl CommandSpec {
         if !matches!(self.handler, Handler::Container) {
             match self.group {
                 "string" => add("@string"),
+                "hash" => add("@hash"),
+                "list" => add("@list"),
+                "set" => add("@set"),
+                "sorted-set" => add("@sortedset"),
+                "bitmap" => add("@bitmap"),
+                "hyperloglog" => add("@hyperloglog"),
+                "geo" => add("@geo"),
                 "generic" => add("@keyspace"),
                 "connection" => add("@connection"),
                 _ => {}
@@ -733,7 +774,9 @@ fn validate_args(name: &str, args: &[Arg], specs: usize) {
     for a in args {
         assert!(!a.name.is_empty(), "{name}: an argument without a name");
         match a.kind {
-            ArgKind::Key(i) => assert!(i < specs, "{name}: argument {} names key spec {i}", a.name),
+            ArgKind::Key(i) | ArgKind::PatternKey(i) => {
+                assert!(i < specs, "{name}: argument {} names key spec {i}", a.name)
+            }
             ArgKind::PureToken => assert!(!a.token.is_empty(), "{name}: {} has no token", a.name),
             ArgKind::OneOf(sub) | ArgKind::Block(sub) => {
                 assert!(!sub.is_empty(), "{name}: {} groups nothing", a.name);

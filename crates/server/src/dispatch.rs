@@ -31,13 +31,13 @@ use strata_commands::connection::is_authenticated;
 use strata_commands::keyed::{run_here, SLICE};
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
-    run_shard_handler, table, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx, KeysHandler,
-    Lookup, ReplyMode, ServerState, Session, ShardCtx,
+    run_shard_handler, table, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
+    KeysHandler, Lookup, Park, ReplyMode, ServerState, Session, ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{
-    current_shard_id, new_owner, now_us, with_shard, Grant, LockId, LockSet, LockTable, Mode,
-    Owner, Shard, ShardSet,
+    current_shard_id, new_owner, now_ms, now_us, with_shard, Grant, LockId, LockSet, LockTable,
+    Mode, Owner, Parked, Shard, ShardSet,
 };
 
 type ShardHandler = fn(&mut ShardCtx<'_>) -> CmdResult;
@@ -57,6 +57,9 @@ pub struct ShardCmd {
     run: Run,
     db: usize,
     proto: Protocol,
+    /// Set for a blocking command run by [`Batch::run_blocking`]: it may park (see
+    /// `strata_shard::park`). Without it, a command that would park answers its timeout reply.
+    parked: Option<Arc<Parked>>,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -64,6 +67,8 @@ pub struct ShardCmd {
 pub struct ShardReplies {
     buf: Vec<u8>,
     ends: Vec<usize>,
+    /// A blocking command that parked instead of replying (its reply is empty).
+    park: Option<Park>,
 }
 
 /// Calls `f(db, key, mode)` for every key `args` touches in database `db`: its key arguments
@@ -123,12 +128,13 @@ impl ShardCmd {
             .map(|i| &self.args[i][..])
     }
 
-    /// Runs the command on `shard`, appending its reply to `out` and counting it.
-    fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) {
+    /// Runs the command on `shard`, appending its reply to `out` and counting it. Returns what a
+    /// blocking command parked on instead of replying.
+    fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) -> Option<Park> {
         out.proto = self.proto;
         let start = now_us();
         let now = start / 1000;
-        let failed = match self.run {
+        let (failed, park) = match self.run {
             Run::Shard(handler) => {
                 let mut cx = ShardCtx {
                     shard: &mut *shard,
@@ -136,20 +142,28 @@ impl ShardCmd {
                     args: &self.args,
                     out: &mut *out,
                     now,
+                    park: None,
                 };
-                run_shard_handler(handler, &mut cx)
+                let failed = run_shard_handler(handler, &mut cx);
+                (failed, cx.park.take())
             }
             Run::Keys(handler) => {
                 let mut cx = KeysCtx::here(&mut *shard, self.db, &self.args, &mut *out, now);
-                match run_here(handler, &mut cx) {
-                    Ok(()) => false,
+                let r = run_here(handler, &mut cx);
+                let park = cx.park.take();
+                match r {
+                    Ok(()) => (false, park),
                     Err(e) => {
                         out.error(&e.message());
-                        true
+                        (true, None)
                     }
                 }
             }
         };
+        let park = self.settle_park(shard, park, out);
+        // A parked command woken by this one runs before the next command on its key (Redis
+        // serves blocked clients right after the command that made their key ready).
+        shard.serve_ready();
         let usec = (now_us() - start).max(0) as u64;
         let stats = &mut shard.stats;
         stats.commands += 1;
@@ -157,6 +171,44 @@ impl ShardCmd {
         st.calls += 1;
         st.usec += usec;
         st.failed_calls += failed as u64;
+        park
+    }
+
+    /// After a command ran on `shard` (which owns all its keys): parks it if it asked to and may,
+    /// answers its timeout reply if it may not, and withdraws it from its queues once served.
+    fn settle_park(
+        &self,
+        shard: &mut Shard,
+        park: Option<Park>,
+        out: &mut ReplyBuf,
+    ) -> Option<Park> {
+        let Some(p) = &self.parked else {
+            if let Some(park) = park {
+                park.timeout.write(out);
+            }
+            return None;
+        };
+        match &park {
+            Some(park) => {
+                if p.record(self.db, &park.keys) {
+                    for key in &park.keys {
+                        shard.park(self.db, key, p.clone());
+                    }
+                }
+            }
+            None => {
+                // Served (or failed): leave every queue now, so the next in line gets its turn in
+                // this same shard turn.
+                p.finish();
+                if let Some((db, keys)) = p.parked_at() {
+                    for key in &keys {
+                        shard.unpark(db, key, p);
+                    }
+                }
+            }
+        }
+        shard.unreserve(p.owner());
+        park
     }
 }
 
@@ -184,6 +236,7 @@ struct Progress {
     out: Vec<u8>,
     ends: Vec<usize>,
     next: usize,
+    park: Option<Park>,
 }
 
 impl Progress {
@@ -198,7 +251,7 @@ impl Progress {
             if !cmd.may_run(&s.locks) {
                 break;
             }
-            cmd.exec(s, &mut out);
+            self.park = cmd.exec(s, &mut out);
             self.ends.push(out.buf.len());
             self.next += 1;
         }
@@ -212,7 +265,7 @@ impl Progress {
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
         for cmd in cmds {
-            cmd.exec(s, &mut out);
+            self.park = cmd.exec(s, &mut out);
             self.ends.push(out.buf.len());
         }
         self.next = cmds.len();
@@ -229,7 +282,7 @@ impl Progress {
             with_shard(|s| {
                 let mut out = ReplyBuf::new(Protocol::Resp2);
                 out.buf = std::mem::take(&mut self.out);
-                cmd.exec(s, &mut out);
+                self.park = cmd.exec(s, &mut out);
                 self.out = out.buf;
                 s.locks.release(id);
             });
@@ -243,6 +296,7 @@ impl Progress {
         ShardReplies {
             buf: self.out,
             ends: self.ends,
+            park: self.park,
         }
     }
 }
@@ -440,6 +494,9 @@ enum Route {
     Async(Resolved, Vec<Bytes>, AsyncHandler),
     /// A keyed command whose keys span shards (or are too many for one slice): the coordinator.
     Keys(Resolved, Vec<Bytes>, KeysHandler),
+    /// A blocking command (BLPOP…): may park until its keys are written. The shard owning all its
+    /// keys, or None when they span shards (a keyed command, run by the coordinator).
+    Block(Resolved, Vec<Bytes>, Run, Option<usize>),
 }
 
 struct Pending {
@@ -487,6 +544,7 @@ impl Batch<'_> {
                         }
                         free
                     });
+                    // (A command routed here never parks: blocking commands take Route::Block.)
                     if !ran {
                         let cmds = [cmd];
                         let r = Progress::default()
@@ -527,6 +585,12 @@ impl Batch<'_> {
                 Route::Keys(cmd, args, f) => {
                     self.flush(&mut pending, &mut done).await;
                     self.run_keys(&cmd, &args, f, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Block(cmd, args, run, shard) => {
+                    // A barrier: like Redis, later commands wait while it is blocked.
+                    self.flush(&mut pending, &mut done).await;
+                    self.run_blocking(cmd, args, run, shard, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
             };
@@ -624,6 +688,24 @@ impl Batch<'_> {
             });
             same.then_some(first.unwrap_or(local_shard))
         };
+        if cmd.spec.flags.has(Flags::BLOCKING) {
+            match cmd.spec.handler {
+                Handler::Shard(handler) => {
+                    return match single_shard() {
+                        Some(shard) => Route::Block(cmd, args, Run::Shard(handler), Some(shard)),
+                        None => reject(
+                            &cmd,
+                            "CROSSSLOT Keys in request don't hash to the same slot".into(),
+                        ),
+                    }
+                }
+                Handler::Keys(handler) => {
+                    let shard = single_shard();
+                    return Route::Block(cmd, args, Run::Keys(handler), shard);
+                }
+                _ => {}
+            }
+        }
         match cmd.spec.handler {
             Handler::Shard(handler) => match single_shard() {
                 Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, Run::Shard(handler))),
@@ -636,7 +718,9 @@ impl Batch<'_> {
                 let mut n = 0;
                 cmd.spec.for_each_key(&args, |_, _| n += 1);
                 let few = n <= SLICE;
-                match single_shard().filter(|_| few) {
+                // Keys named at run time may live anywhere: the coordinator locks the database.
+                let local = set.len() == 1 || !cmd.spec.reads_db.is_some_and(|f| f(&args));
+                match single_shard().filter(|_| few && local) {
                     Some(shard) => {
                         Route::Shard(shard, self.shard_cmd(args, cmd, Run::Keys(handler)))
                     }
@@ -658,6 +742,7 @@ impl Batch<'_> {
             run,
             db: self.session.db,
             proto: self.session.proto,
+            parked: None,
         }
     }
 
@@ -714,6 +799,21 @@ impl Batch<'_> {
         f: KeysHandler,
         out: &mut ReplyBuf,
     ) {
+        self.run_keys_as(cmd, args, f, out, new_owner(), None).await;
+    }
+
+    /// [`run_keys`](Self::run_keys) for `owner`; with `parked`, a blocking command that asks to park
+    /// is parked on its keys' shards while its locks are still held (so no write falls between its
+    /// check and its parking), and what it parked on is returned.
+    async fn run_keys_as(
+        &mut self,
+        cmd: &Resolved,
+        args: &[Bytes],
+        f: KeysHandler,
+        out: &mut ReplyBuf,
+        owner: strata_shard::Owner,
+        parked: Option<&Arc<Parked>>,
+    ) -> Option<Park> {
         let start = now_us();
         let db = self.session.db;
         let set = &self.state.shards;
@@ -729,11 +829,39 @@ impl Batch<'_> {
             };
             plan[i].1.add_key(d, key.clone(), mode);
         });
+        if cmd.spec.reads_db.is_some_and(|f| f(args)) {
+            for shard in 0..set.len() {
+                if !plan.iter().any(|(s, _)| *s == shard) {
+                    plan.push((shard, LockSet::new()));
+                }
+            }
+            for (_, locks) in plan.iter_mut() {
+                locks.add_db(db as u32, Mode::Shared);
+            }
+        }
         plan.sort_by_key(|(s, _)| *s);
-        let lock = set.lock_plan(new_owner(), plan).await;
+        let lock = set.lock_plan(owner, plan).await;
         let databases = self.state.config.get_i64("databases").max(1) as usize;
         let mut cx = KeysCtx::across(&lock, db, args, out, start / 1000, databases);
         let result = f(&mut cx).await;
+        let mut park = cx.park.take();
+        match (&park, parked) {
+            (Some(pk), Some(p)) => {
+                if p.record(db, &pk.keys) {
+                    for key in pk.keys.clone() {
+                        let p = p.clone();
+                        lock.run(set.shard_of_key(&key), move |s| s.park(db, &key, p))
+                            .await;
+                    }
+                }
+            }
+            (Some(pk), None) => {
+                pk.timeout.write(out);
+                park = None;
+            }
+            (None, Some(p)) => p.finish(),
+            (None, None) => {}
+        }
         lock.release();
         let failed = match result {
             Ok(()) => false,
@@ -743,6 +871,170 @@ impl Batch<'_> {
             }
         };
         record(cmd, start, failed);
+        park
+    }
+
+    /// Runs a blocking command: attempts it; if it parks, waits until one of its keys is written
+    /// (then attempts again, as the owner its wake-up reserved the key for), its deadline passes
+    /// (timeout reply), or its client is gone (no reply; nothing is served to it). See
+    /// `strata_shard::park`.
+    async fn run_blocking(
+        &mut self,
+        cmd: Resolved,
+        args: Vec<Bytes>,
+        run: Run,
+        shard: Option<usize>,
+        out: &mut ReplyBuf,
+    ) {
+        let set = self.state.shards.clone();
+        let parked = Parked::new(new_owner(), shard.is_some());
+        let _leave = Leave {
+            set: &set,
+            parked: parked.clone(),
+        };
+        let info = self.session.info.clone();
+        loop {
+            if peer_gone(&info) {
+                return;
+            }
+            let (reply, park) = match (shard, run) {
+                (Some(shard), run) => {
+                    let mut c = self.shard_cmd(args.clone(), cmd, run);
+                    c.parked = Some(parked.clone());
+                    let owner = parked.owner();
+                    let (_, r) = if Some(shard) == current_shard_id() {
+                        run_locked_here(&set, owner, std::slice::from_ref(&c), true).await
+                    } else {
+                        run_locked_on(&set, shard, owner, vec![c], true).await
+                    };
+                    (r.buf, r.park)
+                }
+                (None, Run::Keys(f)) => {
+                    let mut buf = ReplyBuf::new(self.session.proto);
+                    let park = self
+                        .run_keys_as(&cmd, &args, f, &mut buf, parked.owner(), Some(&parked))
+                        .await;
+                    (buf.buf, park)
+                }
+                (None, Run::Shard(_)) => {
+                    unreachable!("single-shard commands are routed to a shard")
+                }
+            };
+            let Some(park) = park else {
+                out.buf.extend_from_slice(&reply);
+                return;
+            };
+            info.blocked.store(true, Ordering::Relaxed);
+            let woke = wait_woken(&parked, park.deadline, &info).await;
+            info.blocked.store(false, Ordering::Relaxed);
+            match woke {
+                Woke::Written => continue,
+                Woke::Deadline => {
+                    out.proto = self.session.proto;
+                    park.timeout.write(out);
+                    return;
+                }
+                Woke::Gone => return,
+            }
+        }
+    }
+}
+
+/// Withdraws a parked command from every queue it is in, whatever way its wait ends.
+struct Leave<'a> {
+    set: &'a strata_shard::ShardSet,
+    parked: Arc<Parked>,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.parked.finish();
+        let Some((db, keys)) = self.parked.parked_at() else {
+            return;
+        };
+        let mut per: Vec<Vec<Bytes>> = vec![Vec::new(); self.set.len()];
+        for key in keys {
+            per[self.set.shard_of_key(&key)].push(key);
+        }
+        for (shard, keys) in per.into_iter().enumerate().filter(|(_, k)| !k.is_empty()) {
+            let p = self.parked.clone();
+            // Posted, not run inline: a drop may happen inside `with_shard`.
+            self.set.post(
+                shard,
+                Box::new(move || {
+                    with_shard(|s| {
+                        for key in &keys {
+                            s.unpark(db, key, &p);
+                        }
+                    })
+                }),
+            );
+        }
+    }
+}
+
+/// How a parked command's wait ended.
+enum Woke {
+    Written,
+    Deadline,
+    Gone,
+}
+
+/// How often a parked command checks that its client is still there. The check before each
+/// attempt is what guarantees nothing is served to a closed connection; this one only withdraws
+/// abandoned waits.
+const GONE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Waits for a wake-up, the deadline (unix ms), or the client going away.
+async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -> Woke {
+    use futures_util::future::{select, Either};
+    use std::pin::pin;
+    let until = async {
+        match deadline {
+            Some(at) => {
+                let ms = (at - now_ms()).max(0) as u64;
+                monoio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let gone = async {
+        loop {
+            monoio::time::sleep(GONE_POLL).await;
+            if peer_gone(info) {
+                return;
+            }
+        }
+    };
+    match select(pin!(parked.woken()), select(pin!(until), pin!(gone))).await {
+        Either::Left(_) => Woke::Written,
+        Either::Right((Either::Left(_), _)) => Woke::Deadline,
+        Either::Right((Either::Right(_), _)) => Woke::Gone,
+    }
+}
+
+/// True if the client was killed or closed its end of the connection (the connection's own
+/// thread owns the descriptor, so peeking at it here is safe).
+fn peer_gone(info: &ClientInfo) -> bool {
+    if info.killed.load(Ordering::Relaxed) {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: a valid 1-byte buffer; the descriptor belongs to this connection, which is alive.
+    let n = unsafe {
+        libc::recv(
+            info.fd,
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n == 0 {
+        return true;
+    }
+    n < 0 && {
+        let e = std::io::Error::last_os_error().raw_os_error();
+        !matches!(e, Some(libc::EAGAIN) | Some(libc::EINTR))
     }
 }
 
@@ -788,6 +1080,7 @@ mod tests {
             run,
             db,
             proto: Protocol::Resp2,
+            parked: None,
         }
     }
 

@@ -32,12 +32,15 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_channel::oneshot;
 use hashbrown::HashMap;
 use strata_core::{Dict, Drain, Entry, Object, Value};
+
+use crate::park::Parked;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -188,6 +191,18 @@ struct Hooks {
     /// Opt-in event journal; `None` (no allocation) unless [`Db::record_events`] turned it on.
     journal: Option<Vec<KeyEvent>>,
     lazy: LazyFree,
+    /// Commands parked on keys of this database (see [`crate::park`]), first parked first.
+    parked: HashMap<Box<[u8]>, ParkQueue>,
+    /// Parked-on keys written since they were last served.
+    ready: Vec<Box<[u8]>>,
+}
+
+/// The commands parked on one key.
+#[derive(Default)]
+struct ParkQueue {
+    queue: VecDeque<Arc<Parked>>,
+    /// Listed in `ready`.
+    ready: bool,
 }
 
 impl Hooks {
@@ -199,13 +214,15 @@ impl Hooks {
             prune_at: WAITERS_PRUNE_MIN,
             journal: None,
             lazy: LazyFree::default(),
+            parked: HashMap::new(),
+            ready: Vec::new(),
         }
     }
 
     /// True when an event needs its key (someone waits, or the journal is on).
     #[inline]
     fn listening(&self) -> bool {
-        !self.waiters.is_empty() || self.journal.is_some()
+        !self.waiters.is_empty() || self.journal.is_some() || !self.parked.is_empty()
     }
 
     /// Emits `kind` for `key`: the whole cost when nobody listens is the counter and two tests.
@@ -219,6 +236,12 @@ impl Hooks {
 
     #[cold]
     fn notify(&mut self, kind: EventKind, key: &[u8]) {
+        if kind == EventKind::Written {
+            if let Some(q) = self.parked.get_mut(key).filter(|q| !q.ready) {
+                q.ready = true;
+                self.ready.push(key.into());
+            }
+        }
         if !self.waiters.is_empty() {
             if let Some(list) = self.waiters.remove(key) {
                 for tx in list {
@@ -238,6 +261,13 @@ impl Hooks {
     /// A database-wide event: wakes every waiter; `changes` is added to `dirty`.
     fn emit_all(&mut self, kind: EventKind, changes: u64) {
         self.dirty += changes;
+        if kind == EventKind::Swapped {
+            // The database holds other values now: every parked-on key may have become servable.
+            for (key, q) in self.parked.iter_mut().filter(|(_, q)| !q.ready) {
+                q.ready = true;
+                self.ready.push(key.clone());
+            }
+        }
         for (_, list) in self.waiters.drain() {
             for tx in list {
                 let _ = tx.send(kind);
@@ -958,6 +988,66 @@ impl Db {
     /// Sum of the entries' heap bytes (used by MEMORY-style introspection and tests).
     pub fn entries_heap_size(&self) -> usize {
         self.dict.iter().map(Entry::heap_size).sum()
+    }
+
+    /// Parks `p` on `key` behind the commands already parked there (see [`crate::park`]).
+    pub(crate) fn park(&mut self, key: &[u8], p: Arc<Parked>) {
+        match self.hooks.parked.get_mut(key) {
+            Some(q) => q.queue.push_back(p),
+            None => {
+                let mut q = ParkQueue::default();
+                q.queue.push_back(p);
+                self.hooks.parked.insert(key.into(), q);
+            }
+        }
+    }
+
+    /// Withdraws `p` from `key`'s queue; true if it was there.
+    pub(crate) fn unpark(&mut self, key: &[u8], p: &Arc<Parked>) -> bool {
+        let Some(q) = self.hooks.parked.get_mut(key) else {
+            return false;
+        };
+        let before = q.queue.len();
+        q.queue.retain(|x| !Arc::ptr_eq(x, p));
+        let removed = q.queue.len() < before;
+        if q.queue.is_empty() && !q.ready {
+            self.hooks.parked.remove(key);
+        } else if removed && !q.ready {
+            // The one that left may have been served or woken in vain: give the next its turn.
+            q.ready = true;
+            self.hooks.ready.push(key.into());
+        }
+        removed
+    }
+
+    /// The next ready key and the first live command parked on it (finished ones are dropped on
+    /// the way, and counted in `dropped`); None when no key is ready.
+    pub(crate) fn next_ready(&mut self, dropped: &mut usize) -> Option<(Box<[u8]>, Arc<Parked>)> {
+        while let Some(key) = self.hooks.ready.pop() {
+            let Some(q) = self.hooks.parked.get_mut(&key) else {
+                continue;
+            };
+            q.ready = false;
+            while q.queue.front().is_some_and(|p| p.is_done()) {
+                q.queue.pop_front();
+                *dropped += 1;
+            }
+            match q.queue.front() {
+                Some(p) => {
+                    let p = p.clone();
+                    return Some((key, p));
+                }
+                None => {
+                    self.hooks.parked.remove(&key);
+                }
+            }
+        }
+        None
+    }
+
+    /// Keys with commands parked on them.
+    pub fn parked_keys(&self) -> usize {
+        self.hooks.parked.len()
     }
 
     /// Waits for the next event on `key` in this database (see [`KeyWait`]).

@@ -4,12 +4,14 @@
 //! * [`locks`]: the lock table: key and intention locks with owners, for multi-shard commands and
 //!   transactions.
 //! * [`multi`]: acquiring locks across shards, cancel-safely.
+//! * [`park`]: commands that wait on keys (blocking commands), first parked first served.
 //! * [`shard`]: the per-thread shard and its accessor.
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
 
 pub mod db;
 pub mod locks;
 pub mod multi;
+pub mod park;
 pub mod set;
 pub mod shard;
 
@@ -19,5 +21,6 @@ pub use db::{
 };
 pub use locks::{new_owner, Grant, LockId, LockKey, LockMode, LockSet, LockTable, Mode, Owner};
 pub use multi::MultiLock;
+pub use park::Parked;
 pub use set::{Inbox, Job, ShardSet};
 pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};

@@ -7,8 +7,14 @@
 
 use std::cell::{Cell, RefCell};
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
 use crate::db::{Db, FreeWait};
-use crate::locks::LockTable;
+use crate::locks::{LockId, LockSet, LockTable, Mode, Owner};
+use crate::park::Parked;
 
 /// Keys examined per database per active-expiry tick.
 pub const ACTIVE_EXPIRE_BUDGET: usize = 2000;
@@ -35,6 +41,10 @@ pub struct Shard {
     /// Counters of the connections served by this thread.
     pub stats: ThreadStats,
     rng: u64,
+    /// Commands parked on this shard's keys (registrations, over all databases).
+    parked: usize,
+    /// Keys reserved for woken parked commands, by owner (see [`crate::park`]).
+    reserved: HashMap<Owner, LockId>,
 }
 
 impl Shard {
@@ -47,6 +57,8 @@ impl Shard {
             active_expire: true,
             stats: ThreadStats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D),
+            parked: 0,
+            reserved: HashMap::new(),
         }
     }
 
@@ -95,6 +107,61 @@ impl Shard {
         let (lo, hi) = (a.min(b), a.max(b));
         let (head, tail) = self.dbs.split_at_mut(hi);
         head[lo].swap_contents(&mut tail[0]);
+    }
+
+    /// Parks `p` on `key` of database `db` (see [`crate::park`]).
+    pub fn park(&mut self, db: usize, key: &[u8], p: Arc<Parked>) {
+        self.dbs[db].park(key, p);
+        self.parked += 1;
+    }
+
+    /// Withdraws `p` from `key` of database `db`, and releases the key's reservation for it.
+    pub fn unpark(&mut self, db: usize, key: &[u8], p: &Arc<Parked>) {
+        if self.dbs[db].unpark(key, p) {
+            self.parked -= 1;
+        }
+        self.unreserve(p.owner());
+    }
+
+    /// Releases the key reserved for `owner`'s woken command, if any.
+    pub fn unreserve(&mut self, owner: Owner) {
+        if let Some(id) = self.reserved.remove(&owner) {
+            self.locks.release(id);
+        }
+    }
+
+    /// Wakes the first live command parked on each key written since the last call, reserving the
+    /// key for it when it can (see [`crate::park`]). Called after every command; one branch when
+    /// nothing is parked on this shard.
+    #[inline]
+    pub fn serve_ready(&mut self) {
+        if self.parked > 0 {
+            self.serve_ready_slow();
+        }
+    }
+
+    #[cold]
+    fn serve_ready_slow(&mut self) {
+        for db in 0..self.dbs.len() {
+            let mut dropped = 0;
+            while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
+                if p.single_shard() && !self.reserved.contains_key(&p.owner()) {
+                    let mut set = LockSet::new();
+                    set.add_key(db as u32, Bytes::from(key), Mode::Exclusive);
+                    if self.locks.may_run_set(Some(p.owner()), &set) {
+                        let (id, _) = self.locks.acquire(p.owner(), set, Box::new(|| {}));
+                        self.reserved.insert(p.owner(), id);
+                    }
+                }
+                p.wake();
+            }
+            self.parked -= dropped;
+        }
+    }
+
+    /// Parked-command registrations on this shard.
+    pub fn parked(&self) -> usize {
+        self.parked
     }
 
     /// Keys whose memory is still queued for freeing (INFO `lazyfree_pending_objects`).
@@ -154,9 +221,14 @@ pub fn current_shard_id() -> Option<usize> {
 /// dispatcher only calls it from shard threads and never nests it).
 pub fn with_shard<R>(f: impl FnOnce(&mut Shard) -> R) -> R {
     SHARD.with(|s| {
-        f(s.borrow_mut()
+        let mut s = s.borrow_mut();
+        let shard = s
             .as_mut()
-            .expect("with_shard called on a thread without a shard"))
+            .expect("with_shard called on a thread without a shard");
+        let r = f(shard);
+        // Whatever ran may have written keys that parked commands wait for.
+        shard.serve_ready();
+        r
     })
 }
 
@@ -187,5 +259,76 @@ impl ThreadStats {
             self.cmd.resize(id + 1, CmdStat::default());
         }
         &mut self.cmd[id]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::new_owner;
+    use futures_util::FutureExt;
+    use strata_core::Value;
+
+    fn write(s: &mut Shard, key: &str) {
+        let v = Value::Str(Bytes::from_static(b"v"));
+        s.db_mut(0).set(key.as_bytes(), v, None, 1);
+    }
+
+    fn woken(p: &Parked) -> bool {
+        p.woken().now_or_never().is_some()
+    }
+
+    #[test]
+    fn a_write_wakes_the_first_parked_command_and_reserves_the_key_for_it() {
+        let mut s = Shard::new(0, 1);
+        let (a, b) = (Parked::new(new_owner(), true), Parked::new(new_owner(), true));
+        s.park(0, b"k", a.clone());
+        s.park(0, b"k", b.clone());
+        write(&mut s, "other");
+        s.serve_ready();
+        assert!(!woken(&a) && !woken(&b), "another key's write wakes nobody");
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(woken(&a));
+        assert!(!woken(&b), "first parked, first served");
+        // The key is reserved for `a`: nobody else may take it, `a` may.
+        assert!(!s.locks.may_run(None, 0, b"k", Mode::Shared));
+        assert!(s.locks.may_run(Some(a.owner()), 0, b"k", Mode::Exclusive));
+        // `a` was served and leaves: the reservation goes and `b` gets its turn.
+        a.finish();
+        s.unpark(0, b"k", &a);
+        assert!(s.locks.is_idle());
+        s.serve_ready();
+        assert!(woken(&b));
+        s.unpark(0, b"k", &b);
+        assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+    }
+
+    #[test]
+    fn finished_commands_are_skipped_and_multi_shard_ones_reserve_nothing() {
+        let mut s = Shard::new(0, 1);
+        let gone = Parked::new(new_owner(), true);
+        let multi = Parked::new(new_owner(), false);
+        s.park(0, b"k", gone.clone());
+        s.park(0, b"k", multi.clone());
+        gone.finish();
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(!woken(&gone));
+        assert!(woken(&multi));
+        assert!(s.locks.is_idle(), "no reservation across shards");
+        assert_eq!(s.parked(), 1, "the finished one was dropped");
+        s.unpark(0, b"k", &multi);
+        assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+    }
+
+    #[test]
+    fn swapdb_makes_every_parked_key_ready() {
+        let mut s = Shard::new(0, 2);
+        let p = Parked::new(new_owner(), true);
+        s.park(0, b"k", p.clone());
+        s.swap_dbs(0, 1);
+        s.serve_ready();
+        assert!(woken(&p));
     }
 }

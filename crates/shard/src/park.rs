@@ -1,0 +1,144 @@
+//! Commands that park: a blocking command (BLPOP, BZPOPMIN, BLMOVE…) that finds nothing to serve
+//! waits on its keys, first parked first served, without holding a thread.
+//!
+//! A parked command is one [`Parked`], shared by the task that waits and every shard owning one of
+//! its keys. Each shard keeps, per key, the queue of commands parked on it (in its [`crate::Db`]),
+//! and the keys written while someone was parked on them (*ready* keys). After every command the
+//! dispatcher calls [`Shard::serve_ready`](crate::Shard::serve_ready), which wakes the first live
+//! parked command of each ready key, so it runs before the commands that follow:
+//!
+//! * **Reservation.** When all the parked command's keys live on this shard, the wake also takes
+//!   an exclusive lock on the key for the command's owner (only if that can be granted at once).
+//!   Commands of other clients on that key then queue behind it; the woken command runs as that
+//!   owner (re-entering the lock) and releases the reservation when done. So an element pushed for a
+//!   parked client is served to it, as in Redis, even when another client's pipeline asks for it
+//!   next. A parked command whose keys span shards is woken without a reservation (reserving in
+//!   the middle of the ascending shard order could deadlock with a lock context); if another client
+//!   takes the element first, it parks again, nothing is lost.
+//! * **Exactly once.** A parked command finishes once (served, timed out, or its client gone):
+//!   [`Parked::finish`] marks it, shards drop it from their queues lazily, and the waiting task
+//!   withdraws it from every shard it parked on ([`Shard::unpark`](crate::Shard::unpark)). Since
+//!   the command itself pops the element, in a shard turn, only while it is alive, no element is
+//!   ever taken for a dead client.
+//! * **No lost wake-up.** The command checks its keys and parks in the same shard turn (or, across
+//!   shards, while holding locks on all its keys), so no write can fall in between.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::task::AtomicWaker;
+
+use crate::locks::Owner;
+
+/// One parked command; see the module docs.
+pub struct Parked {
+    owner: Owner,
+    single_shard: bool,
+    done: AtomicBool,
+    woken: AtomicBool,
+    waker: AtomicWaker,
+    /// Where it is parked: database and keys, recorded once by [`Parked::record`].
+    at: Mutex<Option<(usize, Vec<Bytes>)>>,
+}
+
+impl Parked {
+    /// A parked command run as `owner`; `single_shard` when all its keys live on one shard.
+    pub fn new(owner: Owner, single_shard: bool) -> Arc<Parked> {
+        Arc::new(Parked {
+            owner,
+            single_shard,
+            done: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            waker: AtomicWaker::new(),
+            at: Mutex::new(None),
+        })
+    }
+
+    /// Records the database and keys the command parks on. True the first time: the caller then
+    /// parks it on every key; later attempts that park again keep their place in the queues.
+    pub fn record(&self, db: usize, keys: &[Bytes]) -> bool {
+        let mut at = self.at.lock().unwrap_or_else(|e| e.into_inner());
+        if at.is_some() {
+            return false;
+        }
+        *at = Some((db, keys.to_vec()));
+        true
+    }
+
+    /// The database and keys it is parked on (None if it never parked).
+    pub fn parked_at(&self) -> Option<(usize, Vec<Bytes>)> {
+        self.at.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The lock owner the command runs as (its reservations are held for it).
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// True when all the command's keys live on one shard (wake-ups then reserve the key).
+    pub fn single_shard(&self) -> bool {
+        self.single_shard
+    }
+
+    /// True once the command finished; shards skip it.
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Marks the command finished (served, timed out, client gone).
+    pub fn finish(&self) {
+        self.done.store(true, Ordering::Release);
+    }
+
+    /// Wakes the waiting task (from any thread).
+    pub fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    /// Resolves at the next [`wake`](Self::wake) since the last time it resolved.
+    pub fn woken(&self) -> Woken<'_> {
+        Woken(self)
+    }
+}
+
+/// See [`Parked::woken`].
+pub struct Woken<'a>(&'a Parked);
+
+impl Future for Woken<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.woken.swap(false, Ordering::AcqRel) {
+            return Poll::Ready(());
+        }
+        self.0.waker.register(cx.waker());
+        if self.0.woken.swap(false, Ordering::AcqRel) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[test]
+    fn a_wake_before_the_wait_is_not_lost_and_is_consumed_once() {
+        let p = Parked::new(1, true);
+        assert!(p.woken().now_or_never().is_none());
+        p.wake();
+        assert!(p.woken().now_or_never().is_some());
+        assert!(p.woken().now_or_never().is_none());
+        assert!(!p.is_done());
+        p.finish();
+        assert!(p.is_done());
+    }
+}
