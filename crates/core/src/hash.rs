@@ -292,9 +292,7 @@ impl Drop for Cell {
     fn drop(&mut self) {
         let len = self.total_len();
         // SAFETY: rebuilds the Box<[u8]> this cell was made from (same pointer, same length).
-        drop(unsafe {
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.0.as_ptr(), len))
-        });
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.0.as_ptr(), len)) });
     }
 }
 
