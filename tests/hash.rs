@@ -628,11 +628,11 @@ fn random_operation_sequences_match_redis() {
             // Small thresholds: the sequences went through both encodings.
             let seen: BTreeSet<Vec<u8>> = encodings.values().flatten().cloned().collect();
             assert!(
-                seen.contains(&b"$9\r\nhashtable\r\n"[..].to_vec()),
+                seen.contains(&b"$9\r\nhashtable\r\n"[..]),
                 "seed {seed}: {seen:?}"
             );
             assert!(
-                seen.contains(&b"$8\r\nlistpack\r\n"[..].to_vec()),
+                seen.contains(&b"$8\r\nlistpack\r\n"[..]),
                 "seed {seed}: {seen:?}"
             );
         }

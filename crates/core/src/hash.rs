@@ -181,12 +181,12 @@ impl Pack {
         self.find(field).map(|s| &self.buf[s.value])
     }
 
-    /// Replaces the bytes in `range` by `with`, reallocating to the exact new size.
+    /// Replaces the bytes in `range` by `with`, keeping the buffer exactly sized (a realloc, in
+    /// place when the allocator can, as a listpack does).
     fn splice(&mut self, range: Range<usize>, with: &[u8]) {
-        let mut v = Vec::with_capacity(self.buf.len() - range.len() + with.len());
-        v.extend_from_slice(&self.buf[..range.start]);
-        v.extend_from_slice(with);
-        v.extend_from_slice(&self.buf[range.end..]);
+        let mut v = std::mem::take(&mut self.buf).into_vec();
+        v.reserve_exact(with.len().saturating_sub(range.len()));
+        v.splice(range, with.iter().copied());
         self.buf = v.into_boxed_slice();
     }
 
@@ -467,7 +467,7 @@ impl Hash {
     /// (HSET/HMSET check all their arguments before writing any, as Redis does).
     pub fn convert_for_len(&mut self, longest: usize) {
         if longest > HASH_MAX_LISTPACK_VALUE.count() {
-            self.to_table();
+            self.convert_to_table();
         }
     }
 
@@ -481,7 +481,7 @@ impl Hash {
             Repr::Table(t) => t.insert(field, value),
         };
         if self.is_listpack() && self.len() > HASH_MAX_LISTPACK_ENTRIES.count() {
-            self.to_table();
+            self.convert_to_table();
         }
         new
     }
@@ -606,7 +606,7 @@ impl Hash {
     }
 
     /// Converts to the hashtable encoding (no-op if it is one).
-    fn to_table(&mut self) {
+    fn convert_to_table(&mut self) {
         if let Repr::Pack(p) = &self.repr {
             let mut t = Box::new(Table {
                 table: HashTable::with_capacity(p.len),
@@ -704,7 +704,7 @@ mod tests {
     fn small_table_operations() {
         // Small enough for Miri: a table with updates, deletes, clone, iteration and drop.
         let mut h = Hash::new();
-        h.to_table();
+        h.convert_to_table();
         for i in 0..40u8 {
             h.insert(&[i], &[i; 20]);
         }
@@ -870,7 +870,7 @@ mod tests {
         let mut b = Hash::new();
         a.insert(b"x", b"1");
         b.insert(b"x", b"1");
-        b.to_table();
+        b.convert_to_table();
         assert_eq!(a, b);
         b.insert(b"y", b"2");
         assert_ne!(a, b);
