@@ -439,6 +439,7 @@ fn hscan_small_large_and_errors() {
         &["HSET", "h", "a1", "1", "b1", "2", "a2", "3"],
         &["HSCAN", "h", "0"],
         &["HSCAN", "h", "0", "COUNT", "1"],
+        &["HSCAN", "h", "7"],
         &["HSCAN", "h", "0", "MATCH", "a*"],
         &["HSCAN", "h", "0", "match", "*", "count", "2"],
         &["HSCAN", "h", "0", "MATCH", "zz*"],
@@ -544,7 +545,8 @@ fn hscan_returns_every_field_present_throughout_a_large_scan() {
 fn random_command(rng: &mut Rng, keys: &[&str]) -> Vec<String> {
     let key = keys[rng.below(keys.len() as u64) as usize].to_string();
     let field = |rng: &mut Rng| format!("f{}", rng.below(24));
-    let value = |rng: &mut Rng| match rng.below(6) {
+    let value = |rng: &mut Rng| match rng.below(7) {
+        6 if rng.below(8) == 0 => "y".repeat(60 + rng.below(10) as usize),
         0 => rng.below(1000).to_string(),
         1 => format!("-{}", rng.below(100)),
         2 => "x".repeat(rng.below(12) as usize),
