@@ -219,9 +219,52 @@ fn hincrby_and_hincrbyfloat_results_and_errors() {
         &["EXISTS", "nokey"],
         &["HGETALL", "h"],
     ]);
-    // Redis adds in long double: sums past f64's range or needing more than f64's precision
-    // print differently (a documented limit of Strata's INCRBYFLOAT formatter), so they are not
-    // compared here.
+    // Redis adds in long double (a 64-bit mantissa) and prints with %.17Lf: beyond f64's range
+    // and precision, digit for digit.
+    d.run_all(&[
+        &["HINCRBYFLOAT", "ld", "x", "5000"][..],
+        &["HINCRBYFLOAT", "ld", "x", "1.5e-5"],
+        &["HINCRBYFLOAT", "ld", "big", "1e308"],
+        &["HINCRBYFLOAT", "ld", "big", "1e308"],
+        &["HINCRBYFLOAT", "ld", "huge", "1e4000"],
+        &["HINCRBYFLOAT", "ld", "huge", "1e4000"],
+        &["HINCRBYFLOAT", "ld", "max", "1.18e4932"],
+        &["HINCRBYFLOAT", "ld", "max", "1.18e4932"],
+        &["HGET", "ld", "max"],
+        &["HINCRBYFLOAT", "ld", "tiny", "1e-4950"],
+        &["HINCRBYFLOAT", "ld", "tiny", "4e-4951"],
+        &["HINCRBYFLOAT", "ld", "tiny", "1e-4960"],
+        &["HINCRBYFLOAT", "ld", "tiny", "1.19e4932"],
+        &["HINCRBYFLOAT", "ld", "hex", "0x10"],
+        &["HINCRBYFLOAT", "ld", "hex", "0x1.8p1"],
+        &["HINCRBYFLOAT", "ld", "hex", "0x"],
+        &["HINCRBYFLOAT", "ld", "dot", ".5"],
+        &["HINCRBYFLOAT", "ld", "dot", "5."],
+        &["HINCRBYFLOAT", "ld", "dot", "."],
+        &["HINCRBYFLOAT", "ld", "neg", "-0"],
+        &["HINCRBYFLOAT", "ld", "neg", "-0.0"],
+        &["HINCRBYFLOAT", "ld", "neg", "-1e-30"],
+        &["HINCRBYFLOAT", "ld", "neg", "1e-30"],
+    ]);
+}
+
+#[test]
+fn hincrbyfloat_matches_long_double_arithmetic_on_random_operands() {
+    let mut d = Diff::new();
+    let mut rng = Rng(0xDEAD_BEEF_1234_5678);
+    for i in 0..1500 {
+        let field = format!("f{}", i % 40);
+        let mantissa = rng.next() % 10u64.pow(1 + (rng.next() % 18) as u32);
+        let scale = rng.below(40) as i32 - 20;
+        let by = match rng.below(4) {
+            0 => format!("{mantissa}e{scale}"),
+            1 => format!("-{mantissa}.{}", rng.below(1000)),
+            2 => format!("0.{:0width$}", mantissa, width = rng.below(25) as usize),
+            _ => format!("{}", mantissa as f64 / 7.0),
+        };
+        d.run(&["HINCRBYFLOAT", "r", &field, &by]);
+    }
+    d.run(&["HGETALL", "r"]);
 }
 
 #[test]

@@ -14,7 +14,8 @@
 //!   the hash's size, or for repeated picks by [`MAX_RANDOM_PICKS`].
 
 use bytes::Bytes;
-use strata_core::num::{format_human_f64, parse_f64, parse_i64};
+use strata_core::long_double::LongDouble;
+use strata_core::num::parse_i64;
 use strata_core::{Hash, Object, Value, ValueRef};
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::Db;
@@ -478,42 +479,9 @@ fn hincrby(cx: &mut ShardCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// An HINCRBYFLOAT operand. Redis adds in `long double`, which holds every 64-bit integer exactly,
-/// so a sum of two integers is done exactly here too and everything else in f64, printed by the
-/// INCRBYFLOAT formatter ([`format_human_f64`]).
-#[derive(Clone, Copy)]
-enum Num {
-    Int(i64),
-    Float(f64),
-}
-
-impl Num {
-    fn parse(b: &[u8]) -> Option<Num> {
-        match parse_i64(b) {
-            Some(i) => Some(Num::Int(i)),
-            None => parse_f64(b).map(Num::Float),
-        }
-    }
-
-    fn as_f64(self) -> f64 {
-        match self {
-            Num::Int(i) => i as f64,
-            Num::Float(f) => f,
-        }
-    }
-
-    /// The sum as HINCRBYFLOAT prints it, None if it is not finite.
-    fn add(self, other: Num) -> Option<String> {
-        if let (Num::Int(a), Num::Int(b)) = (self, other) {
-            return Some((i128::from(a) + i128::from(b)).to_string());
-        }
-        let sum = self.as_f64() + other.as_f64();
-        sum.is_finite().then(|| format_human_f64(sum))
-    }
-}
-
 /// HINCRBYFLOAT: adds the float `by` to the number in `field` (0 if absent), stores the result as
-/// a string and returns it.
+/// a string and returns it. The arithmetic is Redis's `long double` one, emulated exactly
+/// ([`LongDouble`]), so the result prints digit for digit as Redis prints it.
 pub fn op_hincrbyfloat(
     db: &mut Db,
     key: &[u8],
@@ -521,17 +489,19 @@ pub fn op_hincrbyfloat(
     by: &[u8],
     now: i64,
 ) -> Result<String, CmdError> {
-    let inc = Num::parse(by).ok_or(CmdError::NotFloat)?;
-    if !inc.as_f64().is_finite() {
+    let inc = LongDouble::parse(by).ok_or(CmdError::NotFloat)?;
+    if inc.is_infinite() {
         return Err(CmdError::msg("ERR value is NaN or Infinity"));
     }
     let cur = match op_read(db, key, now)?.and_then(|h| h.get(field)) {
-        Some(v) => Num::parse(v).ok_or(CmdError::msg("ERR hash value is not a float"))?,
-        None => Num::Int(0),
+        Some(v) => LongDouble::parse(v).ok_or(CmdError::msg("ERR hash value is not a float"))?,
+        None => LongDouble::from_i64(0),
     };
-    let text = cur
-        .add(inc)
-        .ok_or(CmdError::msg("ERR increment would produce NaN or Infinity"))?;
+    let sum = cur.add(inc);
+    if sum.is_infinite() {
+        return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
+    }
+    let text = sum.to_human();
     write(db, key, now, |h| h.insert(field, text.as_bytes()));
     Ok(text)
 }
