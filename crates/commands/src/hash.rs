@@ -519,7 +519,7 @@ fn hincrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
 /// The most picks HRANDFIELD with a negative count answers. Redis builds whatever reply is asked
 /// for (a count near 2^63 exhausts its memory); Strata refuses counts past this with `ERR value is
 /// out of range` rather than allocate an unbounded reply.
-pub const MAX_RANDOM_PICKS: u64 = 1 << 26;
+pub const MAX_RANDOM_PICKS: u64 = 1 << 24;
 
 /// A small xorshift generator seeded from the shard's, so the hash can be borrowed meanwhile.
 fn rng(seed: u64) -> impl FnMut() -> u64 {
@@ -594,10 +594,9 @@ fn hrandfield(cx: &mut ShardCtx<'_>) -> CmdResult {
             return Err(CmdError::msg("ERR value is out of range"));
         }
         reply_picks(out, picks as usize, withvalues);
-        for _ in 0..picks {
-            let (k, v) = h.random(&mut rand).expect("a stored hash is not empty");
-            reply_pair(out, k, v, withvalues);
-        }
+        h.random_repeated(picks as usize, &mut rand, |k, v| {
+            reply_pair(out, k, v, withvalues)
+        });
     } else if picks >= h.len() as u64 {
         reply_picks(out, h.len(), withvalues);
         for (k, v) in h.iter() {

@@ -511,8 +511,10 @@ impl Hash {
         }
     }
 
-    /// `count` distinct random pairs (`count` < len), in the hash's order for a listpack (a random
-    /// selection, as Redis's lpRandomPairsUnique answers) and random order for a table.
+    /// `count` distinct random pairs (at most `len`). A listpack, or a table asked for a third of
+    /// its pairs or more, answers by selection sampling in one pass (in the hash's order, as Redis's
+    /// lpRandomPairsUnique does), allocating nothing but the answer; fewer pairs from a table are
+    /// drawn at random until distinct.
     pub fn random_distinct(
         &self,
         count: usize,
@@ -520,46 +522,62 @@ impl Hash {
     ) -> Vec<(&[u8], &[u8])> {
         let len = self.len();
         let count = count.min(len);
+        let mut out = Vec::with_capacity(count);
         match &self.repr {
-            Repr::Pack(p) => {
-                // Selection sampling: each pair is kept with probability needed/remaining.
-                let mut out = Vec::with_capacity(count);
-                for (i, pair) in p.iter().enumerate() {
-                    let (needed, remaining) = (count - out.len(), len - i);
+            Repr::Table(t) if count * 3 <= len => {
+                let mut seen: HashTable<&Cell> = HashTable::with_capacity(count);
+                while out.len() < count {
+                    let Some(c) = t.random(rand) else { break };
+                    let h = hash_of(c.field());
+                    if let hashbrown::hash_table::Entry::Vacant(v) =
+                        seen.entry(h, |x| std::ptr::eq(*x, c), |x| hash_of(x.field()))
+                    {
+                        v.insert(c);
+                        out.push(c.parts());
+                    }
+                }
+            }
+            _ => {
+                // Each pair is kept with probability needed / remaining.
+                for (i, pair) in self.iter().enumerate() {
+                    let needed = count - out.len();
                     if needed == 0 {
                         break;
                     }
-                    if (rand() % remaining as u64) < needed as u64 {
+                    if (rand() % (len - i) as u64) < needed as u64 {
                         out.push(pair);
                     }
                 }
-                out
+            }
+        }
+        out
+    }
+
+    /// Calls `f` with `count` random pairs, repeats allowed (HRANDFIELD with a negative count):
+    /// a listpack is indexed once so that each pick is O(1), as for a table.
+    pub fn random_repeated(
+        &self,
+        count: usize,
+        rand: &mut dyn FnMut() -> u64,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) {
+        if self.is_empty() {
+            return;
+        }
+        match &self.repr {
+            Repr::Pack(p) => {
+                let pairs: Vec<_> = p.iter().collect();
+                for _ in 0..count {
+                    let (k, v) = pairs[(rand() % pairs.len() as u64) as usize];
+                    f(k, v);
+                }
             }
             Repr::Table(t) => {
-                if count * 3 > len {
-                    // Most of the table: shuffle the whole and keep a prefix.
-                    let mut all: Vec<&Cell> = t.table.iter().collect();
-                    for i in 0..count {
-                        let j = i + (rand() % (all.len() - i) as u64) as usize;
-                        all.swap(i, j);
+                for _ in 0..count {
+                    if let Some(c) = t.random(rand) {
+                        let (k, v) = c.parts();
+                        f(k, v);
                     }
-                    all.truncate(count);
-                    all.into_iter().map(|c| c.parts()).collect()
-                } else {
-                    // Few of many: draw until `count` distinct ones (expected < 1.5 draws each).
-                    let mut seen: HashTable<&Cell> = HashTable::with_capacity(count);
-                    let mut out = Vec::with_capacity(count);
-                    while out.len() < count {
-                        let Some(c) = t.random(rand) else { break };
-                        let h = hash_of(c.field());
-                        if let hashbrown::hash_table::Entry::Vacant(v) =
-                            seen.entry(h, |x| std::ptr::eq(*x, c), |x| hash_of(x.field()))
-                        {
-                            v.insert(c);
-                            out.push(c.parts());
-                        }
-                    }
-                    out
                 }
             }
         }
@@ -862,6 +880,21 @@ mod tests {
             }
         }
         assert!(Hash::new().random(&mut r).is_none());
+        for n in [3usize, 1000] {
+            let mut h = Hash::new();
+            for i in 0..n {
+                h.insert(format!("f{i}").as_bytes(), b"v");
+            }
+            let mut seen = HashSet::new();
+            let mut picks = 0;
+            h.random_repeated(n * 30, &mut r, |k, v| {
+                assert_eq!(h.get(k), Some(v));
+                seen.insert(k.to_vec());
+                picks += 1;
+            });
+            assert_eq!(picks, n * 30);
+            assert_eq!(seen.len(), n, "every field comes up with 30x oversampling");
+        }
     }
 
     #[test]
