@@ -497,7 +497,7 @@ pub fn op_hincrbyfloat(
         Some(v) => LongDouble::parse(v).ok_or(CmdError::msg("ERR hash value is not a float"))?,
         None => LongDouble::from_i64(0),
     };
-    let sum = cur.add(inc);
+    let sum = cur + inc;
     if sum.is_infinite() {
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }

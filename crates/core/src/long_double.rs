@@ -8,7 +8,7 @@
 //! * [`LongDouble::parse`]: correctly rounded (round-half-even) decimal and hexadecimal parsing,
 //!   with `string2ld`'s acceptance rules: no leading space, the whole input consumed, no NaN, and
 //!   a result that overflows or underflows to zero rejected;
-//! * [`LongDouble::add`]: the exact sum rounded once to 64 bits;
+//! * `+`: the exact sum rounded once to 64 bits;
 //! * [`LongDouble::to_human`]: the exact `%.17Lf` digits (ties to even, as glibc), trimmed as
 //!   Redis's `ld2string(LD_STR_HUMAN)` trims them.
 //!
@@ -387,51 +387,6 @@ impl LongDouble {
         b
     }
 
-    /// The sum, rounded once to nearest (ties to even); an infinity if it overflows.
-    pub fn add(self, other: LongDouble) -> LongDouble {
-        if self.inf || other.inf {
-            return if self.inf { self } else { other };
-        }
-        if other.mant == 0 {
-            return if self.mant == 0 {
-                LongDouble {
-                    neg: self.neg && other.neg,
-                    ..LongDouble::ZERO
-                }
-            } else {
-                self
-            };
-        }
-        if self.mant == 0 {
-            return other;
-        }
-        let base = self.exp.min(other.exp);
-        let (a, b) = (self.scaled(base), other.scaled(base));
-        let (neg, sum) = if self.neg == other.neg {
-            (self.neg, a.add(&b))
-        } else {
-            match a.cmp(&b) {
-                std::cmp::Ordering::Less => (other.neg, b.sub(&a)),
-                _ => (self.neg, a.sub(&b)),
-            }
-        };
-        match round_big(&sum, false) {
-            None => LongDouble::ZERO,
-            Some((_, exp)) if exp + base > MAX_EXP => LongDouble {
-                neg,
-                mant: 0,
-                exp: 0,
-                inf: true,
-            },
-            Some((mant, exp)) => LongDouble {
-                neg,
-                mant,
-                exp: exp + base,
-                inf: false,
-            },
-        }
-    }
-
     /// `%.17Lf` with trailing zeros (and a trailing point) removed, and "-0" printed as "0": what
     /// Redis's `ld2string(..., LD_STR_HUMAN)` prints.
     pub fn to_human(&self) -> String {
@@ -483,6 +438,55 @@ impl LongDouble {
     }
 }
 
+impl std::ops::Add for LongDouble {
+    type Output = LongDouble;
+
+    /// The sum, rounded once to nearest (ties to even); an infinity if it overflows.
+    fn add(self, other: LongDouble) -> LongDouble {
+        if self.inf || other.inf {
+            return if self.inf { self } else { other };
+        }
+        if other.mant == 0 {
+            return if self.mant == 0 {
+                LongDouble {
+                    neg: self.neg && other.neg,
+                    ..LongDouble::ZERO
+                }
+            } else {
+                self
+            };
+        }
+        if self.mant == 0 {
+            return other;
+        }
+        let base = self.exp.min(other.exp);
+        let (a, b) = (self.scaled(base), other.scaled(base));
+        let (neg, sum) = if self.neg == other.neg {
+            (self.neg, a.add(&b))
+        } else {
+            match a.cmp(&b) {
+                std::cmp::Ordering::Less => (other.neg, b.sub(&a)),
+                _ => (self.neg, a.sub(&b)),
+            }
+        };
+        match round_big(&sum, false) {
+            None => LongDouble::ZERO,
+            Some((_, exp)) if exp + base > MAX_EXP => LongDouble {
+                neg,
+                mant: 0,
+                exp: 0,
+                inf: true,
+            },
+            Some((mant, exp)) => LongDouble {
+                neg,
+                mant,
+                exp: exp + base,
+                inf: false,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -490,7 +494,7 @@ mod tests {
     fn sum(a: &str, b: &str) -> String {
         let a = LongDouble::parse(a.as_bytes()).expect("a");
         let b = LongDouble::parse(b.as_bytes()).expect("b");
-        a.add(b).to_human()
+        (a + b).to_human()
     }
 
     #[test]
@@ -557,7 +561,7 @@ mod tests {
             i64::MIN.to_string()
         );
         let huge = LongDouble::parse(b"1e4932").expect("finite");
-        assert!(huge.add(huge).is_infinite());
-        assert!(!huge.add(LongDouble::from_i64(1)).is_infinite());
+        assert!((huge + huge).is_infinite());
+        assert!(!(huge + LongDouble::from_i64(1)).is_infinite());
     }
 }
