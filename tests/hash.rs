@@ -130,6 +130,37 @@ fn arity_and_wrong_type_errors() {
 }
 
 #[test]
+fn only_reads_count_keyspace_hits_and_misses() {
+    let mut d = Diff::new();
+    d.run(&["CONFIG", "RESETSTAT"]);
+    d.run_all(&[
+        &["HSET", "h", "a", "1"][..],
+        &["HSETNX", "h", "a", "2"],
+        &["HSETNX", "n1", "a", "2"],
+        &["HDEL", "h", "zz"],
+        &["HDEL", "nokey", "zz"],
+        &["HINCRBY", "h", "n", "1"],
+        &["HINCRBYFLOAT", "h", "f", "1.5"],
+        &["HMSET", "h", "b", "2"],
+        &["HGET", "h", "a"],
+        &["HGET", "nokey", "a"],
+        &["HLEN", "h"],
+        &["HSCAN", "h", "0"],
+        &["HEXISTS", "nokey", "a"],
+    ]);
+    d.run_same_kind(&["HRANDFIELD", "h"]);
+    for field in ["keyspace_hits", "keyspace_misses"] {
+        d.both(|c| {
+            let info = c.call(&["INFO", "stats"]);
+            let text = String::from_utf8_lossy(&info).to_string();
+            text.lines()
+                .find(|l| l.starts_with(field))
+                .map(str::to_string)
+        });
+    }
+}
+
+#[test]
 fn hdel_of_the_last_field_deletes_the_key() {
     let mut d = Diff::new();
     d.run_all(&[

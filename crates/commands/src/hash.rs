@@ -245,6 +245,15 @@ pub fn op_read<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<&'a Ha
     }
 }
 
+/// The hash at `key` for a write command's checks: like [`op_read`] but, as Redis's
+/// lookupKeyWrite, counting no keyspace hit or miss.
+fn op_peek<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<&'a Hash>, CmdError> {
+    match db.peek(key, now) {
+        None => Ok(None),
+        Some(e) => as_hash(e.value()).map(Some),
+    }
+}
+
 /// Runs `f` on the hash at `key` (an empty one, stored afterwards, if the key is absent) and deletes
 /// the key if `f` left the hash empty. Callers check the type first (see [`op_read`]) and call this
 /// only for a change they know will happen.
@@ -281,7 +290,7 @@ fn write<R>(db: &mut Db, key: &[u8], now: i64, f: impl FnOnce(&mut Hash) -> R) -
 /// HSET/HMSET: sets each (field, value) pair in order; returns how many fields were new. Every
 /// argument is checked against `hash-max-listpack-value` before anything is written, as Redis does.
 pub fn op_hset(db: &mut Db, key: &[u8], pairs: &[Bytes], now: i64) -> Result<usize, CmdError> {
-    op_read(db, key, now)?;
+    op_peek(db, key, now)?;
     let longest = pairs.iter().map(|a| a.len()).max().unwrap_or(0);
     Ok(write(db, key, now, |h| {
         h.convert_for_len(longest);
@@ -327,7 +336,7 @@ pub fn op_hsetnx(
     value: &[u8],
     now: i64,
 ) -> Result<bool, CmdError> {
-    if op_read(db, key, now)?.is_some_and(|h| h.contains(field)) {
+    if op_peek(db, key, now)?.is_some_and(|h| h.contains(field)) {
         return Ok(false);
     }
     Ok(write(db, key, now, |h| h.insert(field, value)))
@@ -432,7 +441,7 @@ fn hvals(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 /// HDEL: removes the fields; returns how many existed. The key goes with its last field.
 pub fn op_hdel(db: &mut Db, key: &[u8], fields: &[Bytes], now: i64) -> Result<usize, CmdError> {
-    match op_read(db, key, now)? {
+    match op_peek(db, key, now)? {
         Some(h) if fields.iter().any(|f| h.contains(f)) => {}
         _ => return Ok(0),
     }
@@ -459,7 +468,7 @@ pub fn op_hincrby(
     by: i64,
     now: i64,
 ) -> Result<i64, CmdError> {
-    let cur = match op_read(db, key, now)?.and_then(|h| h.get(field)) {
+    let cur = match op_peek(db, key, now)?.and_then(|h| h.get(field)) {
         Some(v) => parse_i64(v).ok_or(CmdError::msg("ERR hash value is not an integer"))?,
         None => 0,
     };
@@ -493,7 +502,7 @@ pub fn op_hincrbyfloat(
     if inc.is_infinite() {
         return Err(CmdError::msg("ERR value is NaN or Infinity"));
     }
-    let cur = match op_read(db, key, now)?.and_then(|h| h.get(field)) {
+    let cur = match op_peek(db, key, now)?.and_then(|h| h.get(field)) {
         Some(v) => LongDouble::parse(v).ok_or(CmdError::msg("ERR hash value is not a float"))?,
         None => LongDouble::from_i64(0),
     };
