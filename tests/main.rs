@@ -1,6 +1,7 @@
 mod harness;
 
 mod atomicity;
+mod hash;
 mod keys;
 mod lifecycle;
 mod ordering;

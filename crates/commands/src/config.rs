@@ -208,7 +208,7 @@ pub static SPECS: &[ConfigSpec] = &[
     ),
     spec(
         "hash-max-listpack-entries",
-        "128",
+        "512",
         Kind::Int { min: 0, max: i64::MAX },
         true,
         "a hash with more fields is stored as a hashtable",

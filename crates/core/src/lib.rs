@@ -5,6 +5,7 @@
 //! * [`slot`]: key → hash slot (CRC16-XMODEM of the key or its `{hashtag}`, mod 16384).
 //! * [`glob`]: Redis-compatible glob matching for KEYS / SCAN MATCH.
 //! * [`num`]: integer and float parsing/formatting with Redis's exact acceptance rules.
+//! * [`long_double`]: Redis's `long double` INCRBYFLOAT arithmetic, emulated exactly.
 //! * [`hash`], [`list`], [`set`], [`zset`]: the collection values, compact while small.
 //! * [`limits`]: their encoding thresholds (the redis.conf `*-max-listpack-*` settings).
 
@@ -14,6 +15,7 @@ pub mod glob;
 pub mod hash;
 pub mod limits;
 pub mod list;
+pub mod long_double;
 pub mod num;
 pub mod set;
 pub mod slot;

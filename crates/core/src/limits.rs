@@ -44,8 +44,9 @@ impl Limit {
     }
 }
 
-/// `hash-max-listpack-entries`: a hash with more fields is a hashtable.
-pub static HASH_MAX_LISTPACK_ENTRIES: Limit = Limit::new("hash-max-listpack-entries", 128);
+/// `hash-max-listpack-entries`: a hash with more fields is a hashtable. 512 is redis-server's
+/// built-in default (the sample redis.conf sets 128); Strata, like redis-server, starts without one.
+pub static HASH_MAX_LISTPACK_ENTRIES: Limit = Limit::new("hash-max-listpack-entries", 512);
 /// `hash-max-listpack-value`: a hash with a longer field or value is a hashtable.
 pub static HASH_MAX_LISTPACK_VALUE: Limit = Limit::new("hash-max-listpack-value", 64);
 /// `set-max-intset-entries`: an all-integer set with more members is a hashtable.

@@ -281,7 +281,10 @@ mod tests {
     #[test]
     fn a_write_wakes_the_first_parked_command_and_reserves_the_key_for_it() {
         let mut s = Shard::new(0, 1);
-        let (a, b) = (Parked::new(new_owner(), true), Parked::new(new_owner(), true));
+        let (a, b) = (
+            Parked::new(new_owner(), true),
+            Parked::new(new_owner(), true),
+        );
         s.park(0, b"k", a.clone());
         s.park(0, b"k", b.clone());
         write(&mut s, "other");
