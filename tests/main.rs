@@ -3,6 +3,7 @@ mod harness;
 mod atomicity;
 mod keys;
 mod lifecycle;
+mod list;
 mod ordering;
 mod protocol;
 mod server;

@@ -558,12 +558,14 @@ impl List {
         if n.count < 2 || fits(n.buf.len(), n.count as usize) {
             return;
         }
-        let half = n.count as usize / 2;
-        let at = n.offset_of(half);
+        // The first `keep` entries stay, the rest move to a new node after this one.
+        let keep = n.count as usize / 2;
+        let moved = n.count as usize - keep;
+        let at = n.offset_of(keep);
         let tail = self.edit(i, |n| {
             let tail = n.buf.split_off(at);
             n.buf.shrink_to_fit();
-            n.count -= half as u32;
+            n.count = keep as u32;
             tail
         });
         self.heap += tail.capacity();
@@ -572,7 +574,7 @@ impl List {
             i + 1,
             Node {
                 buf: tail,
-                count: half as u32,
+                count: moved as u32,
             },
         );
     }
@@ -927,9 +929,11 @@ mod tests {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let mut l = List::new();
         let mut m: VecDeque<Vec<u8>> = VecDeque::new();
+        // Elements of 3 KiB make nodes overflow their 8 KiB limit on LSET and LINSERT.
         let pool: Vec<Vec<u8>> = ["a", "b", "1", "-7", "300", "long-element-xxxxxxxx"]
             .iter()
             .map(|s| s.as_bytes().to_vec())
+            .chain([vec![b'k'; 3000]])
             .collect();
         for step in 0..20_000 {
             let v = &pool[rng.next(pool.len())];
