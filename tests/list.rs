@@ -450,3 +450,35 @@ fn long_lists_and_big_elements() {
     d.run(&["LLEN", "big"]);
     d.run(&["OBJECT", "ENCODING", "big"]);
 }
+
+/// DEBUG QUICKLIST-PACKED-THRESHOLD gives elements from that size on a node of their own ("plain"
+/// nodes); every command must read and write them as any other element.
+#[test]
+fn plain_nodes_for_large_elements() {
+    let mut d = Diff::with_config(&["--enable-debug-command", "yes"]);
+    for bad in ["x", "5gb", "4gb", "-1"] {
+        d.run(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", bad]);
+    }
+    let big = "d".repeat(50);
+    for threshold in ["1b", "5b", "4095mb"] {
+        d.run(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", threshold]);
+        d.run(&["DEL", "l", "m"]);
+        d.run(&["RPUSH", "l", "aa", "bb", "cc", "dd", "ee", "9"]);
+        d.run(&["LSET", "l", "2", &big]);
+        d.run(&["LSET", "l", "0", "xxxxxxxxxxx"]);
+        d.run(&["LINSERT", "l", "BEFORE", "9", "8"]);
+        d.run(&["LINSERT", "l", "AFTER", &big, &big]);
+        d.run(&["LPUSH", "l", &big, "z"]);
+        d.run(&["LRANGE", "l", "0", "-1"]);
+        d.run(&["LPOS", "l", &big, "COUNT", "0"]);
+        d.run(&["LSET", "l", "3", "small"]);
+        d.run(&["LREM", "l", "-1", &big]);
+        d.run(&["LMOVE", "l", "m", "RIGHT", "LEFT"]);
+        d.run(&["LMOVE", "l", "m", "LEFT", "RIGHT"]);
+        d.run(&["LTRIM", "l", "1", "-1"]);
+        d.run(&["LRANGE", "l", "0", "-1"]);
+        d.run(&["LRANGE", "m", "0", "-1"]);
+        d.run(&["LPOP", "l", "10"]);
+    }
+    d.run(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0"]);
+}

@@ -26,11 +26,15 @@
 //! * A node grows past `list-max-listpack-size` (entries when positive, bytes 4 KiB..64 KiB when
 //!   negative; at most 8 KiB in the positive case, as Redis's safety limit) only when it holds a
 //!   single element; a write that overfills a node splits it. The limit is read at write time.
+//! * An element at least [`set_packed_threshold`] bytes long (1 GiB unless DEBUG
+//!   QUICKLIST-PACKED-THRESHOLD changed it) lives alone in a "plain" node, as in Redis, and no other
+//!   element joins such a node.
 //! * `heap` is the sum of the node buffers' capacities, kept up to date by every write, so
 //!   [`List::heap_size`] is O(1).
 //! * `list-compress-depth` is accepted by CONFIG but not applied: nodes are never compressed.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::limits::LIST_MAX_LISTPACK_SIZE;
 use crate::num::parse_i64;
@@ -81,6 +85,25 @@ impl<'a> Needle<'a> {
             int: parse_i64(bytes),
         }
     }
+}
+
+/// Elements at least this long get a node of their own (Redis's `packed_threshold`).
+static PACKED_THRESHOLD: AtomicU64 = AtomicU64::new(1 << 30);
+
+/// Sets the size from which an element gets a node of its own (DEBUG
+/// QUICKLIST-PACKED-THRESHOLD); 0 restores the default of 1 GiB. False (changing nothing) for
+/// sizes beyond 4 GiB - 1 MiB, as Redis refuses them.
+pub fn set_packed_threshold(bytes: u64) -> bool {
+    if bytes > (1 << 32) - (1 << 20) {
+        return false;
+    }
+    let bytes = if bytes == 0 { 1 << 30 } else { bytes };
+    PACKED_THRESHOLD.store(bytes, Ordering::Relaxed);
+    true
+}
+
+fn is_large(v: &[u8]) -> bool {
+    v.len() as u64 >= PACKED_THRESHOLD.load(Ordering::Relaxed)
 }
 
 // ===== entry codec =====
@@ -252,6 +275,8 @@ fn splice(buf: &mut Vec<u8>, start: usize, end: usize, enc: &Enc<'_>) {
 struct Node {
     buf: Vec<u8>,
     count: u32,
+    /// Holds one large element that no other element may join.
+    plain: bool,
 }
 
 impl Node {
@@ -388,20 +413,58 @@ impl List {
     }
 
     /// Inserts a new node holding just `enc` at position `i`.
-    fn insert_node(&mut self, i: usize, enc: &Enc<'_>) {
+    fn insert_node(&mut self, i: usize, enc: &Enc<'_>, plain: bool) {
         let mut buf = Vec::with_capacity(enc.len());
         buf.resize(enc.len(), 0);
         enc.write(&mut buf);
         self.heap += buf.capacity();
         self.reserve_node();
-        self.nodes.insert(i, Node { buf, count: 1 });
+        self.nodes.insert(
+            i,
+            Node {
+                buf,
+                count: 1,
+                plain,
+            },
+        );
+    }
+
+    /// Splits node `i` before its entry `k`, so that entry starts a node; returns that node's
+    /// position (`i` itself when `k` is 0).
+    fn split_at(&mut self, i: usize, k: usize) -> usize {
+        if k == 0 {
+            return i;
+        }
+        let n = &self.nodes[i];
+        let moved = n.count as usize - k;
+        let at = n.offset_of(k);
+        let tail = self.edit(i, |n| {
+            let tail = n.buf.split_off(at);
+            n.buf.shrink_to_fit();
+            n.count = k as u32;
+            tail
+        });
+        self.heap += tail.capacity();
+        self.reserve_node();
+        self.nodes.insert(
+            i + 1,
+            Node {
+                buf: tail,
+                count: moved as u32,
+                plain: false,
+            },
+        );
+        i + 1
     }
 
     /// Adds `v` at `end`.
     pub fn push(&mut self, end: End, v: &[u8]) {
         let enc = Enc::new(v);
+        let large = is_large(v);
         self.len += 1;
         let (i, room) = match (end, self.nodes.front(), self.nodes.back()) {
+            _ if large => (0, false),
+            (End::Left, Some(n), _) | (End::Right, _, Some(n)) if n.plain => (0, false),
             (End::Left, Some(n), _) => (0, fits(n.buf.len() + enc.len(), n.count as usize + 1)),
             (End::Right, _, Some(n)) => (
                 self.nodes.len() - 1,
@@ -417,7 +480,7 @@ impl List {
             });
         } else {
             let at = if end == End::Left { 0 } else { self.nodes.len() };
-            self.insert_node(at, &enc);
+            self.insert_node(at, &enc, large);
         }
     }
 
@@ -558,25 +621,8 @@ impl List {
         if n.count < 2 || fits(n.buf.len(), n.count as usize) {
             return;
         }
-        // The first `keep` entries stay, the rest move to a new node after this one.
         let keep = n.count as usize / 2;
-        let moved = n.count as usize - keep;
-        let at = n.offset_of(keep);
-        let tail = self.edit(i, |n| {
-            let tail = n.buf.split_off(at);
-            n.buf.shrink_to_fit();
-            n.count = keep as u32;
-            tail
-        });
-        self.heap += tail.capacity();
-        self.reserve_node();
-        self.nodes.insert(
-            i + 1,
-            Node {
-                buf: tail,
-                count: moved as u32,
-            },
-        );
+        self.split_at(i, keep);
     }
 
     /// Replaces the element at `index`; false if there is none (LSET).
@@ -586,6 +632,22 @@ impl List {
         }
         let (i, k) = self.locate(index);
         let enc = Enc::new(v);
+        let large = is_large(v);
+        if large || self.nodes[i].plain {
+            // The element gets a node of its own (or leaves one): isolate it, then rewrite it.
+            let at = self.split_at(i, k);
+            if self.nodes[at].count > 1 {
+                self.split_at(at, 1);
+            }
+            self.edit(at, |n| {
+                n.buf.clear();
+                n.buf.reserve_exact(enc.len());
+                n.buf.resize(enc.len(), 0);
+                enc.write(&mut n.buf);
+                n.plain = large;
+            });
+            return true;
+        }
         self.edit(i, |n| {
             let start = n.offset_of(k);
             let end = start + decode(&n.buf, start).1;
@@ -605,7 +667,13 @@ impl List {
         }
         let (i, k) = self.locate(index);
         let enc = Enc::new(v);
+        let large = is_large(v);
         self.len += 1;
+        if large || self.nodes[i].plain {
+            let at = self.split_at(i, k);
+            self.insert_node(at, &enc, large);
+            return;
+        }
         self.edit(i, |n| {
             let at = n.offset_of(k);
             splice(&mut n.buf, at, at, &enc);
@@ -743,7 +811,8 @@ impl List {
         let mut i = 0;
         while i + 1 < self.nodes.len() {
             let (a, b) = (&self.nodes[i], &self.nodes[i + 1]);
-            if fits(a.buf.len() + b.buf.len(), (a.count + b.count) as usize) {
+            if !a.plain && !b.plain && fits(a.buf.len() + b.buf.len(), (a.count + b.count) as usize)
+            {
                 let b = self.nodes.remove(i + 1).expect("node i + 1 exists");
                 self.heap -= b.buf.capacity();
                 self.edit(i, |a| {
@@ -835,7 +904,7 @@ mod tests {
     /// Checks the structural invariants and that both iterators agree with `model`.
     fn check(l: &List, model: &VecDeque<Vec<u8>>) {
         assert_eq!(l.len(), model.len());
-        assert!(l.nodes.iter().all(|n| n.count > 0));
+        assert!(l.nodes.iter().all(|n| n.count > 0 && (!n.plain || n.count == 1)));
         assert_eq!(l.nodes.iter().map(|n| n.count as usize).sum::<usize>(), l.len);
         assert_eq!(
             l.heap,
@@ -926,6 +995,8 @@ mod tests {
         // Tiny nodes so every operation crosses node boundaries. Other tests may change the limit
         // concurrently; the list is correct under any limit, only its layout differs.
         LIST_MAX_LISTPACK_SIZE.set(3);
+        // And 3 KiB elements get plain nodes of their own.
+        assert!(set_packed_threshold(1000));
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let mut l = List::new();
         let mut m: VecDeque<Vec<u8>> = VecDeque::new();
@@ -935,6 +1006,7 @@ mod tests {
             .map(|s| s.as_bytes().to_vec())
             .chain([vec![b'k'; 3000]])
             .collect();
+        let mut saw_plain = false;
         for step in 0..20_000 {
             let v = &pool[rng.next(pool.len())];
             match rng.next(9) {
@@ -996,6 +1068,7 @@ mod tests {
             }
             if step % 97 == 0 || m.len() < 8 {
                 check(&l, &m);
+                saw_plain |= l.nodes.iter().any(|n| n.plain);
                 if !m.is_empty() {
                     let i = rng.next(m.len());
                     assert_eq!(l.get(i).map(Elem::to_vec).as_ref(), Some(&m[i]));
@@ -1005,7 +1078,10 @@ mod tests {
                 }
             }
         }
+        assert!(saw_plain);
         LIST_MAX_LISTPACK_SIZE.set(-2);
+        assert!(set_packed_threshold(0));
+        assert!(!set_packed_threshold(1 << 32));
     }
 
     #[test]
