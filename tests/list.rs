@@ -61,7 +61,17 @@ fn llen_lindex_and_lrange_over_every_index() {
     d.run(&["LRANGE", "l", "0", "-1"]);
     d.run(&["LRANGE", "l", "x", "1"]);
     d.run(&[
-        "RPUSH", "l", "a", "1", "b", "-5", "9999999999", "c", "", "d", "e",
+        "RPUSH",
+        "l",
+        "a",
+        "1",
+        "b",
+        "-5",
+        "9999999999",
+        "c",
+        "",
+        "d",
+        "e",
     ]);
     d.run(&["LLEN", "l"]);
     for i in -12..12 {
@@ -409,7 +419,15 @@ fn random_operations_match_redis() {
                 9 => vec!["LINSERT", k, ["BEFORE", "AFTER"][rng.below(2)], v, v],
                 10 => vec!["LREM", k, &i, v],
                 11 if rng.below(4) == 0 => vec!["LTRIM", k, &i, &j],
-                12 => vec!["LPOS", k, v, "RANK", if i == "0" { "1" } else { &i }, "COUNT", &n],
+                12 => vec![
+                    "LPOS",
+                    k,
+                    v,
+                    "RANK",
+                    if i == "0" { "1" } else { &i },
+                    "COUNT",
+                    &n,
+                ],
                 13 if k == k2 || ["x", "y"].contains(&k2) => vec!["LMOVE", k, k2, end, end2],
                 14 => vec!["LMPOP", "2", k, k2, end, "COUNT", "2"],
                 _ => vec!["LLEN", k],
@@ -432,7 +450,9 @@ fn long_lists_and_big_elements() {
     d.run(&["LPUSH", "big", &big]);
     d.run(&["RPUSH", "big", &big]);
     d.run(&["LLEN", "big"]);
-    for i in ["0", "1", "1500", "2999", "3000", "3001", "-1", "-2", "-1600"] {
+    for i in [
+        "0", "1", "1500", "2999", "3000", "3001", "-1", "-2", "-1600",
+    ] {
         d.run(&["LINDEX", "big", i]);
     }
     d.run(&["LRANGE", "big", "1490", "1510"]);

@@ -44,82 +44,41 @@ const fn cmd(
 
 // Key specs, arguments and history as Redis 7.0 declares them (scripts/gen_commands.py).
 
-const LPUSH_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
-const LPUSH_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("element").multiple(),
-];
-const LPUSH_HISTORY: &[(&str, &str)] = &[
-    ("2.4.0", "Accepts multiple `element` arguments."),
-];
-const RPUSH_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
-const RPUSH_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("element").multiple(),
-];
-const RPUSH_HISTORY: &[(&str, &str)] = &[
-    ("2.4.0", "Accepts multiple `element` arguments."),
-];
-const LPUSHX_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
-const LPUSHX_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("element").multiple(),
-];
-const LPUSHX_HISTORY: &[(&str, &str)] = &[
-    ("4.0.0", "Accepts multiple `element` arguments."),
-];
-const RPUSHX_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
-const RPUSHX_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("element").multiple(),
-];
-const RPUSHX_HISTORY: &[(&str, &str)] = &[
-    ("4.0.0", "Accepts multiple `element` arguments."),
-];
-const LPOP_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE)),
-];
+const LPUSH_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
+const LPUSH_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("element").multiple()];
+const LPUSH_HISTORY: &[(&str, &str)] = &[("2.4.0", "Accepts multiple `element` arguments.")];
+const RPUSH_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
+const RPUSH_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("element").multiple()];
+const RPUSH_HISTORY: &[(&str, &str)] = &[("2.4.0", "Accepts multiple `element` arguments.")];
+const LPUSHX_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
+const LPUSHX_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("element").multiple()];
+const LPUSHX_HISTORY: &[(&str, &str)] = &[("4.0.0", "Accepts multiple `element` arguments.")];
+const RPUSHX_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
+const RPUSHX_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("element").multiple()];
+const RPUSHX_HISTORY: &[(&str, &str)] = &[("4.0.0", "Accepts multiple `element` arguments.")];
+const LPOP_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
 const LPOP_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("count").since("6.2.0").optional(),
 ];
-const LPOP_HISTORY: &[(&str, &str)] = &[
-    ("6.2.0", "Added the `count` argument."),
-];
-const RPOP_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE)),
-];
+const LPOP_HISTORY: &[(&str, &str)] = &[("6.2.0", "Added the `count` argument.")];
+const RPOP_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
 const RPOP_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("count").since("6.2.0").optional(),
 ];
-const RPOP_HISTORY: &[(&str, &str)] = &[
-    ("6.2.0", "Added the `count` argument."),
-];
-const LLEN_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO),
-];
-const LLEN_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-];
-const LINDEX_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const LINDEX_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::integer("index"),
-];
-const LINSERT_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
+const RPOP_HISTORY: &[(&str, &str)] = &[("6.2.0", "Added the `count` argument.")];
+const LLEN_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO)];
+const LLEN_ARGS: &[Arg] = &[Arg::key("key", 0)];
+const LINDEX_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const LINDEX_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::integer("index")];
+const LINSERT_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
 const LINSERT_WHERE_ARGS: &[Arg] = &[
     Arg::pure_token("before", "BEFORE"),
     Arg::pure_token("after", "AFTER"),
@@ -130,9 +89,7 @@ const LINSERT_ARGS: &[Arg] = &[
     Arg::string("pivot"),
     Arg::string("element"),
 ];
-const LPOS_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const LPOS_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const LPOS_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("element"),
@@ -140,33 +97,25 @@ const LPOS_ARGS: &[Arg] = &[
     Arg::integer("num-matches").with_token("COUNT").optional(),
     Arg::integer("len").with_token("MAXLEN").optional(),
 ];
-const LRANGE_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const LRANGE_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const LRANGE_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("start"),
     Arg::integer("stop"),
 ];
-const LREM_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE)),
-];
+const LREM_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
 const LREM_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("count"),
     Arg::string("element"),
 ];
-const LSET_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE)),
-];
+const LSET_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE))];
 const LSET_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("index"),
     Arg::string("element"),
 ];
-const LTRIM_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE)),
-];
+const LTRIM_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
 const LTRIM_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("start"),
@@ -194,13 +143,11 @@ const RPOPLPUSH_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE)),
     KeySpec::at(2, KeyFlags::RW.or(KeyFlags::INSERT)),
 ];
-const RPOPLPUSH_ARGS: &[Arg] = &[
-    Arg::key("source", 0),
-    Arg::key("destination", 1),
-];
-const LMPOP_KEYS: &[KeySpec] = &[
-    KeySpec::numkeys(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE)),
-];
+const RPOPLPUSH_ARGS: &[Arg] = &[Arg::key("source", 0), Arg::key("destination", 1)];
+const LMPOP_KEYS: &[KeySpec] = &[KeySpec::numkeys(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
 const LMPOP_WHERE_ARGS: &[Arg] = &[
     Arg::pure_token("left", "LEFT"),
     Arg::pure_token("right", "RIGHT"),
@@ -681,7 +628,11 @@ fn lpos(cx: &mut ShardCtx<'_>) -> CmdResult {
     } else {
         Box::new(l.iter())
     };
-    let limit = if maxlen == 0 { len } else { (maxlen as usize).min(len) };
+    let limit = if maxlen == 0 {
+        len
+    } else {
+        (maxlen as usize).min(len)
+    };
     let mut found = Vec::new();
     let mut matches: i64 = 0;
     for (i, e) in scan.take(limit).enumerate() {

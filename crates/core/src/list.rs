@@ -414,8 +414,7 @@ impl List {
 
     /// Inserts a new node holding just `enc` at position `i`.
     fn insert_node(&mut self, i: usize, enc: &Enc<'_>, plain: bool) {
-        let mut buf = Vec::with_capacity(enc.len());
-        buf.resize(enc.len(), 0);
+        let mut buf = vec![0; enc.len()];
         enc.write(&mut buf);
         self.heap += buf.capacity();
         self.reserve_node();
@@ -479,7 +478,11 @@ impl List {
                 n.count += 1;
             });
         } else {
-            let at = if end == End::Left { 0 } else { self.nodes.len() };
+            let at = if end == End::Left {
+                0
+            } else {
+                self.nodes.len()
+            };
             self.insert_node(at, &enc, large);
         }
     }
@@ -714,7 +717,11 @@ impl List {
             let c = self.nodes[i].count as usize;
             let take = left.min(c);
             self.edit(i, |n| {
-                let to = if take == c { n.buf.len() } else { n.offset_of(take) };
+                let to = if take == c {
+                    n.buf.len()
+                } else {
+                    n.offset_of(take)
+                };
                 n.buf.drain(..to);
                 n.count -= take as u32;
                 n.trim_capacity();
@@ -757,7 +764,11 @@ impl List {
             if limit != 0 && removed == limit {
                 break;
             }
-            let want = if limit == 0 { usize::MAX } else { limit - removed };
+            let want = if limit == 0 {
+                usize::MAX
+            } else {
+                limit - removed
+            };
             // Entry spans of this node that match, in the scan's direction.
             let n = &self.nodes[i];
             let mut spans = Vec::new();
@@ -904,8 +915,14 @@ mod tests {
     /// Checks the structural invariants and that both iterators agree with `model`.
     fn check(l: &List, model: &VecDeque<Vec<u8>>) {
         assert_eq!(l.len(), model.len());
-        assert!(l.nodes.iter().all(|n| n.count > 0 && (!n.plain || n.count == 1)));
-        assert_eq!(l.nodes.iter().map(|n| n.count as usize).sum::<usize>(), l.len);
+        assert!(l
+            .nodes
+            .iter()
+            .all(|n| n.count > 0 && (!n.plain || n.count == 1)));
+        assert_eq!(
+            l.nodes.iter().map(|n| n.count as usize).sum::<usize>(),
+            l.len
+        );
         assert_eq!(
             l.heap,
             l.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>()
@@ -920,14 +937,40 @@ mod tests {
     #[test]
     fn codec_round_trips_every_kind() {
         let cases: Vec<Vec<u8>> = [
-            "0", "127", "128", "-1", "-4096", "4095", "4096", "-32768", "32767", "40000",
-            "-8388608", "8388607", "8388608", "2147483647", "-2147483648", "2147483648",
-            "9223372036854775807", "-9223372036854775808", "9223372036854775808", "010", "+1",
-            "-0", "", "a", "1.5",
+            "0",
+            "127",
+            "128",
+            "-1",
+            "-4096",
+            "4095",
+            "4096",
+            "-32768",
+            "32767",
+            "40000",
+            "-8388608",
+            "8388607",
+            "8388608",
+            "2147483647",
+            "-2147483648",
+            "2147483648",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "010",
+            "+1",
+            "-0",
+            "",
+            "a",
+            "1.5",
         ]
         .iter()
         .map(|s| s.as_bytes().to_vec())
-        .chain([vec![b'x'; 63], vec![b'y'; 64], vec![b'z'; 4095], vec![b'w'; 4096]])
+        .chain([
+            vec![b'x'; 63],
+            vec![b'y'; 64],
+            vec![b'z'; 4095],
+            vec![b'w'; 4096],
+        ])
         .chain([vec![b'v'; 70_000]])
         .collect();
         let mut buf = Vec::new();
@@ -1032,7 +1075,11 @@ mod tests {
                 }
                 7 => {
                     let limit = rng.next(3);
-                    let from = if rng.next(2) == 0 { End::Left } else { End::Right };
+                    let from = if rng.next(2) == 0 {
+                        End::Left
+                    } else {
+                        End::Right
+                    };
                     let n = l.remove_matching(&Needle::new(v), limit, from);
                     let mut removed = 0;
                     let idx: Vec<usize> = match from {
@@ -1095,7 +1142,10 @@ mod tests {
         assert_eq!(a, b);
         let c = a.clone();
         assert_eq!(c, a);
-        assert_eq!(c.heap, c.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>());
+        assert_eq!(
+            c.heap,
+            c.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>()
+        );
         b.set(3, b"x");
         assert_ne!(a, b);
     }
