@@ -344,9 +344,7 @@ pub fn op_push(
     now: i64,
 ) -> Result<usize, CmdError> {
     let push_all = |l: &mut List| {
-        for v in elems {
-            l.push(end, v);
-        }
+        l.push_all(end, elems);
         l.len()
     };
     match write_list(db, key, now, push_all)? {

@@ -412,9 +412,10 @@ impl List {
         }
     }
 
-    /// Inserts a new node holding just `enc` at position `i`.
-    fn insert_node(&mut self, i: usize, enc: &Enc<'_>, plain: bool) {
-        let mut buf = vec![0; enc.len()];
+    /// Inserts a new node holding just `enc` at position `i`, with room for `extra` more bytes.
+    fn insert_node(&mut self, i: usize, enc: &Enc<'_>, plain: bool, extra: usize) {
+        let mut buf = Vec::with_capacity(enc.len() + extra);
+        buf.resize(enc.len(), 0);
         enc.write(&mut buf);
         self.heap += buf.capacity();
         self.reserve_node();
@@ -458,6 +459,34 @@ impl List {
 
     /// Adds `v` at `end`.
     pub fn push(&mut self, end: End, v: &[u8]) {
+        self.push_ahead(end, v, 0)
+    }
+
+    /// Adds every element of `elems` at `end`, one after the other (so pushing a, b, c on the
+    /// left leaves c first). The nodes being filled are sized for what is still to come, so a
+    /// long push does not reallocate a node at every element.
+    pub fn push_all<V: AsRef<[u8]>>(&mut self, end: End, elems: &[V]) {
+        let mut ahead: usize = elems.iter().map(|v| Enc::new(v.as_ref()).len()).sum();
+        for v in elems {
+            let v = v.as_ref();
+            ahead -= Enc::new(v).len();
+            self.push_ahead(end, v, ahead);
+        }
+    }
+
+    /// Bytes a node may be given in advance for `ahead` more bytes of elements: only under a
+    /// byte limit (a count limit may close the node sooner), never past the limit.
+    fn reserve_for(len: usize, ahead: usize) -> usize {
+        let fill = LIST_MAX_LISTPACK_SIZE.get();
+        if fill >= 0 || ahead == 0 {
+            return 0;
+        }
+        let class = ((-fill) as usize).min(SIZE_CLASSES.len()) - 1;
+        ahead.min(SIZE_CLASSES[class].saturating_sub(len))
+    }
+
+    /// [`List::push`], with `ahead` bytes of elements still to be pushed after this one.
+    fn push_ahead(&mut self, end: End, v: &[u8], ahead: usize) {
         let enc = Enc::new(v);
         let large = is_large(v);
         self.len += 1;
@@ -474,6 +503,10 @@ impl List {
         if room {
             self.edit(i, |n| {
                 let at = if end == End::Left { 0 } else { n.buf.len() };
+                if n.buf.capacity() - n.buf.len() < enc.len() {
+                    let extra = Self::reserve_for(n.buf.len() + enc.len(), ahead);
+                    n.buf.reserve_exact(enc.len() + extra);
+                }
                 splice(&mut n.buf, at, at, &enc);
                 n.count += 1;
             });
@@ -483,7 +516,12 @@ impl List {
             } else {
                 self.nodes.len()
             };
-            self.insert_node(at, &enc, large);
+            let extra = if large {
+                0
+            } else {
+                Self::reserve_for(enc.len(), ahead)
+            };
+            self.insert_node(at, &enc, large, extra);
         }
     }
 
@@ -674,7 +712,7 @@ impl List {
         self.len += 1;
         if large || self.nodes[i].plain {
             let at = self.split_at(i, k);
-            self.insert_node(at, &enc, large);
+            self.insert_node(at, &enc, large, 0);
             return;
         }
         self.edit(i, |n| {
@@ -1129,6 +1167,22 @@ mod tests {
         LIST_MAX_LISTPACK_SIZE.set(-2);
         assert!(set_packed_threshold(0));
         assert!(!set_packed_threshold(1 << 32));
+    }
+
+    #[test]
+    fn push_all_reserves_ahead_and_matches_single_pushes() {
+        let elems: Vec<String> = (0..2000).map(|i| format!("element-{i:04}")).collect();
+        for end in [End::Left, End::Right] {
+            let mut one = List::new();
+            for e in &elems {
+                one.push(end, e.as_bytes());
+            }
+            let mut all = List::new();
+            all.push_all(end, &elems);
+            assert_eq!(one, all);
+            let model: VecDeque<Vec<u8>> = one.iter().map(Elem::to_vec).collect();
+            check(&all, &model);
+        }
     }
 
     #[test]
