@@ -502,3 +502,41 @@ fn plain_nodes_for_large_elements() {
     }
     d.run(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0"]);
 }
+
+/// Random moves between lists on different shards (4 threads), in RESP3, diffed reply for reply:
+/// LMOVE, RPOPLPUSH and LMPOP stay atomic and keep every element exactly once.
+#[test]
+fn random_moves_across_shards_match_redis() {
+    let mut d = Diff::with_threads(4);
+    hello(&mut d, "3");
+    d.run(&["CONFIG", "SET", "list-max-listpack-size", "2"]);
+    let keys: Vec<String> = vec![
+        key_on(0, "a"),
+        key_on(1, "b"),
+        key_on(0, "c"),
+        key_on(1, "d"),
+    ];
+    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    for i in 0..40 {
+        let k = &keys[i % keys.len()];
+        d.run(&["RPUSH", k, &format!("v{i}"), &i.to_string()]);
+    }
+    for _ in 0..1500 {
+        let a = keys[rng.below(keys.len())].as_str();
+        let b = keys[rng.below(keys.len())].as_str();
+        let c = keys[rng.below(keys.len())].as_str();
+        let from = ["LEFT", "RIGHT"][rng.below(2)];
+        let to = ["LEFT", "RIGHT"][rng.below(2)];
+        let n = (1 + rng.below(3)).to_string();
+        let cmd: Vec<&str> = match rng.below(5) {
+            0 | 1 => vec!["LMOVE", a, b, from, to],
+            2 => vec!["RPOPLPUSH", a, b],
+            3 => vec!["LMPOP", "3", a, b, c, from, "COUNT", &n],
+            _ => vec!["RPUSH", a, from, to],
+        };
+        d.run(&cmd);
+    }
+    for k in &keys {
+        d.run(&["LRANGE", k, "0", "-1"]);
+    }
+}
