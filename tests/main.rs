@@ -4,6 +4,7 @@ mod atomicity;
 mod hash;
 mod keys;
 mod lifecycle;
+mod list;
 mod ordering;
 mod protocol;
 mod server;

@@ -401,7 +401,7 @@ fn parse_output_limits(canonical: &str) -> Vec<u64> {
 
 /// Redis's `memtoull`: digits, then an optional unit (b, k, kb, m, mb, g, gb in any case); no sign.
 /// Too many digits saturate and a unit multiplies with wrap-around, as in C.
-fn memtoull(v: &str) -> Option<u64> {
+pub(crate) fn memtoull(v: &str) -> Option<u64> {
     let digits = v.bytes().take_while(u8::is_ascii_digit).count();
     let mul: u64 = match v[digits..].to_ascii_lowercase().as_str() {
         "" | "b" => 1,

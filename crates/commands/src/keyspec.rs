@@ -278,7 +278,9 @@ impl KeySpec {
                     .filter(|&n| n >= 0 && at < argc)
                     .ok_or(Unresolved)?;
                 let first = first + firstkey as i64;
-                (first, first + count - 1, step as i64)
+                // A client's count may be anything up to i64::MAX: saturate, the bound check
+                // below rejects it.
+                (first, first.saturating_add(count) - 1, step as i64)
             }
             FindKeys::Unknown => return Err(Unresolved),
         };

@@ -1775,6 +1775,18 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 // The argument is the whole error line, code included.
                 cx.out.error(&String::from_utf8_lossy(&cx.args[2]));
             }
+            ("quicklist-packed-threshold", 3) => {
+                let ok = std::str::from_utf8(&cx.args[2])
+                    .ok()
+                    .and_then(crate::config::memtoull)
+                    .is_some_and(strata_core::list::set_packed_threshold);
+                if !ok {
+                    return Err(CmdError::msg(
+                        "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                    ));
+                }
+                cx.out.ok();
+            }
             ("log", 3) => {
                 eprintln!("DEBUG LOG: {}", String::from_utf8_lossy(&cx.args[2]));
                 cx.out.ok();
@@ -1797,6 +1809,9 @@ fn debug_help(cx: &mut ConnCtx<'_>) {
             "    Write <message> to the server log.",
             "OBJECT <key>",
             "    Show low level info about `key` and associated value.",
+            "QUICKLIST-PACKED-THRESHOLD <size>",
+            "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+            "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in background when they are not",
             "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",

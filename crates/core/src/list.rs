@@ -1,15 +1,367 @@
-//! A list (Redis's t_list.c): "listpack" while small, "quicklist" beyond.
+//! A list (Redis's t_list.c and quicklist.c): a deque of packed nodes.
 //!
-//! (Scaffold: the representation is being written; this placeholder only lets the rest of the tree
-//! name the type.)
+//! A [`List`] is a `VecDeque` of nodes; a node is one byte buffer holding a run of consecutive
+//! elements, packed, plus its element count. Pushing or popping at either end touches only the end
+//! node (O(1) apart from moving the bytes of that one bounded node), and reaching index `i` walks the
+//! node counts from the nearer end, then the entries of one node — as Redis's quicklist does.
+//!
+//! Redis 7.0 reports every list as `quicklist` (the one-node listpack encoding came in 7.2), so
+//! [`List::encoding`] always does too; the node layout is not observable through commands.
+//!
+//! # Entry format
+//! Each element is `header payload backlen`:
+//! * `header` (first byte): `0xxxxxxx` an integer 0..=127 (no payload); `10llllll` a string of
+//!   0..=63 bytes; `110vvvvv vvvvvvvv` a 13-bit signed integer; `1110llll llllllll` a string of up
+//!   to 4095 bytes; `0xF0` + u32 length: a longer string; `0xF1`/`0xF2`/`0xF3`/`0xF4` + 2/3/4/8
+//!   bytes: a little-endian signed integer.
+//! * `backlen`: the size of header + payload, 7 bits per byte, read right to left (the rightmost
+//!   byte holds the lowest bits; a set top bit means another byte lies to its left), so the entry
+//!   before any offset can be found without scanning the node from its start.
+//!
+//! An element is stored as an integer exactly when it is a canonical decimal integer
+//! ([`crate::num::parse_i64`]), so it reads back byte-identical and "10" never equals "010".
+//!
+//! # Invariants
+//! * No node is empty; `len` is the sum of the node counts.
+//! * A node grows past `list-max-listpack-size` (entries when positive, bytes 4 KiB..64 KiB when
+//!   negative; at most 8 KiB in the positive case, as Redis's safety limit) only when it holds a
+//!   single element; a write that overfills a node splits it. The limit is read at write time.
+//! * An element at least [`set_packed_threshold`] bytes long (1 GiB unless DEBUG
+//!   QUICKLIST-PACKED-THRESHOLD changed it) lives alone in a "plain" node, as in Redis, and no other
+//!   element joins such a node.
+//! * `heap` is the sum of the node buffers' capacities, kept up to date by every write, so
+//!   [`List::heap_size`] is O(1).
+//! * `list-compress-depth` is accepted by CONFIG but not applied: nodes are never compressed.
 
-/// A list (Redis's t_list.c): "listpack" while small, "quicklist" beyond.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct List {
-    len: usize,
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::limits::LIST_MAX_LISTPACK_SIZE;
+use crate::num::parse_i64;
+
+/// Either end of a list (LEFT is the head, index 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Left,
+    Right,
 }
 
+/// One element as stored: bytes, or an integer that reads back as its decimal form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem<'a> {
+    Bytes(&'a [u8]),
+    Int(i64),
+}
+
+impl Elem<'_> {
+    /// The element's bytes.
+    pub fn to_vec(self) -> Vec<u8> {
+        match self {
+            Elem::Bytes(b) => b.to_vec(),
+            Elem::Int(i) => i.to_string().into_bytes(),
+        }
+    }
+
+    /// True if the element equals `needle`'s value.
+    pub fn matches(self, needle: &Needle<'_>) -> bool {
+        match self {
+            Elem::Bytes(b) => b == needle.bytes,
+            Elem::Int(i) => needle.int == Some(i),
+        }
+    }
+}
+
+/// A value to compare elements with (LREM, LPOS, LINSERT's pivot), its integer form parsed once.
+#[derive(Clone, Copy, Debug)]
+pub struct Needle<'a> {
+    bytes: &'a [u8],
+    int: Option<i64>,
+}
+
+impl<'a> Needle<'a> {
+    pub fn new(bytes: &'a [u8]) -> Needle<'a> {
+        Needle {
+            bytes,
+            int: parse_i64(bytes),
+        }
+    }
+}
+
+/// Elements at least this long get a node of their own (Redis's `packed_threshold`).
+static PACKED_THRESHOLD: AtomicU64 = AtomicU64::new(1 << 30);
+
+/// Sets the size from which an element gets a node of its own (DEBUG
+/// QUICKLIST-PACKED-THRESHOLD); 0 restores the default of 1 GiB. False (changing nothing) for
+/// sizes beyond 4 GiB - 1 MiB, as Redis refuses them.
+pub fn set_packed_threshold(bytes: u64) -> bool {
+    if bytes > (1 << 32) - (1 << 20) {
+        return false;
+    }
+    let bytes = if bytes == 0 { 1 << 30 } else { bytes };
+    PACKED_THRESHOLD.store(bytes, Ordering::Relaxed);
+    true
+}
+
+fn is_large(v: &[u8]) -> bool {
+    v.len() as u64 >= PACKED_THRESHOLD.load(Ordering::Relaxed)
+}
+
+// ===== entry codec =====
+
+/// The bytes of one encoded element: header (and integer) bytes, the string payload, the backlen.
+struct Enc<'a> {
+    head: [u8; 9],
+    head_len: usize,
+    payload: &'a [u8],
+    back: [u8; 5],
+    back_len: usize,
+}
+
+fn backlen_size(n: usize) -> usize {
+    match n {
+        0..=0x7F => 1,
+        0x80..=0x3FFF => 2,
+        0x4000..=0x1F_FFFF => 3,
+        0x20_0000..=0xFFF_FFFF => 4,
+        _ => 5,
+    }
+}
+
+impl<'a> Enc<'a> {
+    fn new(v: &'a [u8]) -> Enc<'a> {
+        let mut head = [0u8; 9];
+        let (head_len, payload): (usize, &[u8]) = match parse_i64(v) {
+            Some(i @ 0..=127) => {
+                head[0] = i as u8;
+                (1, &[])
+            }
+            Some(i @ -4096..=4095) => {
+                let u = (i as u16) & 0x1FFF;
+                head[0] = 0xC0 | (u >> 8) as u8;
+                head[1] = u as u8;
+                (2, &[])
+            }
+            Some(i) => {
+                let (tag, n) = if i16::try_from(i).is_ok() {
+                    (0xF1, 2)
+                } else if (-(1 << 23)..(1 << 23)).contains(&i) {
+                    (0xF2, 3)
+                } else if i32::try_from(i).is_ok() {
+                    (0xF3, 4)
+                } else {
+                    (0xF4, 8)
+                };
+                head[0] = tag;
+                head[1..1 + n].copy_from_slice(&i.to_le_bytes()[..n]);
+                (1 + n, &[])
+            }
+            None if v.len() < 64 => {
+                head[0] = 0x80 | v.len() as u8;
+                (1, v)
+            }
+            None if v.len() < 4096 => {
+                head[0] = 0xE0 | (v.len() >> 8) as u8;
+                head[1] = v.len() as u8;
+                (2, v)
+            }
+            None => {
+                head[0] = 0xF0;
+                // Elements are bulk strings, at most 512 MB (proto-max-bulk-len), so u32 holds it.
+                head[1..5].copy_from_slice(&(v.len() as u32).to_le_bytes());
+                (5, v)
+            }
+        };
+        let n = head_len + payload.len();
+        let back_len = backlen_size(n);
+        let mut back = [0u8; 5];
+        for (k, b) in back[..back_len].iter_mut().rev().enumerate() {
+            let more = if k + 1 < back_len { 0x80 } else { 0 };
+            *b = ((n >> (7 * k)) & 0x7F) as u8 | more;
+        }
+        Enc {
+            head,
+            head_len,
+            payload,
+            back,
+            back_len,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.head_len + self.payload.len() + self.back_len
+    }
+
+    fn write(&self, dst: &mut [u8]) {
+        let (h, p) = (self.head_len, self.payload.len());
+        dst[..h].copy_from_slice(&self.head[..h]);
+        dst[h..h + p].copy_from_slice(self.payload);
+        dst[h + p..].copy_from_slice(&self.back[..self.back_len]);
+    }
+}
+
+/// Decodes the entry at `p`: the element and the entry's total size.
+fn decode(buf: &[u8], p: usize) -> (Elem<'_>, usize) {
+    let h = buf[p];
+    let int_le = |n: usize| {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&buf[p + 1..p + 1 + n]);
+        // Sign-extend from n bytes.
+        let shift = 64 - 8 * n as u32;
+        (i64::from_le_bytes(b) << shift) >> shift
+    };
+    let (elem, n) = match h {
+        0x00..=0x7F => (Elem::Int(i64::from(h)), 1),
+        0x80..=0xBF => {
+            let l = usize::from(h & 0x3F);
+            (Elem::Bytes(&buf[p + 1..p + 1 + l]), 1 + l)
+        }
+        0xC0..=0xDF => {
+            let u = (u16::from(h & 0x1F) << 8) | u16::from(buf[p + 1]);
+            (Elem::Int(i64::from(((u << 3) as i16) >> 3)), 2)
+        }
+        0xE0..=0xEF => {
+            let l = (usize::from(h & 0x0F) << 8) | usize::from(buf[p + 1]);
+            (Elem::Bytes(&buf[p + 2..p + 2 + l]), 2 + l)
+        }
+        0xF0 => {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&buf[p + 1..p + 5]);
+            let l = u32::from_le_bytes(b) as usize;
+            (Elem::Bytes(&buf[p + 5..p + 5 + l]), 5 + l)
+        }
+        0xF1 => (Elem::Int(int_le(2)), 3),
+        0xF2 => (Elem::Int(int_le(3)), 4),
+        0xF3 => (Elem::Int(int_le(4)), 5),
+        _ => (Elem::Int(int_le(8)), 9),
+    };
+    (elem, n + backlen_size(n))
+}
+
+/// The start of the entry that ends at `end`.
+fn prev_start(buf: &[u8], end: usize) -> usize {
+    let (mut n, mut k, mut q) = (0usize, 0, end);
+    loop {
+        q -= 1;
+        let b = buf[q];
+        n |= usize::from(b & 0x7F) << (7 * k);
+        k += 1;
+        if b & 0x80 == 0 {
+            break;
+        }
+    }
+    q - n
+}
+
+/// Replaces `buf[range]` with the encoded element, moving the bytes after it.
+fn splice(buf: &mut Vec<u8>, start: usize, end: usize, enc: &Enc<'_>) {
+    let (new, old, len) = (enc.len(), end - start, buf.len());
+    if new > old {
+        let grow = new - old;
+        // Exact growth: the allocator rounds to its size class and grows in place within it, so a
+        // node's buffer stays close to its contents (Redis's listpacks do the same).
+        buf.reserve_exact(grow);
+        buf.resize(len + grow, 0);
+        buf.copy_within(end..len, end + grow);
+    } else if new < old {
+        buf.copy_within(end..len, start + new);
+        buf.truncate(len - (old - new));
+    }
+    enc.write(&mut buf[start..start + new]);
+}
+
+// ===== nodes =====
+
+#[derive(Clone, Debug, Default)]
+struct Node {
+    buf: Vec<u8>,
+    count: u32,
+    /// Holds one large element that no other element may join.
+    plain: bool,
+}
+
+impl Node {
+    /// The start offset of entry `k` (< count), walking from the nearer end of the node.
+    fn offset_of(&self, k: usize) -> usize {
+        let count = self.count as usize;
+        if k <= count / 2 {
+            let mut p = 0;
+            for _ in 0..k {
+                p += decode(&self.buf, p).1;
+            }
+            p
+        } else {
+            let mut p = self.buf.len();
+            for _ in k..count {
+                p = prev_start(&self.buf, p);
+            }
+            p
+        }
+    }
+
+    /// Releases spare capacity left by removals (kept while modest, so pops do not reallocate).
+    fn trim_capacity(&mut self) {
+        if self.buf.capacity() > 64 && self.buf.capacity() > 2 * self.buf.len() {
+            self.buf.shrink_to_fit();
+        }
+    }
+}
+
+/// Bytes a node may hold under a negative `list-max-listpack-size`, and the 8 KiB safety limit
+/// that also bounds nodes sized by entry count (Redis's SIZE_SAFETY_LIMIT).
+const SIZE_CLASSES: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+const SAFETY_LIMIT: usize = 8192;
+
+/// True if a node of `bytes` bytes and `count` entries respects `list-max-listpack-size`.
+fn fits(bytes: usize, count: usize) -> bool {
+    let fill = LIST_MAX_LISTPACK_SIZE.get();
+    if fill >= 0 {
+        count <= fill.max(1) as usize && bytes <= SAFETY_LIMIT
+    } else {
+        let class = ((-fill) as usize).min(SIZE_CLASSES.len()) - 1;
+        bytes <= SIZE_CLASSES[class]
+    }
+}
+
+// ===== the list =====
+
+/// A list; see the module docs.
+#[derive(Debug, Default)]
+pub struct List {
+    nodes: VecDeque<Node>,
+    len: usize,
+    /// Sum of the node buffers' capacities.
+    heap: usize,
+}
+
+impl Clone for List {
+    fn clone(&self) -> List {
+        // Cloned buffers have capacity == length, so the byte count is recomputed.
+        let mut nodes = VecDeque::with_capacity(self.nodes.len());
+        nodes.extend(self.nodes.iter().cloned());
+        let heap = nodes.iter().map(|n| n.buf.capacity()).sum();
+        List {
+            nodes,
+            len: self.len,
+            heap,
+        }
+    }
+}
+
+impl PartialEq for List {
+    /// Equal when the elements are, whatever the node layout.
+    fn eq(&self, other: &List) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for List {}
+
 impl List {
+    /// An empty list.
+    pub fn new() -> List {
+        List::default()
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
@@ -20,13 +372,835 @@ impl List {
         self.len == 0
     }
 
-    /// The encoding OBJECT ENCODING reports.
+    /// The encoding OBJECT ENCODING reports: always `quicklist`, as in Redis 7.0.
     pub fn encoding(&self) -> &'static str {
-        "scaffold"
+        "quicklist"
     }
 
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
-        0
+        self.heap + self.nodes.capacity() * std::mem::size_of::<Node>()
+    }
+
+    /// Runs `f` on node `i`, keeping the byte count right; removes the node if `f` emptied it.
+    fn edit<R>(&mut self, i: usize, f: impl FnOnce(&mut Node) -> R) -> R {
+        let node = &mut self.nodes[i];
+        let before = node.buf.capacity();
+        let r = f(node);
+        let after = node.buf.capacity();
+        let empty = node.count == 0;
+        self.heap = self.heap + after - before;
+        if empty {
+            self.heap -= after;
+            self.nodes.remove(i);
+            self.shrink_nodes();
+        }
+        r
+    }
+
+    /// Makes room for one more node, growing the deque by a quarter rather than doubling (most
+    /// lists have one or two nodes, and the deque is part of every list's footprint).
+    fn reserve_node(&mut self) {
+        if self.nodes.len() == self.nodes.capacity() {
+            self.nodes.reserve_exact((self.nodes.capacity() / 4).max(1));
+        }
+    }
+
+    fn shrink_nodes(&mut self) {
+        if self.nodes.capacity() > 4 && self.nodes.capacity() > 2 * self.nodes.len() {
+            self.nodes.shrink_to_fit();
+        }
+    }
+
+    /// Inserts a new node holding just `enc` at position `i`, with room for `extra` more bytes.
+    fn insert_node(&mut self, i: usize, enc: &Enc<'_>, plain: bool, extra: usize) {
+        let mut buf = Vec::with_capacity(enc.len() + extra);
+        buf.resize(enc.len(), 0);
+        enc.write(&mut buf);
+        self.heap += buf.capacity();
+        self.reserve_node();
+        self.nodes.insert(
+            i,
+            Node {
+                buf,
+                count: 1,
+                plain,
+            },
+        );
+    }
+
+    /// Splits node `i` before its entry `k`, so that entry starts a node; returns that node's
+    /// position (`i` itself when `k` is 0).
+    fn split_at(&mut self, i: usize, k: usize) -> usize {
+        if k == 0 {
+            return i;
+        }
+        let n = &self.nodes[i];
+        let moved = n.count as usize - k;
+        let at = n.offset_of(k);
+        let tail = self.edit(i, |n| {
+            let tail = n.buf.split_off(at);
+            n.buf.shrink_to_fit();
+            n.count = k as u32;
+            tail
+        });
+        self.heap += tail.capacity();
+        self.reserve_node();
+        self.nodes.insert(
+            i + 1,
+            Node {
+                buf: tail,
+                count: moved as u32,
+                plain: false,
+            },
+        );
+        i + 1
+    }
+
+    /// Adds `v` at `end`.
+    pub fn push(&mut self, end: End, v: &[u8]) {
+        self.push_ahead(end, v, 0)
+    }
+
+    /// Adds every element of `elems` at `end`, one after the other (so pushing a, b, c on the
+    /// left leaves c first). The nodes being filled are sized for what is still to come, so a
+    /// long push does not reallocate a node at every element.
+    pub fn push_all<V: AsRef<[u8]>>(&mut self, end: End, elems: &[V]) {
+        let mut ahead: usize = elems.iter().map(|v| Enc::new(v.as_ref()).len()).sum();
+        for v in elems {
+            let v = v.as_ref();
+            ahead -= Enc::new(v).len();
+            self.push_ahead(end, v, ahead);
+        }
+    }
+
+    /// Bytes a node may be given in advance for `ahead` more bytes of elements: only under a
+    /// byte limit (a count limit may close the node sooner), never past the limit.
+    fn reserve_for(len: usize, ahead: usize) -> usize {
+        let fill = LIST_MAX_LISTPACK_SIZE.get();
+        if fill >= 0 || ahead == 0 {
+            return 0;
+        }
+        let class = ((-fill) as usize).min(SIZE_CLASSES.len()) - 1;
+        ahead.min(SIZE_CLASSES[class].saturating_sub(len))
+    }
+
+    /// [`List::push`], with `ahead` bytes of elements still to be pushed after this one.
+    fn push_ahead(&mut self, end: End, v: &[u8], ahead: usize) {
+        let enc = Enc::new(v);
+        let large = is_large(v);
+        self.len += 1;
+        let (i, room) = match (end, self.nodes.front(), self.nodes.back()) {
+            _ if large => (0, false),
+            (End::Left, Some(n), _) | (End::Right, _, Some(n)) if n.plain => (0, false),
+            (End::Left, Some(n), _) => (0, fits(n.buf.len() + enc.len(), n.count as usize + 1)),
+            (End::Right, _, Some(n)) => (
+                self.nodes.len() - 1,
+                fits(n.buf.len() + enc.len(), n.count as usize + 1),
+            ),
+            _ => (0, false),
+        };
+        if room {
+            self.edit(i, |n| {
+                let at = if end == End::Left { 0 } else { n.buf.len() };
+                if n.buf.capacity() - n.buf.len() < enc.len() {
+                    let extra = Self::reserve_for(n.buf.len() + enc.len(), ahead);
+                    n.buf.reserve_exact(enc.len() + extra);
+                }
+                splice(&mut n.buf, at, at, &enc);
+                n.count += 1;
+            });
+        } else {
+            let at = if end == End::Left {
+                0
+            } else {
+                self.nodes.len()
+            };
+            let extra = if large {
+                0
+            } else {
+                Self::reserve_for(enc.len(), ahead)
+            };
+            self.insert_node(at, &enc, large, extra);
+        }
+    }
+
+    /// Adds `v` at the head (LPUSH).
+    pub fn push_front(&mut self, v: &[u8]) {
+        self.push(End::Left, v)
+    }
+
+    /// Adds `v` at the tail (RPUSH).
+    pub fn push_back(&mut self, v: &[u8]) {
+        self.push(End::Right, v)
+    }
+
+    /// Removes and returns the element at `end`.
+    pub fn pop(&mut self, end: End) -> Option<Vec<u8>> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        let i = if end == End::Left {
+            0
+        } else {
+            self.nodes.len() - 1
+        };
+        Some(self.edit(i, |n| {
+            let (start, stop) = if end == End::Left {
+                (0, decode(&n.buf, 0).1)
+            } else {
+                (prev_start(&n.buf, n.buf.len()), n.buf.len())
+            };
+            let v = decode(&n.buf, start).0.to_vec();
+            n.buf.drain(start..stop);
+            n.count -= 1;
+            n.trim_capacity();
+            v
+        }))
+    }
+
+    /// Removes and returns the head element (LPOP).
+    pub fn pop_front(&mut self) -> Option<Vec<u8>> {
+        self.pop(End::Left)
+    }
+
+    /// Removes and returns the tail element (RPOP).
+    pub fn pop_back(&mut self) -> Option<Vec<u8>> {
+        self.pop(End::Right)
+    }
+
+    /// The node holding element `index` (< len) and the element's position in it, walking the
+    /// node counts from the nearer end.
+    fn locate(&self, index: usize) -> (usize, usize) {
+        if index < self.len / 2 {
+            let mut k = index;
+            for (i, n) in self.nodes.iter().enumerate() {
+                if k < n.count as usize {
+                    return (i, k);
+                }
+                k -= n.count as usize;
+            }
+        } else {
+            let mut k = self.len - 1 - index;
+            for (i, n) in self.nodes.iter().enumerate().rev() {
+                if k < n.count as usize {
+                    return (i, n.count as usize - 1 - k);
+                }
+                k -= n.count as usize;
+            }
+        }
+        unreachable!("index {index} below len {} not found", self.len)
+    }
+
+    /// The element at `index` (0 = head), if any.
+    pub fn get(&self, index: usize) -> Option<Elem<'_>> {
+        self.iter_from(index).next()
+    }
+
+    /// Elements from `index` towards the tail.
+    pub fn iter_from(&self, index: usize) -> Iter<'_> {
+        if index >= self.len {
+            return Iter {
+                list: self,
+                node: 0,
+                off: 0,
+                left: 0,
+            };
+        }
+        let (node, k) = self.locate(index);
+        Iter {
+            list: self,
+            node,
+            off: self.nodes[node].offset_of(k),
+            left: self.len - index,
+        }
+    }
+
+    /// Every element, head to tail.
+    pub fn iter(&self) -> Iter<'_> {
+        self.iter_from(0)
+    }
+
+    /// Elements from `index` towards the head.
+    pub fn iter_rev_from(&self, index: usize) -> RevIter<'_> {
+        if index >= self.len {
+            return RevIter {
+                list: self,
+                node: 0,
+                end: 0,
+                left: 0,
+            };
+        }
+        let (node, k) = self.locate(index);
+        let n = &self.nodes[node];
+        let start = n.offset_of(k);
+        RevIter {
+            list: self,
+            node,
+            end: start + decode(&n.buf, start).1,
+            left: index + 1,
+        }
+    }
+
+    /// Every element, tail to head.
+    pub fn iter_rev(&self) -> RevIter<'_> {
+        match self.len {
+            0 => self.iter_rev_from(0),
+            n => self.iter_rev_from(n - 1),
+        }
+    }
+
+    /// The index of the first element equal to `needle`, from the head.
+    pub fn position(&self, needle: &Needle<'_>) -> Option<usize> {
+        self.iter().position(|e| e.matches(needle))
+    }
+
+    /// Splits node `i` in two halves if it breaks the size limit (after an insert or a replace).
+    fn split_if_needed(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        if n.count < 2 || fits(n.buf.len(), n.count as usize) {
+            return;
+        }
+        let keep = n.count as usize / 2;
+        self.split_at(i, keep);
+    }
+
+    /// Replaces the element at `index`; false if there is none (LSET).
+    pub fn set(&mut self, index: usize, v: &[u8]) -> bool {
+        if index >= self.len {
+            return false;
+        }
+        let (i, k) = self.locate(index);
+        let enc = Enc::new(v);
+        let large = is_large(v);
+        if large || self.nodes[i].plain {
+            // The element gets a node of its own (or leaves one): isolate it, then rewrite it.
+            let at = self.split_at(i, k);
+            if self.nodes[at].count > 1 {
+                self.split_at(at, 1);
+            }
+            self.edit(at, |n| {
+                n.buf.clear();
+                n.buf.reserve_exact(enc.len());
+                n.buf.resize(enc.len(), 0);
+                enc.write(&mut n.buf);
+                n.plain = large;
+            });
+            return true;
+        }
+        self.edit(i, |n| {
+            let start = n.offset_of(k);
+            let end = start + decode(&n.buf, start).1;
+            splice(&mut n.buf, start, end, &enc);
+        });
+        self.split_if_needed(i);
+        true
+    }
+
+    /// Inserts `v` so that it becomes element `index` (≤ len); LINSERT.
+    pub fn insert(&mut self, index: usize, v: &[u8]) {
+        if index == 0 {
+            return self.push_front(v);
+        }
+        if index >= self.len {
+            return self.push_back(v);
+        }
+        let (i, k) = self.locate(index);
+        let enc = Enc::new(v);
+        let large = is_large(v);
+        self.len += 1;
+        if large || self.nodes[i].plain {
+            let at = self.split_at(i, k);
+            self.insert_node(at, &enc, large, 0);
+            return;
+        }
+        self.edit(i, |n| {
+            let at = n.offset_of(k);
+            splice(&mut n.buf, at, at, &enc);
+            n.count += 1;
+        });
+        self.split_if_needed(i);
+    }
+
+    /// Removes `count` elements from `start` on (LTRIM); whole nodes are dropped without decoding.
+    pub fn remove_range(&mut self, start: usize, count: usize) {
+        let count = count.min(self.len.saturating_sub(start));
+        if count == 0 {
+            return;
+        }
+        let (mut i, k) = self.locate(start);
+        self.len -= count;
+        let mut left = count;
+        // The first node: entries from k on.
+        let take = left.min(self.nodes[i].count as usize - k);
+        let emptied = self.edit(i, |n| {
+            let from = n.offset_of(k);
+            let to = if k + take == n.count as usize {
+                n.buf.len()
+            } else {
+                n.offset_of(k + take)
+            };
+            n.buf.drain(from..to);
+            n.count -= take as u32;
+            n.trim_capacity();
+            n.count == 0
+        });
+        left -= take;
+        if !emptied {
+            i += 1;
+        }
+        // Whole nodes, then the head of the last one.
+        while left > 0 {
+            let c = self.nodes[i].count as usize;
+            let take = left.min(c);
+            self.edit(i, |n| {
+                let to = if take == c {
+                    n.buf.len()
+                } else {
+                    n.offset_of(take)
+                };
+                n.buf.drain(..to);
+                n.count -= take as u32;
+                n.trim_capacity();
+            });
+            left -= take;
+        }
+    }
+
+    /// Keeps only elements `start..=stop` (indices already clamped, as LTRIM computes them); an
+    /// empty range empties the list.
+    pub fn retain_range(&mut self, start: usize, stop: usize) {
+        if start > stop || start >= self.len {
+            let n = self.len;
+            self.remove_range(0, n);
+            return;
+        }
+        let stop = stop.min(self.len - 1);
+        let tail = self.len - 1 - stop;
+        self.remove_range(stop + 1, tail);
+        self.remove_range(0, start);
+    }
+
+    /// Removes up to `limit` elements equal to `needle` (all when 0), from the head when `from` is
+    /// Left, else from the tail (LREM). Returns how many were removed.
+    pub fn remove_matching(&mut self, needle: &Needle<'_>, limit: usize, from: End) -> usize {
+        let mut removed = 0;
+        // Node indices: from the head a node that empties is removed and the next slides into
+        // its place; from the tail removing node i leaves the indices below it alone.
+        let mut next = match from {
+            End::Left => 0,
+            End::Right => self.nodes.len(),
+        };
+        loop {
+            let i = match from {
+                End::Left if next < self.nodes.len() => next,
+                End::Right if next > 0 => next - 1,
+                _ => break,
+            };
+            let before = self.nodes.len();
+            if limit != 0 && removed == limit {
+                break;
+            }
+            let want = if limit == 0 {
+                usize::MAX
+            } else {
+                limit - removed
+            };
+            // Entry spans of this node that match, in the scan's direction.
+            let n = &self.nodes[i];
+            let mut spans = Vec::new();
+            let mut p = 0;
+            while p < n.buf.len() {
+                let (e, size) = decode(&n.buf, p);
+                if e.matches(needle) {
+                    spans.push((p, p + size));
+                }
+                p += size;
+            }
+            if spans.is_empty() {
+                match from {
+                    End::Left => next += 1,
+                    End::Right => next -= 1,
+                }
+                continue;
+            }
+            if from == End::Right {
+                spans.reverse();
+            }
+            spans.truncate(want);
+            spans.sort_unstable();
+            removed += spans.len();
+            self.edit(i, |n| {
+                let mut kept = Vec::with_capacity(n.buf.len());
+                let mut p = 0;
+                for &(s, e) in &spans {
+                    kept.extend_from_slice(&n.buf[p..s]);
+                    p = e;
+                }
+                kept.extend_from_slice(&n.buf[p..]);
+                n.buf = kept;
+                n.count -= spans.len() as u32;
+                n.trim_capacity();
+            });
+            let gone = self.nodes.len() < before;
+            match from {
+                End::Left if !gone => next += 1,
+                End::Left => {}
+                End::Right => next -= 1,
+            }
+        }
+        self.len -= removed;
+        self.merge_small_nodes();
+        removed
+    }
+
+    /// Merges neighbouring nodes that fit together (after removals left them sparse).
+    fn merge_small_nodes(&mut self) {
+        let mut i = 0;
+        while i + 1 < self.nodes.len() {
+            let (a, b) = (&self.nodes[i], &self.nodes[i + 1]);
+            if !a.plain && !b.plain && fits(a.buf.len() + b.buf.len(), (a.count + b.count) as usize)
+            {
+                let b = self.nodes.remove(i + 1).expect("node i + 1 exists");
+                self.heap -= b.buf.capacity();
+                self.edit(i, |a| {
+                    a.buf.extend_from_slice(&b.buf);
+                    a.count += b.count;
+                });
+            } else {
+                i += 1;
+            }
+        }
+        self.shrink_nodes();
+    }
+}
+
+/// Elements towards the tail; see [`List::iter_from`].
+pub struct Iter<'a> {
+    list: &'a List,
+    node: usize,
+    off: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Elem<'a>;
+
+    fn next(&mut self) -> Option<Elem<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        let list: &'a List = self.list;
+        let mut n = &list.nodes[self.node];
+        if self.off == n.buf.len() {
+            self.node += 1;
+            self.off = 0;
+            n = &list.nodes[self.node];
+        }
+        let (e, size) = decode(&n.buf, self.off);
+        self.off += size;
+        self.left -= 1;
+        Some(e)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+/// Elements towards the head; see [`List::iter_rev_from`].
+pub struct RevIter<'a> {
+    list: &'a List,
+    node: usize,
+    /// End offset of the next entry to return, in `node`.
+    end: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for RevIter<'a> {
+    type Item = Elem<'a>;
+
+    fn next(&mut self) -> Option<Elem<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        let list: &'a List = self.list;
+        if self.end == 0 {
+            self.node -= 1;
+            self.end = list.nodes[self.node].buf.len();
+        }
+        let buf = &list.nodes[self.node].buf;
+        let start = prev_start(buf, self.end);
+        self.end = start;
+        self.left -= 1;
+        Some(decode(buf, start).0)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(l: &List) -> Vec<Vec<u8>> {
+        l.iter().map(Elem::to_vec).collect()
+    }
+
+    /// Checks the structural invariants and that both iterators agree with `model`.
+    fn check(l: &List, model: &VecDeque<Vec<u8>>) {
+        assert_eq!(l.len(), model.len());
+        assert!(l
+            .nodes
+            .iter()
+            .all(|n| n.count > 0 && (!n.plain || n.count == 1)));
+        assert_eq!(
+            l.nodes.iter().map(|n| n.count as usize).sum::<usize>(),
+            l.len
+        );
+        assert_eq!(
+            l.heap,
+            l.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>()
+        );
+        let fwd = values(l);
+        assert_eq!(fwd, model.iter().cloned().collect::<Vec<_>>());
+        let mut rev: Vec<Vec<u8>> = l.iter_rev().map(Elem::to_vec).collect();
+        rev.reverse();
+        assert_eq!(rev, fwd);
+    }
+
+    #[test]
+    fn codec_round_trips_every_kind() {
+        let cases: Vec<Vec<u8>> = [
+            "0",
+            "127",
+            "128",
+            "-1",
+            "-4096",
+            "4095",
+            "4096",
+            "-32768",
+            "32767",
+            "40000",
+            "-8388608",
+            "8388607",
+            "8388608",
+            "2147483647",
+            "-2147483648",
+            "2147483648",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "010",
+            "+1",
+            "-0",
+            "",
+            "a",
+            "1.5",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .chain([
+            vec![b'x'; 63],
+            vec![b'y'; 64],
+            vec![b'z'; 4095],
+            vec![b'w'; 4096],
+        ])
+        .chain([vec![b'v'; 70_000]])
+        .collect();
+        let mut buf = Vec::new();
+        for c in &cases {
+            let e = Enc::new(c);
+            let at = buf.len();
+            splice(&mut buf, at, at, &e);
+        }
+        let mut p = 0;
+        let mut ends = Vec::new();
+        for c in &cases {
+            let (e, size) = decode(&buf, p);
+            assert_eq!(&e.to_vec(), c);
+            assert!(e.matches(&Needle::new(c)));
+            p += size;
+            ends.push(p);
+        }
+        assert_eq!(p, buf.len());
+        for (i, &end) in ends.iter().enumerate().rev() {
+            let start = prev_start(&buf, end);
+            assert_eq!(decode(&buf, start).0.to_vec(), cases[i]);
+        }
+        assert!(!Elem::Int(10).matches(&Needle::new(b"010")));
+    }
+
+    #[test]
+    fn push_pop_both_ends() {
+        let mut l = List::new();
+        let mut m = VecDeque::new();
+        for i in 0..300 {
+            let v = format!("v{i}").into_bytes();
+            if i % 3 == 0 {
+                l.push_front(&v);
+                m.push_front(v);
+            } else {
+                l.push_back(&v);
+                m.push_back(v);
+            }
+        }
+        check(&l, &m);
+        assert_eq!(l.pop_back(), m.pop_back());
+        assert_eq!(l.pop_front(), m.pop_front());
+        check(&l, &m);
+        while let Some(v) = m.pop_front() {
+            assert_eq!(l.pop_front(), Some(v));
+        }
+        assert!(l.is_empty() && l.nodes.is_empty());
+        assert_eq!(l.heap, 0);
+    }
+
+    /// A small xorshift so the test is deterministic without a dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn random_operations_match_a_model() {
+        // Tiny nodes so every operation crosses node boundaries. Other tests may change the limit
+        // concurrently; the list is correct under any limit, only its layout differs.
+        LIST_MAX_LISTPACK_SIZE.set(3);
+        // And 3 KiB elements get plain nodes of their own.
+        assert!(set_packed_threshold(1000));
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut l = List::new();
+        let mut m: VecDeque<Vec<u8>> = VecDeque::new();
+        // Elements of 3 KiB make nodes overflow their 8 KiB limit on LSET and LINSERT.
+        let pool: Vec<Vec<u8>> = ["a", "b", "1", "-7", "300", "long-element-xxxxxxxx"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .chain([vec![b'k'; 3000]])
+            .collect();
+        let mut saw_plain = false;
+        for step in 0..20_000 {
+            let v = &pool[rng.next(pool.len())];
+            match rng.next(9) {
+                0 => {
+                    l.push_front(v);
+                    m.push_front(v.clone());
+                }
+                1 | 2 => {
+                    l.push_back(v);
+                    m.push_back(v.clone());
+                }
+                3 => assert_eq!(l.pop_front(), m.pop_front()),
+                4 => assert_eq!(l.pop_back(), m.pop_back()),
+                5 if !m.is_empty() => {
+                    let i = rng.next(m.len());
+                    assert!(l.set(i, v));
+                    m[i] = v.clone();
+                }
+                6 => {
+                    let i = rng.next(m.len() + 1);
+                    l.insert(i, v);
+                    m.insert(i, v.clone());
+                }
+                7 => {
+                    let limit = rng.next(3);
+                    let from = if rng.next(2) == 0 {
+                        End::Left
+                    } else {
+                        End::Right
+                    };
+                    let n = l.remove_matching(&Needle::new(v), limit, from);
+                    let mut removed = 0;
+                    let idx: Vec<usize> = match from {
+                        End::Left => (0..m.len()).collect(),
+                        End::Right => (0..m.len()).rev().collect(),
+                    };
+                    let mut drop = vec![false; m.len()];
+                    for i in idx {
+                        if m[i] == *v && (limit == 0 || removed < limit) {
+                            drop[i] = true;
+                            removed += 1;
+                        }
+                    }
+                    let mut k = 0;
+                    m.retain(|_| {
+                        k += 1;
+                        !drop[k - 1]
+                    });
+                    assert_eq!(n, removed);
+                }
+                8 if !m.is_empty() => {
+                    let a = rng.next(m.len());
+                    let b = rng.next(m.len());
+                    l.retain_range(a, b);
+                    if a > b {
+                        m.clear();
+                    } else {
+                        m.truncate(b + 1);
+                        m.drain(..a);
+                    }
+                }
+                _ => {}
+            }
+            if step % 97 == 0 || m.len() < 8 {
+                check(&l, &m);
+                saw_plain |= l.nodes.iter().any(|n| n.plain);
+                if !m.is_empty() {
+                    let i = rng.next(m.len());
+                    assert_eq!(l.get(i).map(Elem::to_vec).as_ref(), Some(&m[i]));
+                    let r: Vec<Vec<u8>> = l.iter_rev_from(i).map(Elem::to_vec).collect();
+                    let want: Vec<Vec<u8>> = m.iter().take(i + 1).rev().cloned().collect();
+                    assert_eq!(r, want);
+                }
+            }
+        }
+        assert!(saw_plain);
+        LIST_MAX_LISTPACK_SIZE.set(-2);
+        assert!(set_packed_threshold(0));
+        assert!(!set_packed_threshold(1 << 32));
+    }
+
+    #[test]
+    fn push_all_reserves_ahead_and_matches_single_pushes() {
+        let elems: Vec<String> = (0..2000).map(|i| format!("element-{i:04}")).collect();
+        for end in [End::Left, End::Right] {
+            let mut one = List::new();
+            for e in &elems {
+                one.push(end, e.as_bytes());
+            }
+            let mut all = List::new();
+            all.push_all(end, &elems);
+            assert_eq!(one, all);
+            let model: VecDeque<Vec<u8>> = one.iter().map(Elem::to_vec).collect();
+            check(&all, &model);
+        }
+    }
+
+    #[test]
+    fn clone_and_equality_ignore_layout() {
+        let mut a = List::new();
+        let mut b = List::new();
+        for i in 0..50 {
+            a.push_back(i.to_string().as_bytes());
+            b.push_front((49 - i).to_string().as_bytes());
+        }
+        assert_eq!(a, b);
+        let c = a.clone();
+        assert_eq!(c, a);
+        assert_eq!(
+            c.heap,
+            c.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>()
+        );
+        b.set(3, b"x");
+        assert_ne!(a, b);
     }
 }
