@@ -37,7 +37,7 @@ use crate::limits::SET_MAX_INTSET_ENTRIES;
 use crate::num::parse_i64;
 
 /// A member as stored: an integer of an intset, or the bytes of a hashtable member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Member<'a> {
     Int(i64),
     Str(&'a [u8]),
@@ -235,7 +235,7 @@ impl Set {
     /// One step of SSCAN: calls `f` for the members of about `count` buckets from `cursor` on and
     /// returns the next cursor (0 when the walk is complete). An intset is returned whole, with
     /// cursor 0, as Redis does for its compact encodings. See the module docs for the guarantee.
-    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(Member<'_>)) -> u64 {
+    pub fn scan<'s>(&'s self, cursor: u64, count: usize, mut f: impl FnMut(Member<'s>)) -> u64 {
         match &self.repr {
             Repr::Ints(_) => {
                 self.iter().for_each(f);
