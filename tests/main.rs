@@ -6,4 +6,5 @@ mod lifecycle;
 mod ordering;
 mod protocol;
 mod server;
+mod set;
 mod strings;

@@ -603,6 +603,24 @@ const SAME_INFO: &[&str] = &[
     "command|info",
     "command|list",
     "command|help",
+    // sets
+    "sadd",
+    "srem",
+    "scard",
+    "sismember",
+    "smismember",
+    "smembers",
+    "srandmember",
+    "spop",
+    "smove",
+    "sinter",
+    "sintercard",
+    "sinterstore",
+    "sunion",
+    "sunionstore",
+    "sdiff",
+    "sdiffstore",
+    "sscan",
 ];
 
 /// Commands whose COMMAND DOCS Strata answers exactly as Redis 7.0 does: every command with keys
@@ -668,6 +686,24 @@ const SAME_DOCS: &[&str] = &[
     "config|help",
     "config|resetstat",
     "config|rewrite",
+    // sets
+    "sadd",
+    "srem",
+    "scard",
+    "sismember",
+    "smismember",
+    "smembers",
+    "srandmember",
+    "spop",
+    "smove",
+    "sinter",
+    "sintercard",
+    "sinterstore",
+    "sunion",
+    "sunionstore",
+    "sdiff",
+    "sdiffstore",
+    "sscan",
 ];
 
 #[test]

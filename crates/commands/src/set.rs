@@ -447,13 +447,21 @@ pub fn op_contains(db: &mut Db, keys: &[Bytes], cands: &[Box<[u8]>], now: i64) -
 async fn raw_infos(cx: &mut KeysCtx<'_>, keys: &[Bytes], access: bool) -> Vec<Info> {
     let (db, now) = (cx.db, cx.now);
     let parts = cx
-        .scatter(keys, |k| k, move |s, part| op_info(s.db_mut(db), part, now, access))
+        .scatter(
+            keys,
+            |k| k,
+            move |s, part| op_info(s.db_mut(db), part, now, access),
+        )
         .await;
     in_order(keys.len(), parts)
 }
 
 /// The type and size of every source, in order; the first WRONGTYPE fails the command.
-async fn infos(cx: &mut KeysCtx<'_>, keys: &[Bytes], access: bool) -> Result<Vec<Option<usize>>, CmdError> {
+async fn infos(
+    cx: &mut KeysCtx<'_>,
+    keys: &[Bytes],
+    access: bool,
+) -> Result<Vec<Option<usize>>, CmdError> {
     raw_infos(cx, keys, access).await.into_iter().collect()
 }
 
@@ -463,7 +471,9 @@ async fn each_slice(cx: &mut KeysCtx<'_>, key: &Bytes, mut f: impl FnMut(Vec<Box
     let mut pos = Some(0);
     while let Some(p) = pos {
         let k = key.clone();
-        let (part, next) = cx.on(key, move |s| op_slice(s.db_mut(db), &k, p, now)).await;
+        let (part, next) = cx
+            .on(key, move |s| op_slice(s.db_mut(db), &k, p, now))
+            .await;
         f(part);
         pos = next;
     }
@@ -471,7 +481,12 @@ async fn each_slice(cx: &mut KeysCtx<'_>, key: &Bytes, mut f: impl FnMut(Vec<Box
 
 /// Keeps the candidates contained (`want` = true) or not contained (`want` = false) in every one
 /// of `others`, each source asked once per slice.
-async fn filter(cx: &mut KeysCtx<'_>, others: &[Bytes], cands: Vec<Box<[u8]>>, want: bool) -> Vec<Box<[u8]>> {
+async fn filter(
+    cx: &mut KeysCtx<'_>,
+    others: &[Bytes],
+    cands: Vec<Box<[u8]>>,
+    want: bool,
+) -> Vec<Box<[u8]>> {
     if others.is_empty() || cands.is_empty() {
         return cands;
     }
@@ -479,21 +494,34 @@ async fn filter(cx: &mut KeysCtx<'_>, others: &[Bytes], cands: Vec<Box<[u8]>>, w
     let shared = Arc::new(cands);
     let c = shared.clone();
     let parts = cx
-        .scatter(others, |k| k, move |s, part| op_contains(s.db_mut(db), part, &c, now))
+        .scatter(
+            others,
+            |k| k,
+            move |s, part| op_contains(s.db_mut(db), part, &c, now),
+        )
         .await;
     let masks = in_order(others.len(), parts);
     let cands = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
     cands
         .into_iter()
         .enumerate()
-        .filter(|(i, _)| masks.iter().all(|m| m.get(*i).copied().unwrap_or(false) == want))
+        .filter(|(i, _)| {
+            masks
+                .iter()
+                .all(|m| m.get(*i).copied().unwrap_or(false) == want)
+        })
         .map(|(_, c)| c)
         .collect()
 }
 
 /// The intersection of `keys`, in the smallest set's order, stopping at `limit` members (0 = no
 /// limit). Empty if any source is missing.
-async fn intersect(cx: &mut KeysCtx<'_>, keys: &[Bytes], limit: usize, access: bool) -> Result<Vec<Box<[u8]>>, CmdError> {
+async fn intersect(
+    cx: &mut KeysCtx<'_>,
+    keys: &[Bytes],
+    limit: usize,
+    access: bool,
+) -> Result<Vec<Box<[u8]>>, CmdError> {
     let sizes = infos(cx, keys, access).await?;
     if sizes.iter().any(Option::is_none) {
         return Ok(Vec::new());
@@ -523,7 +551,12 @@ async fn intersect(cx: &mut KeysCtx<'_>, keys: &[Bytes], limit: usize, access: b
 
 /// SUNION/SDIFF of `keys` as a new set (built as Redis builds it: an intset until a member says
 /// otherwise, so its order is Redis's for integer results).
-async fn union_or_diff(cx: &mut KeysCtx<'_>, keys: &[Bytes], diff: bool, access: bool) -> Result<Set, CmdError> {
+async fn union_or_diff(
+    cx: &mut KeysCtx<'_>,
+    keys: &[Bytes],
+    diff: bool,
+    access: bool,
+) -> Result<Set, CmdError> {
     let sizes = infos(cx, keys, access).await?;
     let mut out = Set::new();
     if diff {
@@ -707,13 +740,14 @@ fn smove<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let (db, now) = (cx.db, cx.now);
         let (src, dst, m) = (args[1].clone(), args[2].clone(), args[3].clone());
         // A missing source answers 0 before the destination's type is looked at.
-        let mut found = raw_infos(cx, &args[1..3], false).await.into_iter();
-        if matches!(found.next(), Some(Ok(None))) {
+        let found = raw_infos(cx, &args[1..3], false).await;
+        if matches!(found[0], Ok(None)) {
             cx.out.int(0);
             return Ok(());
         }
-        found.try_for_each(|i| i.map(drop))?;
-        raw_infos(cx, &args[1..2], false).await[0].clone()?;
+        for i in found {
+            i?;
+        }
         let moved = if src == dst {
             let (k, m) = (src.clone(), m.clone());
             cx.on(&src, move |s| {
@@ -739,73 +773,35 @@ fn smove<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 
 // ===== the table =====
 
-
-const SADD_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
-const SADD_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member").multiple(),
-];
-const SADD_HISTORY: &[(&str, &str)] = &[
-    ("2.4.0", "Accepts multiple `member` arguments."),
-];
-const SREM_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE)),
-];
-const SREM_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member").multiple(),
-];
-const SREM_HISTORY: &[(&str, &str)] = &[
-    ("2.4.0", "Accepts multiple `member` arguments."),
-];
-const SCARD_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO),
-];
-const SCARD_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-];
-const SISMEMBER_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO),
-];
-const SISMEMBER_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member"),
-];
-const SMISMEMBER_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const SMISMEMBER_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member").multiple(),
-];
-const SMEMBERS_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const SMEMBERS_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-];
-const SRANDMEMBER_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const SADD_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
+const SADD_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("member").multiple()];
+const SADD_HISTORY: &[(&str, &str)] = &[("2.4.0", "Accepts multiple `member` arguments.")];
+const SREM_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
+const SREM_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("member").multiple()];
+const SREM_HISTORY: &[(&str, &str)] = &[("2.4.0", "Accepts multiple `member` arguments.")];
+const SCARD_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO)];
+const SCARD_ARGS: &[Arg] = &[Arg::key("key", 0)];
+const SISMEMBER_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO)];
+const SISMEMBER_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("member")];
+const SMISMEMBER_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const SMISMEMBER_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("member").multiple()];
+const SMEMBERS_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const SMEMBERS_ARGS: &[Arg] = &[Arg::key("key", 0)];
+const SRANDMEMBER_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const SRANDMEMBER_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("count").since("2.6.0").optional(),
 ];
-const SRANDMEMBER_HISTORY: &[(&str, &str)] = &[
-    ("2.6.0", "Added the optional `count` argument."),
-];
-const SPOP_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE)),
-];
+const SRANDMEMBER_HISTORY: &[(&str, &str)] = &[("2.6.0", "Added the optional `count` argument.")];
+const SPOP_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
 const SPOP_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("count").since("3.2.0").optional(),
 ];
-const SPOP_HISTORY: &[(&str, &str)] = &[
-    ("3.2.0", "Added the `count` argument."),
-];
+const SPOP_HISTORY: &[(&str, &str)] = &[("3.2.0", "Added the `count` argument.")];
 const SMOVE_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE)),
     KeySpec::at(2, KeyFlags::RW.or(KeyFlags::INSERT)),
@@ -815,15 +811,9 @@ const SMOVE_ARGS: &[Arg] = &[
     Arg::key("destination", 1),
     Arg::string("member"),
 ];
-const SINTER_KEYS: &[KeySpec] = &[
-    KeySpec::range(1, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const SINTER_ARGS: &[Arg] = &[
-    Arg::key("key", 0).multiple(),
-];
-const SINTERCARD_KEYS: &[KeySpec] = &[
-    KeySpec::numkeys(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const SINTER_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const SINTER_ARGS: &[Arg] = &[Arg::key("key", 0).multiple()];
+const SINTERCARD_KEYS: &[KeySpec] = &[KeySpec::numkeys(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const SINTERCARD_ARGS: &[Arg] = &[
     Arg::integer("numkeys"),
     Arg::key("key", 0).multiple(),
@@ -833,41 +823,22 @@ const SINTERSTORE_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE)),
     KeySpec::range(2, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
 ];
-const SINTERSTORE_ARGS: &[Arg] = &[
-    Arg::key("destination", 0),
-    Arg::key("key", 1).multiple(),
-];
-const SUNION_KEYS: &[KeySpec] = &[
-    KeySpec::range(1, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const SUNION_ARGS: &[Arg] = &[
-    Arg::key("key", 0).multiple(),
-];
+const SINTERSTORE_ARGS: &[Arg] = &[Arg::key("destination", 0), Arg::key("key", 1).multiple()];
+const SUNION_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const SUNION_ARGS: &[Arg] = &[Arg::key("key", 0).multiple()];
 const SUNIONSTORE_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)),
     KeySpec::range(2, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
 ];
-const SUNIONSTORE_ARGS: &[Arg] = &[
-    Arg::key("destination", 0),
-    Arg::key("key", 1).multiple(),
-];
-const SDIFF_KEYS: &[KeySpec] = &[
-    KeySpec::range(1, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const SDIFF_ARGS: &[Arg] = &[
-    Arg::key("key", 0).multiple(),
-];
+const SUNIONSTORE_ARGS: &[Arg] = &[Arg::key("destination", 0), Arg::key("key", 1).multiple()];
+const SDIFF_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const SDIFF_ARGS: &[Arg] = &[Arg::key("key", 0).multiple()];
 const SDIFFSTORE_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)),
     KeySpec::range(2, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
 ];
-const SDIFFSTORE_ARGS: &[Arg] = &[
-    Arg::key("destination", 0),
-    Arg::key("key", 1).multiple(),
-];
-const SSCAN_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const SDIFFSTORE_ARGS: &[Arg] = &[Arg::key("destination", 0), Arg::key("key", 1).multiple()];
+const SSCAN_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const SSCAN_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("cursor"),

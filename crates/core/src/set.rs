@@ -206,7 +206,10 @@ impl Set {
                 let n = ints.len();
                 (n > 0).then(|| Member::Int(ints.get((rand() % n as u64) as usize)))
             }
-            Repr::Table(t) => t.random_bucket(rand).and_then(|b| t.map.get_bucket(b)).map(|m| Member::Str(m)),
+            Repr::Table(t) => t
+                .random_bucket(rand)
+                .and_then(|b| t.map.get_bucket(b))
+                .map(|m| Member::Str(m)),
         }
     }
 
@@ -565,10 +568,7 @@ mod tests {
         assert_eq!(s.encoding(), "intset");
         assert_eq!(s.len(), 5);
         let got: Vec<Member> = s.iter().collect();
-        assert_eq!(
-            got,
-            [i64::MIN, -3, 5, 7, 100000].map(Member::Int).to_vec()
-        );
+        assert_eq!(got, [i64::MIN, -3, 5, 7, 100000].map(Member::Int).to_vec());
         assert!(s.contains(b"100000") && !s.contains(b"100001") && !s.contains(b"07"));
         assert!(s.remove(b"-9223372036854775808") && !s.remove(b"x"));
         assert_eq!(s.len(), 4);
