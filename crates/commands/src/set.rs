@@ -465,18 +465,16 @@ async fn infos(
     raw_infos(cx, keys, access).await.into_iter().collect()
 }
 
-/// Calls `f` with each slice of the members of the set at `key`.
-async fn each_slice(cx: &mut KeysCtx<'_>, key: &Bytes, mut f: impl FnMut(Vec<Box<[u8]>>)) {
+/// The slice of the set at `key` from position `pos` (one message in Across mode).
+async fn read_slice(
+    cx: &mut KeysCtx<'_>,
+    key: &Bytes,
+    pos: usize,
+) -> (Vec<Box<[u8]>>, Option<usize>) {
     let (db, now) = (cx.db, cx.now);
-    let mut pos = Some(0);
-    while let Some(p) = pos {
-        let k = key.clone();
-        let (part, next) = cx
-            .on(key, move |s| op_slice(s.db_mut(db), &k, p, now))
-            .await;
-        f(part);
-        pos = next;
-    }
+    let k = key.clone();
+    cx.on(key, move |s| op_slice(s.db_mut(db), &k, pos, now))
+        .await
 }
 
 /// Keeps the candidates contained (`want` = true) or not contained (`want` = false) in every one
@@ -534,17 +532,17 @@ async fn intersect(
         .map(|&i| keys[i].clone())
         .filter(|k| *k != first)
         .collect();
-    let mut slices = Vec::new();
-    each_slice(cx, &first, |s| slices.push(s)).await;
-    // Test each slice as it comes; stop once the limit is reached.
+    // Test each slice of the smallest set as it is read; stop once the limit is reached.
     let mut result = Vec::new();
-    for slice in slices {
-        let kept = filter(cx, &others, slice, true).await;
-        result.extend(kept);
+    let mut pos = Some(0);
+    while let Some(p) = pos {
+        let (slice, next) = read_slice(cx, &first, p).await;
+        result.extend(filter(cx, &others, slice, true).await);
         if limit > 0 && result.len() >= limit {
             result.truncate(limit);
             break;
         }
+        pos = next;
     }
     Ok(result)
 }
@@ -569,22 +567,23 @@ async fn union_or_diff(
             .filter(|(_, s)| s.is_some())
             .map(|(k, _)| k.clone())
             .collect();
-        let mut slices = Vec::new();
-        each_slice(cx, &keys[0], |s| slices.push(s)).await;
-        for slice in slices {
+        let mut pos = Some(0);
+        while let Some(p) = pos {
+            let (slice, next) = read_slice(cx, &keys[0], p).await;
             for m in filter(cx, &others, slice, false).await {
                 out.insert(&m);
             }
+            pos = next;
         }
     } else {
         for (k, size) in keys.iter().zip(&sizes) {
-            if size.is_some() {
-                each_slice(cx, k, |s| {
-                    for m in s {
-                        out.insert(&m);
-                    }
-                })
-                .await;
+            let mut pos = size.map(|_| 0);
+            while let Some(p) = pos {
+                let (slice, next) = read_slice(cx, k, p).await;
+                for m in slice {
+                    out.insert(&m);
+                }
+                pos = next;
             }
         }
     }

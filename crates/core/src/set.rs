@@ -482,8 +482,8 @@ impl Table {
         }
     }
 
-    fn find(&self, m: &[u8]) -> Option<&Box<[u8]>> {
-        self.map.find(hash(m), |x| **x == *m)
+    fn find(&self, m: &[u8]) -> Option<&[u8]> {
+        self.map.find(hash(m), |x| **x == *m).map(|b| &**b)
     }
 
     fn insert(&mut self, m: &[u8]) -> bool {
