@@ -121,11 +121,6 @@ impl Set {
         }
     }
 
-    /// True if the set is an intset (its iteration order is ascending).
-    pub fn is_intset(&self) -> bool {
-        matches!(self.repr, Repr::Ints(_))
-    }
-
     /// Adds `m`; false if it was already a member. Converts an intset to a hashtable when `m` is
     /// not an integer or the intset would exceed `set-max-intset-entries`.
     pub fn insert(&mut self, m: &[u8]) -> bool {
