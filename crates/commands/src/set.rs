@@ -415,12 +415,14 @@ type Info = Result<Option<usize>, CmdError>;
 pub fn op_info(db: &mut Db, keys: &[Bytes], now: i64, access: bool) -> Vec<Info> {
     keys.iter()
         .map(|k| {
-            let e = if access {
-                db.get(k, now)
+            if access {
+                db.get(k, now).map(|e| as_set(e).map(Set::len)).transpose()
             } else {
-                db.get_untouched(k, now)
-            };
-            e.map(|e| as_set(e).map(Set::len)).transpose()
+                // A write lookup: touches the clock, no hit/miss (the guard changes nothing).
+                db.modify(k, now)
+                    .map(|e| as_set(&e).map(Set::len))
+                    .transpose()
+            }
         })
         .collect()
 }
@@ -951,3 +953,76 @@ pub static COMMANDS: &[CommandSpec] = &[
         .with_args(SSCAN_ARGS)
         .with_tips(&["nondeterministic_output"]),
 ];
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{run, shard};
+
+    #[test]
+    fn add_remove_and_delete_when_empty() {
+        let mut s = shard();
+        assert_eq!(run(&mut s, &["sadd", "k", "3", "1", "2", "1"]), ":3");
+        assert_eq!(run(&mut s, &["smembers", "k"]), "*3[$1:1,$1:2,$1:3]");
+        assert_eq!(run(&mut s, &["object", "encoding", "k"]), "$6:intset");
+        assert_eq!(run(&mut s, &["srem", "k", "1", "2", "3", "4"]), ":3");
+        assert_eq!(run(&mut s, &["exists", "k"]), ":0");
+        assert_eq!(run(&mut s, &["set", "str", "v"]), "+OK");
+        assert!(run(&mut s, &["sadd", "str", "a"]).starts_with("-WRONGTYPE"));
+    }
+
+    #[test]
+    fn keyed_commands_run_in_place() {
+        let mut s = shard();
+        run(&mut s, &["sadd", "a", "1", "2", "3"]);
+        run(&mut s, &["sadd", "b", "2", "3", "4"]);
+        assert_eq!(run(&mut s, &["sinter", "a", "b"]), "*2[$1:2,$1:3]");
+        assert_eq!(
+            run(&mut s, &["sunion", "a", "b"]),
+            "*4[$1:1,$1:2,$1:3,$1:4]"
+        );
+        assert_eq!(run(&mut s, &["sdiff", "a", "b"]), "*1[$1:1]");
+        assert_eq!(
+            run(&mut s, &["sintercard", "2", "a", "b", "limit", "1"]),
+            ":1"
+        );
+        assert_eq!(run(&mut s, &["sinterstore", "d", "a", "b"]), ":2");
+        assert_eq!(run(&mut s, &["sinterstore", "d", "a", "nokey"]), ":0");
+        assert_eq!(run(&mut s, &["exists", "d"]), ":0");
+        assert_eq!(run(&mut s, &["smove", "a", "b", "1"]), ":1");
+        assert_eq!(run(&mut s, &["smove", "a", "b", "1"]), ":0");
+        assert_eq!(run(&mut s, &["smembers", "b"]), "*4[$1:1,$1:2,$1:3,$1:4]");
+    }
+
+    #[test]
+    fn spop_and_srandmember_counts() {
+        let mut s = shard();
+        run(&mut s, &["sadd", "k", "a", "b", "c", "d", "e", "f"]);
+        assert_eq!(
+            run(&mut s, &["srandmember", "k", "-3"])
+                .matches('$')
+                .count(),
+            3
+        );
+        assert_eq!(
+            run(&mut s, &["srandmember", "k", "4"]).matches('$').count(),
+            4
+        );
+        assert_eq!(
+            run(&mut s, &["srandmember", "k", "10"])
+                .matches('$')
+                .count(),
+            6
+        );
+        assert_eq!(run(&mut s, &["scard", "k"]), ":6");
+        // Few (pop one by one), then most (keep a random remainder).
+        assert_eq!(run(&mut s, &["spop", "k", "1"]).matches('$').count(), 1);
+        assert_eq!(run(&mut s, &["spop", "k", "4"]).matches('$').count(), 4);
+        assert_eq!(run(&mut s, &["scard", "k"]), ":1");
+        assert_eq!(run(&mut s, &["spop", "k", "5"]).matches('$').count(), 1);
+        assert_eq!(run(&mut s, &["exists", "k"]), ":0");
+        assert_eq!(
+            run(&mut s, &["spop", "k", "-1"]),
+            "-ERR value is out of range, must be positive"
+        );
+    }
+}
