@@ -8,4 +8,5 @@ mod list;
 mod ordering;
 mod protocol;
 mod server;
+mod set;
 mod strings;

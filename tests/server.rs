@@ -638,6 +638,24 @@ const SAME_INFO: &[&str] = &[
     "command|help",
     "memory|usage",
     "memory|help",
+    // sets
+    "sadd",
+    "srem",
+    "scard",
+    "sismember",
+    "smismember",
+    "smembers",
+    "srandmember",
+    "spop",
+    "smove",
+    "sinter",
+    "sintercard",
+    "sinterstore",
+    "sunion",
+    "sunionstore",
+    "sdiff",
+    "sdiffstore",
+    "sscan",
 ];
 
 /// Commands whose COMMAND DOCS Strata answers exactly as Redis 7.0 does: every command with keys
@@ -738,6 +756,24 @@ const SAME_DOCS: &[&str] = &[
     "config|rewrite",
     "memory|usage",
     "memory|help",
+    // sets
+    "sadd",
+    "srem",
+    "scard",
+    "sismember",
+    "smismember",
+    "smembers",
+    "srandmember",
+    "spop",
+    "smove",
+    "sinter",
+    "sintercard",
+    "sinterstore",
+    "sunion",
+    "sunionstore",
+    "sdiff",
+    "sdiffstore",
+    "sscan",
 ];
 
 #[test]
