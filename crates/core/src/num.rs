@@ -89,6 +89,47 @@ pub fn format_human_f64(v: f64) -> String {
     s
 }
 
+/// Formats a double like C's `printf("%.17g")` (Redis's `addReplyDouble`; `inf`, `-inf`, `nan`).
+pub fn format_g17(v: f64) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    // Rust rounds exactly like glibc; `{:.16e}` gives the 17 significant digits and the exponent.
+    let sci = format!("{:.16e}", v);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if (-4..17).contains(&exp) {
+        trim(format!("{:.*}", (16 - exp) as usize, v))
+    } else {
+        let m = trim(mantissa.to_string());
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{m}e{sign}{:02}", exp.abs())
+    }
+}
+
+/// Formats a double like Redis's `d2string` (how a listpack stores a sorted-set score, which
+/// ZSCAN returns as is): integers that fit in a long long in decimal, `-0`/`0`, else `%.17g`.
+pub fn format_d2string(v: f64) -> String {
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    // double2ll: exact integers strictly inside the long long range (Redis leaves the ends out).
+    if v.is_finite() && v == v.trunc() && v > -9.223372036854775e18 && v < 9.223372036854775e18 {
+        return format!("{}", v as i64);
+    }
+    format_g17(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +173,21 @@ mod tests {
         assert_eq!(format_human_f64(5000.0), "5000");
         assert_eq!(format_human_f64(-3.25), "-3.25");
         assert_eq!(format_human_f64(1e-20), "0");
+    }
+
+    #[test]
+    fn g17_like_printf() {
+        assert_eq!(format_g17(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(format_g17(1.5), "1.5");
+        assert_eq!(format_g17(-0.0), "-0");
+        assert_eq!(format_g17(1e300), "1.0000000000000001e+300");
+        assert_eq!(format_g17(1e17), "1e+17");
+        assert_eq!(format_g17(1e16), "10000000000000000");
+        assert_eq!(format_g17(0.0001), "0.0001");
+        assert_eq!(format_g17(0.00001), "1.0000000000000001e-05");
+        assert_eq!(format_g17(f64::NEG_INFINITY), "-inf");
+        assert_eq!(format_d2string(1e17), "100000000000000000");
+        assert_eq!(format_d2string(-0.0), "-0");
+        assert_eq!(format_d2string(2.5), "2.5");
     }
 }

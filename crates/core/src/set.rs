@@ -29,4 +29,8 @@ impl Set {
     pub fn heap_size(&self) -> usize {
         0
     }
+
+    /// Calls `f` on every member (ZUNION/ZINTER/ZDIFF read sets through this). The placeholder
+    /// holds no members; the real set type provides the same method.
+    pub fn for_each_member(&self, _f: impl FnMut(&[u8])) {}
 }
