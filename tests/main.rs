@@ -7,3 +7,4 @@ mod ordering;
 mod protocol;
 mod server;
 mod strings;
+mod zset;

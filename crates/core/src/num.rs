@@ -89,6 +89,72 @@ pub fn format_human_f64(v: f64) -> String {
     s
 }
 
+/// Parses a C99 hexadecimal float as `strtod` does (`0x1p3`, `-0X.8`, `0x1.8p-2`): an optional
+/// sign, `0x`, hex digits with an optional point (at least one digit), and an optional binary
+/// exponent `p[+-]digits`. The whole input must be consumed. None if `s` is not one.
+pub fn parse_hex_f64(s: &[u8]) -> Option<f64> {
+    let (neg, rest) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let rest = rest
+        .strip_prefix(b"0x")
+        .or_else(|| rest.strip_prefix(b"0X"))?;
+    let (mut mant, mut exp, mut digits, mut seen_point) = (0u64, 0i64, 0usize, false);
+    let mut i = 0;
+    while i < rest.len() {
+        let c = rest[i];
+        if c == b'.' && !seen_point {
+            seen_point = true;
+        } else if let Some(d) = (c as char).to_digit(16) {
+            digits += 1;
+            if mant >> 56 == 0 {
+                mant = mant << 4 | u64::from(d);
+                if seen_point {
+                    exp -= 4;
+                }
+            } else if !seen_point {
+                // Digits beyond 64 bits of mantissa only scale it (truncating, as a last resort).
+                exp += 4;
+            }
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    if let Some(&(b'p' | b'P')) = rest.get(i) {
+        let e = std::str::from_utf8(&rest[i + 1..]).ok()?;
+        if e.is_empty() || e.starts_with(['+', '-']) && e.len() == 1 {
+            return None;
+        }
+        if !e.trim_start_matches(['+', '-']).bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let e: i64 = e.parse().unwrap_or(if e.starts_with('-') { -100_000 } else { 100_000 });
+        exp = exp.saturating_add(e.clamp(-100_000, 100_000));
+    } else if i != rest.len() {
+        return None;
+    }
+    let mut v = mant as f64;
+    // Scale in steps so that intermediate powers stay finite.
+    let mut e = exp;
+    while e > 0 {
+        let step = e.min(1000);
+        v *= 2f64.powi(step as i32);
+        e -= step;
+    }
+    while e < 0 {
+        let step = (-e).min(1000);
+        v /= 2f64.powi(step as i32);
+        e += step;
+    }
+    Some(if neg { -v } else { v })
+}
+
 /// Formats a double like C's `printf("%.17g")` (Redis's `addReplyDouble`; `inf`, `-inf`, `nan`).
 pub fn format_g17(v: f64) -> String {
     if v.is_nan() {
@@ -189,5 +255,12 @@ mod tests {
         assert_eq!(format_d2string(1e17), "100000000000000000");
         assert_eq!(format_d2string(-0.0), "-0");
         assert_eq!(format_d2string(2.5), "2.5");
+        assert_eq!(parse_hex_f64(b"0x1p3"), Some(8.0));
+        assert_eq!(parse_hex_f64(b"-0X.8"), Some(-0.5));
+        assert_eq!(parse_hex_f64(b"0x1.8p-1"), Some(0.75));
+        assert_eq!(parse_hex_f64(b"0x10"), Some(16.0));
+        for bad in [&b"0x"[..], b"0x1p", b"0xg", b"0x1p+", b"1"] {
+            assert_eq!(parse_hex_f64(bad), None);
+        }
     }
 }

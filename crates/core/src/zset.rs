@@ -4,7 +4,7 @@
 //!
 //! * **Pack** ("listpack"): one byte buffer of entries ordered by (score, member). An entry is
 //!   `varint(member_len << 1 | int_score)`, the member bytes, then the score: a zigzag varint when
-//!   it is an integer of at most 2^53 in magnitude (and not -0), else the 8 bytes of the f64. Small
+//!   it is an integer of at most 2^53 in magnitude (-0 is stored as 0, as Redis's listpack does), else the 8 bytes of the f64. Small
 //!   integer scores take one or two bytes, so a 100-member set is about as compact as Redis's
 //!   listpack. Every operation is a linear walk, which is what Redis does too while the set holds at
 //!   most `zset-max-listpack-entries` members of at most `zset-max-listpack-value` bytes.
@@ -366,9 +366,8 @@ fn get_varint(buf: &[u8], pos: &mut usize) -> u64 {
 
 /// The score as a small integer, when it is one exactly.
 fn int_score(score: f64) -> Option<i64> {
-    let exact = score == score.trunc()
-        && score.abs() <= MAX_EXACT
-        && !(score == 0.0 && score.is_sign_negative());
+    // -0 becomes 0 here, as in Redis's listpack (its `d2string` prints -0 as "0").
+    let exact = score == score.trunc() && score.abs() <= MAX_EXACT;
     exact.then_some(score as i64)
 }
 
@@ -792,6 +791,7 @@ mod tests {
         for (m, s) in [
             ("a", 1.0),
             ("b", -0.0),
+            ("h", -0.5),
             ("c", 0.5),
             ("d", f64::INFINITY),
             ("e", -1e300),
@@ -803,14 +803,14 @@ mod tests {
         assert_eq!(z.encoding(), "listpack");
         let got = collect(&z);
         let names: Vec<&[u8]> = got.iter().map(|(m, _)| &m[..]).collect();
-        assert_eq!(names, [b"e", b"g", b"b", b"c", b"a", b"f", b"d"]);
-        assert!(z.score(b"b").unwrap().is_sign_negative());
+        assert_eq!(names, [b"e", b"g", b"h", b"b", b"c", b"a", b"f", b"d"]);
+        assert!(z.score(b"b").unwrap().is_sign_positive());
         assert_eq!(z.score(b"f"), Some(9e15));
-        assert_eq!(z.rank(b"c"), Some((3, 0.5)));
+        assert_eq!(z.rank(b"c"), Some((4, 0.5)));
         assert_eq!(z.add(b"c", 10.0), Some(0.5));
-        assert_eq!(z.rank(b"c"), Some((4, 10.0)));
+        assert_eq!(z.rank(b"c"), Some((5, 10.0)));
         assert_eq!(z.remove(b"c"), Some(10.0));
-        assert_eq!(z.len(), 6);
+        assert_eq!(z.len(), 7);
     }
 
     /// A reference model: sorted Vec of (score, member).

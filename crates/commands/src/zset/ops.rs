@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_core::glob::glob_match;
-use strata_core::num::{format_d2string, format_g17, parse_i64};
+use strata_core::num::{format_d2string, format_g17, parse_hex_f64, parse_i64};
 use strata_core::{Object, Value, ValueRef, ZSet};
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::Db;
@@ -28,6 +28,11 @@ pub type Elem = (Bytes, f64);
 /// Parses a score like Redis's `getDoubleFromObject` (strtod): the whole argument, no leading
 /// space, no NaN, and no overflow or underflow to a value the text does not spell (`1e400`).
 pub fn parse_score(s: &[u8]) -> Option<f64> {
+    if s.first().is_some_and(|c| !c.is_ascii_whitespace()) {
+        if let Some(v) = parse_hex_f64(s) {
+            return v.is_finite().then_some(v);
+        }
+    }
     let v = strata_core::num::parse_f64(s)?;
     let text = std::str::from_utf8(s).ok()?.to_ascii_lowercase();
     let spelled_inf = text.trim_start_matches(['+', '-']).starts_with("inf");
@@ -67,6 +72,9 @@ fn parse_score_bound(s: &[u8]) -> Result<(f64, bool), CmdError> {
             }
         }
         "nan" => return Err(NOT_FLOAT_RANGE),
+        _ if lower.trim_start_matches(['+', '-']).starts_with("0x") => {
+            parse_hex_f64(text.as_bytes()).ok_or(NOT_FLOAT_RANGE)?
+        }
         _ => {
             if lower.contains(['x', 'n', 'i']) || lower.ends_with('e') {
                 return Err(NOT_FLOAT_RANGE);
@@ -648,7 +656,7 @@ pub fn zrange(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 /// ZREVRANGE key start stop [WITHSCORES]
 pub fn zrevrange(cx: &mut ShardCtx<'_>) -> CmdResult {
-    range_reply(cx, By::Auto, Dir::Rev)
+    range_reply(cx, By::Rank, Dir::Rev)
 }
 
 /// ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]
@@ -787,15 +795,14 @@ fn pop_generic(cx: &mut ShardCtx<'_>, max: bool) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let count = match args.get(2) {
-        Some(c) => {
-            let n = parse_i64(c).ok_or(CmdError::NotInteger)?;
-            if n < 0 {
+        Some(c) => match parse_i64(c) {
+            Some(n) if n >= 0 => Some(n as usize),
+            _ => {
                 return Err(CmdError::msg(
                     "ERR value is out of range, must be positive",
-                ));
+                ))
             }
-            Some(n as usize)
-        }
+        },
         None => None,
     };
     let now = cx.now;
@@ -809,7 +816,12 @@ fn pop_generic(cx: &mut ShardCtx<'_>, max: bool) -> CmdResult {
             cx.out.double(*s);
         }
     } else {
-        reply_elems(cx.out, &elems, true);
+        // Without a count (or in RESP2) the reply is one flat array, even in RESP3.
+        cx.out.array(elems.len() * 2);
+        for (m, s) in &elems {
+            cx.out.bulk(m);
+            cx.out.double(*s);
+        }
     }
     Ok(())
 }
@@ -911,7 +923,7 @@ pub fn zrandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
     let l = match parse_i64(&args[2]) {
         Some(i64::MIN) => {
             return Err(CmdError::msg(
-                "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+                "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
             ))
         }
         Some(l) => l,
@@ -971,8 +983,9 @@ pub fn zrandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
     }
     let count = l as usize;
     if count >= size {
+        // Redis walks the set from its highest element here (its set-operation iterator does).
         header(cx.out, size);
-        z.for_each(|m, s| emit(cx.out, m, s));
+        z.range(0..size, true, |m, s| emit(cx.out, m, s));
         return Ok(());
     }
     // Distinct ranks by a partial Fisher-Yates shuffle over the first `count` positions, keeping
@@ -1197,20 +1210,7 @@ async fn setop(cx: &mut KeysCtx<'_>, op: SetOp, to_dst: bool, card: bool) -> Cmd
     let (db, now, args) = (cx.db, cx.now, cx.args);
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let nk_idx = if to_dst { 2 } else { 1 };
-    let numkeys = if card {
-        let n = parse_i64(&args[1]).ok_or(CmdError::NotInteger)?;
-        if n < 1 {
-            return Err(CmdError::msg("ERR numkeys should be greater than 0"));
-        }
-        if n as u64 > (args.len() - 2) as u64 {
-            return Err(CmdError::msg(
-                "ERR Number of keys can't be greater than number of args",
-            ));
-        }
-        n as usize
-    } else {
-        parse_numkeys(args, nk_idx, &name)?
-    };
+    let numkeys = parse_numkeys(args, nk_idx, &name)?;
     let keys = &args[nk_idx + 1..nk_idx + 1 + numkeys];
     let parts = cx
         .scatter(keys, |k| k, move |s, part| {
