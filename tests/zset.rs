@@ -61,7 +61,9 @@ fn zadd_options_and_errors() {
             &["ZADD", "z", "", "a"],
             &["ZADD", "z", "NX", "XX", "x", "a"],
             &["ZADD", "z", "INCR", "x", "a"],
-            &["ZADD", "z", "+inf", "pinf", "-inf", "ninf", "1.5e3", "e3", "+2", "plus"],
+            &[
+                "ZADD", "z", "+inf", "pinf", "-inf", "ninf", "1.5e3", "e3", "+2", "plus",
+            ],
             &["ZADD", "z", "INCR", "-inf", "pinf"],
             &["ZINCRBY", "z", "-inf", "pinf"],
             &["ZINCRBY", "z", "+inf", "ninf"],
@@ -90,9 +92,28 @@ fn zadd_options_and_errors() {
 fn score_formatting_edge_cases() {
     let mut d = Diff::new();
     for s in [
-        "1e300", "-0", "0", "0.1", "0.30000000000000004", "1e17", "1e16", "123456789012345678",
-        "-1.5", "3.0", "1e-5", "0.0001", "inf", "-inf", "+inf", "5e-324", "1.7976931348623157e308",
-        "2.5E2", ".5", "5.", "-.5e1", "9007199254740993",
+        "1e300",
+        "-0",
+        "0",
+        "0.1",
+        "0.30000000000000004",
+        "1e17",
+        "1e16",
+        "123456789012345678",
+        "-1.5",
+        "3.0",
+        "1e-5",
+        "0.0001",
+        "inf",
+        "-inf",
+        "+inf",
+        "5e-324",
+        "1.7976931348623157e308",
+        "2.5E2",
+        ".5",
+        "5.",
+        "-.5e1",
+        "9007199254740993",
     ] {
         d.run(&["ZADD", "z", s, s]);
         d.run(&["ZSCORE", "z", s]);
@@ -105,7 +126,9 @@ fn score_formatting_edge_cases() {
     // The listpack stores `d2string` text, the skiplist `%.17g`: ZSCAN shows it.
     d.run(&["ZSCAN", "z", "0"]);
     d.run(&["CONFIG", "SET", "zset-max-listpack-entries", "0"]);
-    d.run(&["ZADD", "big", "1e17", "a", "-0", "b", "0.1", "c", "100", "d"]);
+    d.run(&[
+        "ZADD", "big", "1e17", "a", "-0", "b", "0.1", "c", "100", "d",
+    ]);
     d.run(&["OBJECT", "ENCODING", "big"]);
     d.run_scan(&["ZSCAN", "big", "0"], 2);
     resp3(&mut d);
@@ -119,7 +142,9 @@ fn score_formatting_edge_cases() {
 #[test]
 fn single_key_reads_and_errors() {
     let mut d = Diff::new();
-    d.run(&["ZADD", "z", "1", "a", "2", "b", "2", "c", "3", "d", "5", "e"]);
+    d.run(&[
+        "ZADD", "z", "1", "a", "2", "b", "2", "c", "3", "d", "5", "e",
+    ]);
     d.run(&["SET", "str", "v"]);
     let cmds: &[&[&str]] = &[
         &["ZCARD", "z"],
@@ -171,7 +196,9 @@ fn single_key_reads_and_errors() {
         &["ZRANGE", "z", "5", "2", "BYSCORE", "REV"],
         &["ZRANGE", "z", "5", "(2", "BYSCORE", "REV", "WITHSCORES"],
         &["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "2"],
-        &["ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2"],
+        &[
+            "ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", "1", "2",
+        ],
         &["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "-1"],
         &["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "-1", "2"],
         &["ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "10", "2"],
@@ -194,7 +221,16 @@ fn single_key_reads_and_errors() {
         &["ZREVRANGE", "z", "0", "1", "BYSCORE"],
         &["ZREVRANGE", "z", "1", "2", "REV"],
         &["ZRANGEBYSCORE", "z", "2", "3"],
-        &["ZRANGEBYSCORE", "z", "-inf", "inf", "WITHSCORES", "LIMIT", "1", "3"],
+        &[
+            "ZRANGEBYSCORE",
+            "z",
+            "-inf",
+            "inf",
+            "WITHSCORES",
+            "LIMIT",
+            "1",
+            "3",
+        ],
         &["ZRANGEBYSCORE", "z", "-inf", "inf", "LIMIT", "1"],
         &["ZRANGEBYSCORE", "z", "-inf", "inf", "BYSCORE"],
         &["ZRANGEBYSCORE", "z", "-inf", "inf", "REV"],
@@ -223,8 +259,8 @@ fn single_key_reads_and_errors() {
 fn lex_ranges_on_equal_scores() {
     let mut d = Diff::new();
     d.run(&[
-        "ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e", "0", "f", "0", "g", "0",
-        "", "0", "aa",
+        "ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e", "0", "f", "0", "g", "0", "",
+        "0", "aa",
     ]);
     for (min, max) in [
         ("-", "+"),
@@ -266,7 +302,9 @@ fn lex_ranges_on_equal_scores() {
 fn removals_pops_and_empty_deletion() {
     let mut d = Diff::new();
     d.run(&["SET", "str", "v"]);
-    let fill: &[&str] = &["ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"];
+    let fill: &[&str] = &[
+        "ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e",
+    ];
     all(
         &mut d,
         &[
@@ -386,8 +424,15 @@ fn zmpop_and_zrandmember() {
             Some(a) => a
                 .iter()
                 .flat_map(|x| match x.as_array() {
-                    Some(p) => p.iter().filter_map(|y| y.as_bytes().map(<[u8]>::to_vec)).collect::<Vec<_>>(),
-                    None => x.as_bytes().map(<[u8]>::to_vec).into_iter().collect::<Vec<_>>(),
+                    Some(p) => p
+                        .iter()
+                        .filter_map(|y| y.as_bytes().map(<[u8]>::to_vec))
+                        .collect::<Vec<_>>(),
+                    None => x
+                        .as_bytes()
+                        .map(<[u8]>::to_vec)
+                        .into_iter()
+                        .collect::<Vec<_>>(),
                 })
                 .collect(),
             None => vec![r.as_bytes().expect("a member").to_vec()],
@@ -442,7 +487,9 @@ fn encoding_conversions_at_the_limits() {
     d.run(&["ZADD", "t", "1", "123456789"]);
     d.run(&["OBJECT", "ENCODING", "t"]);
     // Store commands pick the result's encoding from its size.
-    d.run(&["ZADD", "u", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"]);
+    d.run(&[
+        "ZADD", "u", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e",
+    ]);
     d.run(&["ZUNIONSTORE", "dst", "1", "u"]);
     d.run(&["OBJECT", "ENCODING", "dst"]);
     d.run(&["ZRANGESTORE", "dst", "u", "0", "2"]);
@@ -477,7 +524,9 @@ impl Lcg {
 
 fn random_ops(d: &mut Diff, seed: u64, steps: usize, members: u64) {
     let mut r = Lcg(seed);
-    const SCORES: [&str; 10] = ["0", "1", "-1", "2.5", "1e300", "-inf", "inf", "0.1", "3", "-0"];
+    const SCORES: [&str; 10] = [
+        "0", "1", "-1", "2.5", "1e300", "-inf", "inf", "0.1", "3", "-0",
+    ];
     const BOUNDS: [&str; 9] = ["-inf", "+inf", "0", "(0", "1", "(2.5", "3", "-1", "(1e300"];
     for _ in 0..steps {
         let m = format!("m{}", r.below(members));
@@ -565,7 +614,18 @@ fn multi_key_commands_across_shards() {
                 &[op, "2", a, b, "WEIGHTS", "0", "0", "WITHSCORES"],
                 &[op, "2", a, b, "AGGREGATE", "MIN", "WITHSCORES"],
                 &[op, "2", a, b, "AGGREGATE", "max", "WITHSCORES"],
-                &[op, "2", a, b, "WEIGHTS", "1", "-1", "AGGREGATE", "SUM", "WITHSCORES"],
+                &[
+                    op,
+                    "2",
+                    a,
+                    b,
+                    "WEIGHTS",
+                    "1",
+                    "-1",
+                    "AGGREGATE",
+                    "SUM",
+                    "WITHSCORES",
+                ],
                 &[op, "2", a, "nokey", "WITHSCORES"],
                 &[op, "2", a, b, "WEIGHTS", "1"],
                 &[op, "2", a, b, "WEIGHTS", "1", "x"],
@@ -583,7 +643,18 @@ fn multi_key_commands_across_shards() {
     }
     let store_cases: Vec<Vec<&str>> = vec![
         vec!["ZUNIONSTORE", dst, "2", a, b],
-        vec!["ZUNIONSTORE", dst, "2", a, b, "WEIGHTS", "2", "3", "AGGREGATE", "MAX"],
+        vec![
+            "ZUNIONSTORE",
+            dst,
+            "2",
+            a,
+            b,
+            "WEIGHTS",
+            "2",
+            "3",
+            "AGGREGATE",
+            "MAX",
+        ],
         vec!["ZINTERSTORE", dst, "3", a, b, c],
         vec!["ZINTERSTORE", dst, "2", a, b, "AGGREGATE", "MIN"],
         vec!["ZDIFFSTORE", dst, "2", a, b],
@@ -596,7 +667,18 @@ fn multi_key_commands_across_shards() {
         vec!["ZUNIONSTORE", dst, "2", a, "str"],
         vec!["ZUNIONSTORE", "str", "1", a],
         vec!["ZRANGESTORE", dst, a, "0", "1"],
-        vec!["ZRANGESTORE", dst, a, "(1", "inf", "BYSCORE", "REV", "LIMIT", "0", "2"],
+        vec![
+            "ZRANGESTORE",
+            dst,
+            a,
+            "(1",
+            "inf",
+            "BYSCORE",
+            "REV",
+            "LIMIT",
+            "0",
+            "2",
+        ],
         vec!["ZRANGESTORE", dst, a, "[a", "+", "BYLEX"],
         vec!["ZRANGESTORE", dst, a, "5", "10"],
         vec!["ZRANGESTORE", dst, "nokey", "0", "-1"],
@@ -623,6 +705,7 @@ fn multi_key_commands_across_shards() {
             &["ZINTERCARD", "2", a, b, "LIMIT", "0"],
             &["ZINTERCARD", "2", a, b, "LIMIT", "-1"],
             &["ZINTERCARD", "2", a, b, "LIMIT"],
+            &["ZINTERCARD", "2", a, b, "LIMIT", "x"],
             &["ZINTERCARD", "2", a, b, "WITHSCORES"],
             &["ZINTERCARD", "0", a],
             &["ZINTERCARD", "3", a, b],
@@ -643,7 +726,9 @@ fn multi_key_commands_across_shards() {
 fn zscan_matches_redis() {
     let mut d = Diff::new();
     d.run(&["SET", "str", "v"]);
-    d.run(&["ZADD", "small", "1", "a", "2.5", "b", "1e17", "c", "-0", "foo"]);
+    d.run(&[
+        "ZADD", "small", "1", "a", "2.5", "b", "1e17", "c", "-0", "foo",
+    ]);
     all(
         &mut d,
         &[

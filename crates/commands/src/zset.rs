@@ -39,107 +39,92 @@ const fn cmd(
     handler: Handler,
 ) -> CommandSpec {
     CommandSpec::new(
-        "sorted-set", name, arity, flags, keys, summary, since, complexity, handler,
+        "sorted-set",
+        name,
+        arity,
+        flags,
+        keys,
+        summary,
+        since,
+        complexity,
+        handler,
     )
     .with_acl(&["@sortedset"])
 }
 
 // Key specs and COMMAND DOCS arguments, as Redis 7.0 declares them.
 const K_ZADD: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE))];
-const A_ZADD_CONDITION: &[Arg] = &[
-    Arg::pure_token("nx", "NX"),
-    Arg::pure_token("xx", "XX"),
-];
-const A_ZADD_COMPARISON: &[Arg] = &[
-    Arg::pure_token("gt", "GT"),
-    Arg::pure_token("lt", "LT"),
-];
-const A_ZADD_SCORE_MEMBER: &[Arg] = &[
-    Arg::double("score"),
-    Arg::string("member"),
-];
+const A_ZADD_CONDITION: &[Arg] = &[Arg::pure_token("nx", "NX"), Arg::pure_token("xx", "XX")];
+const A_ZADD_COMPARISON: &[Arg] = &[Arg::pure_token("gt", "GT"), Arg::pure_token("lt", "LT")];
+const A_ZADD_SCORE_MEMBER: &[Arg] = &[Arg::double("score"), Arg::string("member")];
 const A_ZADD: &[Arg] = &[
     Arg::key("key", 0),
-    Arg::oneof("condition", A_ZADD_CONDITION).since("3.0.2").optional(),
-    Arg::oneof("comparison", A_ZADD_COMPARISON).since("6.2.0").optional(),
+    Arg::oneof("condition", A_ZADD_CONDITION)
+        .since("3.0.2")
+        .optional(),
+    Arg::oneof("comparison", A_ZADD_COMPARISON)
+        .since("6.2.0")
+        .optional(),
     Arg::pure_token("change", "CH").since("3.0.2").optional(),
-    Arg::pure_token("increment", "INCR").since("3.0.2").optional(),
+    Arg::pure_token("increment", "INCR")
+        .since("3.0.2")
+        .optional(),
     Arg::block("score_member", A_ZADD_SCORE_MEMBER).multiple(),
 ];
-const K_ZINCRBY: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE))];
+const K_ZINCRBY: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE),
+)];
 const A_ZINCRBY: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("increment"),
     Arg::string("member"),
 ];
 const K_ZREM: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
-const A_ZREM: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member").multiple(),
-];
+const A_ZREM: &[Arg] = &[Arg::key("key", 0), Arg::string("member").multiple()];
 const K_ZCARD: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO)];
-const A_ZCARD: &[Arg] = &[
-    Arg::key("key", 0),
-];
+const A_ZCARD: &[Arg] = &[Arg::key("key", 0)];
 const K_ZCOUNT: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZCOUNT: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::double("min"),
-    Arg::double("max"),
-];
+const A_ZCOUNT: &[Arg] = &[Arg::key("key", 0), Arg::double("min"), Arg::double("max")];
 const K_ZLEXCOUNT: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZLEXCOUNT: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("min"),
-    Arg::string("max"),
-];
+const A_ZLEXCOUNT: &[Arg] = &[Arg::key("key", 0), Arg::string("min"), Arg::string("max")];
 const K_ZSCORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZSCORE: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member"),
-];
+const A_ZSCORE: &[Arg] = &[Arg::key("key", 0), Arg::string("member")];
 const K_ZMSCORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZMSCORE: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member").multiple(),
-];
+const A_ZMSCORE: &[Arg] = &[Arg::key("key", 0), Arg::string("member").multiple()];
 const K_ZRANK: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZRANK: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member"),
-];
+const A_ZRANK: &[Arg] = &[Arg::key("key", 0), Arg::string("member")];
 const K_ZREVRANK: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZREVRANK: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member"),
-];
+const A_ZREVRANK: &[Arg] = &[Arg::key("key", 0), Arg::string("member")];
 const K_ZRANGE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const A_ZRANGE_SORTBY: &[Arg] = &[
     Arg::pure_token("byscore", "BYSCORE"),
     Arg::pure_token("bylex", "BYLEX"),
 ];
-const A_ZRANGE_OFFSET_COUNT: &[Arg] = &[
-    Arg::integer("offset"),
-    Arg::integer("count"),
-];
+const A_ZRANGE_OFFSET_COUNT: &[Arg] = &[Arg::integer("offset"), Arg::integer("count")];
 const A_ZRANGE: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("start"),
     Arg::string("stop"),
-    Arg::oneof("sortby", A_ZRANGE_SORTBY).since("6.2.0").optional(),
+    Arg::oneof("sortby", A_ZRANGE_SORTBY)
+        .since("6.2.0")
+        .optional(),
     Arg::pure_token("rev", "REV").since("6.2.0").optional(),
-    Arg::block("offset_count", A_ZRANGE_OFFSET_COUNT).with_token("LIMIT").since("6.2.0").optional(),
+    Arg::block("offset_count", A_ZRANGE_OFFSET_COUNT)
+        .with_token("LIMIT")
+        .since("6.2.0")
+        .optional(),
     Arg::pure_token("withscores", "WITHSCORES").optional(),
 ];
-const K_ZRANGESTORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)), KeySpec::at(2, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const K_ZRANGESTORE: &[KeySpec] = &[
+    KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)),
+    KeySpec::at(2, KeyFlags::RO.or(KeyFlags::ACCESS)),
+];
 const A_ZRANGESTORE_SORTBY: &[Arg] = &[
     Arg::pure_token("byscore", "BYSCORE"),
     Arg::pure_token("bylex", "BYLEX"),
 ];
-const A_ZRANGESTORE_OFFSET_COUNT: &[Arg] = &[
-    Arg::integer("offset"),
-    Arg::integer("count"),
-];
+const A_ZRANGESTORE_OFFSET_COUNT: &[Arg] = &[Arg::integer("offset"), Arg::integer("count")];
 const A_ZRANGESTORE: &[Arg] = &[
     Arg::key("dst", 0),
     Arg::key("src", 1),
@@ -147,7 +132,9 @@ const A_ZRANGESTORE: &[Arg] = &[
     Arg::string("max"),
     Arg::oneof("sortby", A_ZRANGESTORE_SORTBY).optional(),
     Arg::pure_token("rev", "REV").optional(),
-    Arg::block("offset_count", A_ZRANGESTORE_OFFSET_COUNT).with_token("LIMIT").optional(),
+    Arg::block("offset_count", A_ZRANGESTORE_OFFSET_COUNT)
+        .with_token("LIMIT")
+        .optional(),
 ];
 const K_ZREVRANGE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const A_ZREVRANGE: &[Arg] = &[
@@ -157,50 +144,48 @@ const A_ZREVRANGE: &[Arg] = &[
     Arg::pure_token("withscores", "WITHSCORES").optional(),
 ];
 const K_ZRANGEBYSCORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZRANGEBYSCORE_OFFSET_COUNT: &[Arg] = &[
-    Arg::integer("offset"),
-    Arg::integer("count"),
-];
+const A_ZRANGEBYSCORE_OFFSET_COUNT: &[Arg] = &[Arg::integer("offset"), Arg::integer("count")];
 const A_ZRANGEBYSCORE: &[Arg] = &[
     Arg::key("key", 0),
     Arg::double("min"),
     Arg::double("max"),
-    Arg::pure_token("withscores", "WITHSCORES").since("2.0.0").optional(),
-    Arg::block("offset_count", A_ZRANGEBYSCORE_OFFSET_COUNT).with_token("LIMIT").optional(),
+    Arg::pure_token("withscores", "WITHSCORES")
+        .since("2.0.0")
+        .optional(),
+    Arg::block("offset_count", A_ZRANGEBYSCORE_OFFSET_COUNT)
+        .with_token("LIMIT")
+        .optional(),
 ];
 const K_ZREVRANGEBYSCORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZREVRANGEBYSCORE_OFFSET_COUNT: &[Arg] = &[
-    Arg::integer("offset"),
-    Arg::integer("count"),
-];
+const A_ZREVRANGEBYSCORE_OFFSET_COUNT: &[Arg] = &[Arg::integer("offset"), Arg::integer("count")];
 const A_ZREVRANGEBYSCORE: &[Arg] = &[
     Arg::key("key", 0),
     Arg::double("max"),
     Arg::double("min"),
     Arg::pure_token("withscores", "WITHSCORES").optional(),
-    Arg::block("offset_count", A_ZREVRANGEBYSCORE_OFFSET_COUNT).with_token("LIMIT").optional(),
+    Arg::block("offset_count", A_ZREVRANGEBYSCORE_OFFSET_COUNT)
+        .with_token("LIMIT")
+        .optional(),
 ];
 const K_ZRANGEBYLEX: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZRANGEBYLEX_OFFSET_COUNT: &[Arg] = &[
-    Arg::integer("offset"),
-    Arg::integer("count"),
-];
+const A_ZRANGEBYLEX_OFFSET_COUNT: &[Arg] = &[Arg::integer("offset"), Arg::integer("count")];
 const A_ZRANGEBYLEX: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("min"),
     Arg::string("max"),
-    Arg::block("offset_count", A_ZRANGEBYLEX_OFFSET_COUNT).with_token("LIMIT").optional(),
+    Arg::block("offset_count", A_ZRANGEBYLEX_OFFSET_COUNT)
+        .with_token("LIMIT")
+        .optional(),
 ];
 const K_ZREVRANGEBYLEX: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
-const A_ZREVRANGEBYLEX_OFFSET_COUNT: &[Arg] = &[
-    Arg::integer("offset"),
-    Arg::integer("count"),
-];
+const A_ZREVRANGEBYLEX_OFFSET_COUNT: &[Arg] = &[Arg::integer("offset"), Arg::integer("count")];
 const A_ZREVRANGEBYLEX: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("max"),
     Arg::string("min"),
-    Arg::block("offset_count", A_ZREVRANGEBYLEX_OFFSET_COUNT).with_token("LIMIT").optional(),
+    Arg::block("offset_count", A_ZREVRANGEBYLEX_OFFSET_COUNT)
+        .with_token("LIMIT")
+        .optional(),
 ];
 const K_ZREMRANGEBYRANK: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
 const A_ZREMRANGEBYRANK: &[Arg] = &[
@@ -209,32 +194,24 @@ const A_ZREMRANGEBYRANK: &[Arg] = &[
     Arg::integer("stop"),
 ];
 const K_ZREMRANGEBYSCORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
-const A_ZREMRANGEBYSCORE: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::double("min"),
-    Arg::double("max"),
-];
+const A_ZREMRANGEBYSCORE: &[Arg] = &[Arg::key("key", 0), Arg::double("min"), Arg::double("max")];
 const K_ZREMRANGEBYLEX: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::DELETE))];
-const A_ZREMRANGEBYLEX: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("min"),
-    Arg::string("max"),
-];
-const K_ZPOPMIN: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE))];
-const A_ZPOPMIN: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::integer("count").optional(),
-];
-const K_ZPOPMAX: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE))];
-const A_ZPOPMAX: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::integer("count").optional(),
-];
-const K_ZMPOP: &[KeySpec] = &[KeySpec::numkeys(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE))];
-const A_ZMPOP_WHERE: &[Arg] = &[
-    Arg::pure_token("min", "MIN"),
-    Arg::pure_token("max", "MAX"),
-];
+const A_ZREMRANGEBYLEX: &[Arg] = &[Arg::key("key", 0), Arg::string("min"), Arg::string("max")];
+const K_ZPOPMIN: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
+const A_ZPOPMIN: &[Arg] = &[Arg::key("key", 0), Arg::integer("count").optional()];
+const K_ZPOPMAX: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
+const A_ZPOPMAX: &[Arg] = &[Arg::key("key", 0), Arg::integer("count").optional()];
+const K_ZMPOP: &[KeySpec] = &[KeySpec::numkeys(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
+const A_ZMPOP_WHERE: &[Arg] = &[Arg::pure_token("min", "MIN"), Arg::pure_token("max", "MAX")];
 const A_ZMPOP: &[Arg] = &[
     Arg::integer("numkeys"),
     Arg::key("key", 0).multiple(),
@@ -259,11 +236,19 @@ const A_ZUNION_AGGREGATE: &[Arg] = &[
 const A_ZUNION: &[Arg] = &[
     Arg::integer("numkeys"),
     Arg::key("key", 0).multiple(),
-    Arg::integer("weight").with_token("WEIGHTS").optional().multiple(),
-    Arg::oneof("aggregate", A_ZUNION_AGGREGATE).with_token("AGGREGATE").optional(),
+    Arg::integer("weight")
+        .with_token("WEIGHTS")
+        .optional()
+        .multiple(),
+    Arg::oneof("aggregate", A_ZUNION_AGGREGATE)
+        .with_token("AGGREGATE")
+        .optional(),
     Arg::pure_token("withscores", "WITHSCORES").optional(),
 ];
-const K_ZUNIONSTORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)), KeySpec::numkeys(2, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const K_ZUNIONSTORE: &[KeySpec] = &[
+    KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)),
+    KeySpec::numkeys(2, KeyFlags::RO.or(KeyFlags::ACCESS)),
+];
 const A_ZUNIONSTORE_AGGREGATE: &[Arg] = &[
     Arg::pure_token("sum", "SUM"),
     Arg::pure_token("min", "MIN"),
@@ -273,8 +258,13 @@ const A_ZUNIONSTORE: &[Arg] = &[
     Arg::key("destination", 0),
     Arg::integer("numkeys"),
     Arg::key("key", 1).multiple(),
-    Arg::integer("weight").with_token("WEIGHTS").optional().multiple(),
-    Arg::oneof("aggregate", A_ZUNIONSTORE_AGGREGATE).with_token("AGGREGATE").optional(),
+    Arg::integer("weight")
+        .with_token("WEIGHTS")
+        .optional()
+        .multiple(),
+    Arg::oneof("aggregate", A_ZUNIONSTORE_AGGREGATE)
+        .with_token("AGGREGATE")
+        .optional(),
 ];
 const K_ZINTER: &[KeySpec] = &[KeySpec::numkeys(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const A_ZINTER_AGGREGATE: &[Arg] = &[
@@ -285,11 +275,19 @@ const A_ZINTER_AGGREGATE: &[Arg] = &[
 const A_ZINTER: &[Arg] = &[
     Arg::integer("numkeys"),
     Arg::key("key", 0).multiple(),
-    Arg::integer("weight").with_token("WEIGHTS").optional().multiple(),
-    Arg::oneof("aggregate", A_ZINTER_AGGREGATE).with_token("AGGREGATE").optional(),
+    Arg::integer("weight")
+        .with_token("WEIGHTS")
+        .optional()
+        .multiple(),
+    Arg::oneof("aggregate", A_ZINTER_AGGREGATE)
+        .with_token("AGGREGATE")
+        .optional(),
     Arg::pure_token("withscores", "WITHSCORES").optional(),
 ];
-const K_ZINTERSTORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)), KeySpec::numkeys(2, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const K_ZINTERSTORE: &[KeySpec] = &[
+    KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)),
+    KeySpec::numkeys(2, KeyFlags::RO.or(KeyFlags::ACCESS)),
+];
 const A_ZINTERSTORE_AGGREGATE: &[Arg] = &[
     Arg::pure_token("sum", "SUM"),
     Arg::pure_token("min", "MIN"),
@@ -299,8 +297,13 @@ const A_ZINTERSTORE: &[Arg] = &[
     Arg::key("destination", 0),
     Arg::integer("numkeys"),
     Arg::key("key", 1).multiple(),
-    Arg::integer("weight").with_token("WEIGHTS").optional().multiple(),
-    Arg::oneof("aggregate", A_ZINTERSTORE_AGGREGATE).with_token("AGGREGATE").optional(),
+    Arg::integer("weight")
+        .with_token("WEIGHTS")
+        .optional()
+        .multiple(),
+    Arg::oneof("aggregate", A_ZINTERSTORE_AGGREGATE)
+        .with_token("AGGREGATE")
+        .optional(),
 ];
 const K_ZINTERCARD: &[KeySpec] = &[KeySpec::numkeys(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const A_ZINTERCARD: &[Arg] = &[
@@ -314,7 +317,10 @@ const A_ZDIFF: &[Arg] = &[
     Arg::key("key", 0).multiple(),
     Arg::pure_token("withscores", "WITHSCORES").optional(),
 ];
-const K_ZDIFFSTORE: &[KeySpec] = &[KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)), KeySpec::numkeys(2, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const K_ZDIFFSTORE: &[KeySpec] = &[
+    KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)),
+    KeySpec::numkeys(2, KeyFlags::RO.or(KeyFlags::ACCESS)),
+];
 const A_ZDIFFSTORE: &[Arg] = &[
     Arg::key("destination", 0),
     Arg::integer("numkeys"),

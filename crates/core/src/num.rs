@@ -131,10 +131,18 @@ pub fn parse_hex_f64(s: &[u8]) -> Option<f64> {
         if e.is_empty() || e.starts_with(['+', '-']) && e.len() == 1 {
             return None;
         }
-        if !e.trim_start_matches(['+', '-']).bytes().all(|b| b.is_ascii_digit()) {
+        if !e
+            .trim_start_matches(['+', '-'])
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
             return None;
         }
-        let e: i64 = e.parse().unwrap_or(if e.starts_with('-') { -100_000 } else { 100_000 });
+        let e: i64 = e.parse().unwrap_or(if e.starts_with('-') {
+            -100_000
+        } else {
+            100_000
+        });
         exp = exp.saturating_add(e.clamp(-100_000, 100_000));
     } else if i != rest.len() {
         return None;
@@ -187,7 +195,11 @@ pub fn format_g17(v: f64) -> String {
 /// ZSCAN returns as is): integers that fit in a long long in decimal, `-0`/`0`, else `%.17g`.
 pub fn format_d2string(v: f64) -> String {
     if v == 0.0 {
-        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if v.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // double2ll: exact integers strictly inside the long long range (Redis leaves the ends out).
     if v.is_finite() && v == v.trunc() && v > -9.223372036854775e18 && v < 9.223372036854775e18 {

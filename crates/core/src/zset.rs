@@ -70,11 +70,15 @@ impl PartialEq for ZSet {
             return false;
         }
         let mut a = Vec::with_capacity(self.len());
-        self.range(0..self.len(), false, |m, s| a.push((m.to_vec(), s.to_bits())));
+        self.range(0..self.len(), false, |m, s| {
+            a.push((m.to_vec(), s.to_bits()))
+        });
         let mut i = 0;
         let mut same = true;
         other.range(0..other.len(), false, |m, s| {
-            same &= a.get(i).is_some_and(|(am, as_)| am == m && *as_ == s.to_bits());
+            same &= a
+                .get(i)
+                .is_some_and(|(am, as_)| am == m && *as_ == s.to_bits());
             i += 1;
         });
         same
@@ -273,7 +277,11 @@ impl ZSet {
                     }
                     let n = &s.nodes[x];
                     f(&n.member, n.score);
-                    x = if rev { n.backward } else { n.levels[0].next as usize };
+                    x = if rev {
+                        n.backward
+                    } else {
+                        n.levels[0].next as usize
+                    };
                 }
             }
         }
@@ -634,8 +642,8 @@ impl Skip {
                 span: steps + 1,
             };
         }
-        for i in lvl..self.level {
-            self.nodes[update[i]].levels[i].span += 1;
+        for (i, &u) in update.iter().enumerate().take(self.level).skip(lvl) {
+            self.nodes[u].levels[i].span += 1;
         }
         self.nodes[x].backward = update[0];
         let nx = self.next(x, 0);
@@ -822,7 +830,9 @@ mod tests {
         let mut model: Vec<(f64, Vec<u8>)> = Vec::new();
         let mut rng = 12345u64;
         let mut rand = move |n: u64| {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (rng >> 33) % n
         };
         for _ in 0..ops {

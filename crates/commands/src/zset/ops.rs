@@ -108,8 +108,20 @@ impl ScoreRange {
 
     /// The ascending ranks of the elements in range.
     fn ranks(&self, z: &ZSet) -> std::ops::Range<usize> {
-        let lo = z.count_while(|_, s| if self.minex { s <= self.min } else { s < self.min });
-        let hi = z.count_while(|_, s| if self.maxex { s < self.max } else { s <= self.max });
+        let lo = z.count_while(|_, s| {
+            if self.minex {
+                s <= self.min
+            } else {
+                s < self.min
+            }
+        });
+        let hi = z.count_while(|_, s| {
+            if self.maxex {
+                s < self.max
+            } else {
+                s <= self.max
+            }
+        });
         lo..hi.max(lo)
     }
 }
@@ -326,7 +338,7 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if [f.gt, f.lt, f.nx].iter().filter(|&&x| x).count() > 1 {
         return Err(CmdError::msg(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
@@ -797,16 +809,19 @@ fn pop_generic(cx: &mut ShardCtx<'_>, max: bool) -> CmdResult {
     let count = match args.get(2) {
         Some(c) => match parse_i64(c) {
             Some(n) if n >= 0 => Some(n as usize),
-            _ => {
-                return Err(CmdError::msg(
-                    "ERR value is out of range, must be positive",
-                ))
-            }
+            _ => return Err(CmdError::msg("ERR value is out of range, must be positive")),
         },
         None => None,
     };
     let now = cx.now;
-    let elems = op_pop(cx.shard.db_mut(cx.db), &args[1], max, count.unwrap_or(1), now)?.unwrap_or_default();
+    let elems = op_pop(
+        cx.shard.db_mut(cx.db),
+        &args[1],
+        max,
+        count.unwrap_or(1),
+        now,
+    )?
+    .unwrap_or_default();
     let nested = count.is_some() && cx.out.proto == Protocol::Resp3;
     if nested {
         cx.out.array(elems.len());
@@ -1148,7 +1163,10 @@ fn compute(op: SetOp, srcs: Vec<(Source, f64)>, agg: Aggregate) -> Vec<Elem> {
         SetOp::Inter => {
             let mut srcs = srcs;
             srcs.sort_by_key(|(s, _)| s.as_ref().map_or(0, |v| v.len()));
-            if srcs.iter().any(|(s, _)| s.as_ref().is_none_or(|v| v.is_empty())) {
+            if srcs
+                .iter()
+                .any(|(s, _)| s.as_ref().is_none_or(|v| v.is_empty()))
+            {
                 return out;
             }
             let maps: Vec<HashMap<&Bytes, f64>> = srcs[1..]
@@ -1213,9 +1231,11 @@ async fn setop(cx: &mut KeysCtx<'_>, op: SetOp, to_dst: bool, card: bool) -> Cmd
     let numkeys = parse_numkeys(args, nk_idx, &name)?;
     let keys = &args[nk_idx + 1..nk_idx + 1 + numkeys];
     let parts = cx
-        .scatter(keys, |k| k, move |s, part| {
-            op_read_sources(s.db_mut(db), part, now)
-        })
+        .scatter(
+            keys,
+            |k| k,
+            move |s, part| op_read_sources(s.db_mut(db), part, now),
+        )
         .await;
     let mut srcs: Vec<Source> = Vec::with_capacity(numkeys);
     for r in crate::keyed::in_order(numkeys, parts) {
@@ -1249,11 +1269,11 @@ async fn setop(cx: &mut KeysCtx<'_>, op: SetOp, to_dst: bool, card: bool) -> Cmd
             withscores = true;
             j += 1;
         } else if card && remaining >= 2 && eq_ci(a, "limit") {
-            let l = parse_i64(&args[j + 1]).ok_or(CmdError::NotInteger)?;
-            if l < 0 {
-                return Err(CmdError::msg("ERR LIMIT can't be negative"));
-            }
-            limit = l as usize;
+            // Redis gives the one message for a non-integer and a negative limit.
+            limit = match parse_i64(&args[j + 1]) {
+                Some(l) if l >= 0 => l as usize,
+                _ => return Err(CmdError::msg("ERR LIMIT can't be negative")),
+            };
             j += 2;
         } else {
             return Err(CmdError::Syntax);
@@ -1288,11 +1308,52 @@ macro_rules! setop_cmd {
     };
 }
 
-setop_cmd!(zunion, SetOp::Union, false, false, "ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]");
-setop_cmd!(zinter, SetOp::Inter, false, false, "ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]");
-setop_cmd!(zdiff, SetOp::Diff, false, false, "ZDIFF numkeys key [key ...] [WITHSCORES]");
-setop_cmd!(zunionstore, SetOp::Union, true, false, "ZUNIONSTORE dst numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]");
-setop_cmd!(zinterstore, SetOp::Inter, true, false, "ZINTERSTORE dst numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]");
-setop_cmd!(zdiffstore, SetOp::Diff, true, false, "ZDIFFSTORE dst numkeys key [key ...]");
-setop_cmd!(zintercard, SetOp::Inter, false, true, "ZINTERCARD numkeys key [key ...] [LIMIT limit]");
-
+setop_cmd!(
+    zunion,
+    SetOp::Union,
+    false,
+    false,
+    "ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]"
+);
+setop_cmd!(
+    zinter,
+    SetOp::Inter,
+    false,
+    false,
+    "ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]"
+);
+setop_cmd!(
+    zdiff,
+    SetOp::Diff,
+    false,
+    false,
+    "ZDIFF numkeys key [key ...] [WITHSCORES]"
+);
+setop_cmd!(
+    zunionstore,
+    SetOp::Union,
+    true,
+    false,
+    "ZUNIONSTORE dst numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]"
+);
+setop_cmd!(
+    zinterstore,
+    SetOp::Inter,
+    true,
+    false,
+    "ZINTERSTORE dst numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]"
+);
+setop_cmd!(
+    zdiffstore,
+    SetOp::Diff,
+    true,
+    false,
+    "ZDIFFSTORE dst numkeys key [key ...]"
+);
+setop_cmd!(
+    zintercard,
+    SetOp::Inter,
+    false,
+    true,
+    "ZINTERCARD numkeys key [key ...] [LIMIT limit]"
+);
