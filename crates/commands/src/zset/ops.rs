@@ -615,22 +615,23 @@ fn rank_range(len: usize, start: i64, end: i64) -> std::ops::Range<usize> {
 
 impl RangeReq {
     /// The elements the request selects, in reply order.
-    fn run(&self, z: &ZSet) -> Vec<Elem> {
+    /// The ascending ranks the request selects, and whether they are replied highest first.
+    fn select(&self, z: &ZSet) -> (std::ops::Range<usize>, bool) {
         let ranks = match &self.bounds {
             Bounds::Rank(start, end) => {
                 let r = rank_range(z.len(), *start, *end);
                 if self.rev {
                     // Ranks counted from the highest score.
                     let n = z.len();
-                    return collect(z, n - r.end..n - r.start, true);
+                    return (n - r.end..n - r.start, true);
                 }
-                return collect(z, r, false);
+                return (r, false);
             }
             Bounds::Score(s) => s.ranks(z),
             Bounds::Lex(l) => l.ranks(z),
         };
         if self.offset < 0 {
-            return Vec::new();
+            return (0..0, false);
         }
         let offset = usize::try_from(self.offset).unwrap_or(usize::MAX);
         let take = if self.limit < 0 {
@@ -638,26 +639,49 @@ impl RangeReq {
         } else {
             usize::try_from(self.limit).unwrap_or(usize::MAX)
         };
-        let avail = ranks.len().saturating_sub(offset);
-        let n = avail.min(take);
+        let n = ranks.len().saturating_sub(offset).min(take);
         if self.rev {
             let end = ranks.end - offset.min(ranks.len());
-            collect(z, end - n..end, true)
+            (end - n..end, true)
         } else {
             let start = ranks.start + offset.min(ranks.len());
-            collect(z, start..start + n, false)
+            (start..start + n, false)
         }
+    }
+
+    /// The elements the request selects, in reply order.
+    fn run(&self, z: &ZSet) -> Vec<Elem> {
+        let (ranks, rev) = self.select(z);
+        collect(z, ranks, rev)
     }
 }
 
+/// Replies with the elements straight from the set (no copy of the range first).
 fn range_reply(cx: &mut ShardCtx<'_>, by: By, dir: Dir) -> CmdResult {
     let req = parse_range(cx.args, 1, false, by, dir)?;
-    let now = cx.now;
-    let elems = match read(cx.shard.db_mut(cx.db), &cx.args[1], now)? {
-        Some(z) => req.run(z),
-        None => Vec::new(),
+    let (args, now) = (cx.args, cx.now);
+    let Some(z) = read(cx.shard.db_mut(cx.db), &args[1], now)? else {
+        cx.out.array(0);
+        return Ok(());
     };
-    reply_elems(cx.out, &elems, req.withscores);
+    let (ranks, rev) = req.select(z);
+    let out = &mut *cx.out;
+    let resp3 = out.proto == Protocol::Resp3;
+    let pairs = req.withscores;
+    out.array(if pairs && !resp3 {
+        ranks.len() * 2
+    } else {
+        ranks.len()
+    });
+    z.range(ranks, rev, |m, s| {
+        if pairs && resp3 {
+            out.array(2);
+        }
+        out.bulk(m);
+        if pairs {
+            out.double(s);
+        }
+    });
     Ok(())
 }
 
