@@ -1381,3 +1381,92 @@ setop_cmd!(
     true,
     "ZINTERCARD numkeys key [key ...] [LIMIT limit]"
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{run, shard};
+
+    #[test]
+    fn scores_parse_like_strtod() {
+        for (text, want) in [
+            ("1.5", Some(1.5)),
+            ("-inf", Some(f64::NEG_INFINITY)),
+            ("+Infinity", Some(f64::INFINITY)),
+            ("0x10", Some(16.0)),
+            ("-0x.8p1", Some(-1.0)),
+            ("0e5", Some(0.0)),
+            ("1e400", None),
+            ("1e-400", None),
+            ("nan", None),
+            (" 1", None),
+            ("", None),
+            ("0x", None),
+        ] {
+            assert_eq!(parse_score(text.as_bytes()), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn range_bounds_parse_like_zsl_parse_range() {
+        assert_eq!(parse_score_bound(b"(1.5"), Ok((1.5, true)));
+        assert_eq!(parse_score_bound(b" 2"), Ok((2.0, false)));
+        assert_eq!(parse_score_bound(b""), Ok((0.0, false)));
+        assert_eq!(parse_score_bound(b"("), Ok((0.0, true)));
+        assert_eq!(parse_score_bound(b"1e400"), Ok((f64::INFINITY, false)));
+        assert_eq!(parse_score_bound(b"0x1p2"), Ok((4.0, false)));
+        for bad in [&b"x"[..], b"((1", b"nan", b"1e", b"0x"] {
+            assert_eq!(parse_score_bound(bad), Err(NOT_FLOAT_RANGE));
+        }
+        assert!(Lex::parse(&Bytes::from_static(b"a")).is_err());
+        assert!(Lex::parse(&Bytes::from_static(b"")).is_err());
+        assert!(matches!(
+            Lex::parse(&Bytes::from_static(b"-")),
+            Ok(Lex::NegInf)
+        ));
+    }
+
+    #[test]
+    fn rank_ranges_clamp_like_redis() {
+        assert_eq!(rank_range(5, 0, -1), 0..5);
+        assert_eq!(rank_range(5, -2, -1), 3..5);
+        assert_eq!(rank_range(5, -100, 100), 0..5);
+        assert_eq!(rank_range(5, 3, 1), 0..0);
+        assert_eq!(rank_range(5, 5, 10), 0..0);
+        assert_eq!(rank_range(0, 0, -1), 0..0);
+    }
+
+    #[test]
+    fn commands_on_one_shard() {
+        let mut s = shard();
+        assert_eq!(
+            run(&mut s, &["zadd", "z", "1", "a", "2", "b", "3", "c"]),
+            ":3"
+        );
+        assert_eq!(
+            run(
+                &mut s,
+                &["zrange", "z", "(1", "+inf", "byscore", "withscores"]
+            ),
+            "*4[$1:b,$1:2,$1:c,$1:3]"
+        );
+        assert_eq!(run(&mut s, &["zrevrank", "z", "a"]), ":2");
+        assert_eq!(run(&mut s, &["zincrby", "z", "1.5", "a"]), "$3:2.5");
+        assert_eq!(
+            run(&mut s, &["zpopmax", "z", "2"]),
+            "*4[$1:c,$1:3,$1:a,$3:2.5]"
+        );
+        assert_eq!(
+            run(
+                &mut s,
+                &["zunionstore", "d", "2", "z", "z", "weights", "2", "0.5"]
+            ),
+            ":1"
+        );
+        assert_eq!(run(&mut s, &["zscore", "d", "b"]), "$1:5");
+        assert_eq!(run(&mut s, &["zrem", "z", "b"]), ":1");
+        assert_eq!(run(&mut s, &["exists", "z"]), ":0");
+        assert_eq!(run(&mut s, &["set", "str", "v"]), "+OK");
+        assert!(run(&mut s, &["zcard", "str"]).starts_with("-WRONGTYPE"));
+    }
+}
