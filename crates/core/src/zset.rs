@@ -178,19 +178,22 @@ impl ZSet {
     /// Sets `member`'s score, adding it if absent (converting to a skiplist first when the limits
     /// require it). Returns the previous score. `score` must not be NaN.
     pub fn add(&mut self, member: &[u8], score: f64) -> Option<f64> {
-        debug_assert!(!score.is_nan());
-        if let Some(old) = self.score(member) {
-            if old.to_bits() != score.to_bits() {
-                match &mut self.repr {
-                    Repr::Pack(p) => {
-                        p.remove(member);
-                        p.insert(member, score);
-                    }
-                    Repr::Skip(s) => s.rescore(member, score),
-                }
+        match self.score(member) {
+            Some(old) => {
+                self.rescore(member, old, score);
+                Some(old)
             }
-            return Some(old);
+            None => {
+                self.insert_new(member, score);
+                None
+            }
         }
+    }
+
+    /// Adds `member`, which the caller knows is absent, converting to a skiplist first when the
+    /// limits require it. `score` must not be NaN.
+    pub fn insert_new(&mut self, member: &[u8], score: f64) {
+        debug_assert!(!score.is_nan());
         if self.needs_skip(member.len()) {
             self.convert_to_skiplist();
         }
@@ -198,7 +201,21 @@ impl ZSet {
             Repr::Pack(p) => p.insert(member, score),
             Repr::Skip(s) => s.insert(member, score),
         }
-        None
+    }
+
+    /// Changes the score of `member`, whose current score the caller knows is `old`.
+    pub fn rescore(&mut self, member: &[u8], old: f64, score: f64) {
+        debug_assert!(!score.is_nan());
+        if old.to_bits() == score.to_bits() {
+            return;
+        }
+        match &mut self.repr {
+            Repr::Pack(p) => {
+                p.remove(member);
+                p.insert(member, score);
+            }
+            Repr::Skip(s) => s.rescore(member, score),
+        }
     }
 
     /// Removes `member`; returns its score.

@@ -388,12 +388,12 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
                     processed += 1;
                     last = score;
                     if score != cur {
-                        z.add(member, score);
+                        z.rescore(member, cur, score);
                         updated += 1;
                     }
                 }
                 None if !f.xx => {
-                    z.add(member, score);
+                    z.insert_new(member, score);
                     added += 1;
                     processed += 1;
                     last = score;
@@ -818,8 +818,10 @@ pub fn op_pop(
         |z| {
             let n = count.min(z.len());
             let ranks = if max { z.len() - n..z.len() } else { 0..n };
-            let elems = collect(z, ranks.clone(), max);
-            z.remove_ranks(ranks);
+            let elems = collect(z, ranks, max);
+            for (m, _) in &elems {
+                z.remove(m);
+            }
             elems
         },
     )
