@@ -15,7 +15,9 @@
 //!   its insert and delete are short and local (no rebalancing, no node merges), and because a
 //!   node's arena slot never changes while it is in the set: ZSCAN's cursor is the slot index, so a
 //!   member present for a whole scan is returned, even if its score changes meanwhile (a re-scored
-//!   node is unlinked and relinked in the same slot).
+//!   node is unlinked and relinked in the same slot). When a set shrinks to 1/8 of its slots the
+//!   arena is rebuilt; cursors carry a generation number, and a cursor from an older generation
+//!   restarts the walk, so the guarantee holds (with duplicates, which SCAN allows).
 //!
 //! Invariants:
 //! * no score is NaN; -0 and 0 compare equal (ties are ordered by member), as in Redis;
@@ -332,7 +334,14 @@ impl ZSet {
                 0
             }
             Repr::Skip(s) => {
-                let mut slot = (cursor as usize).max(1);
+                // A cursor from before a compaction restarts the walk: members present
+                // throughout are then returned (some twice, which SCAN allows).
+                let gen = (cursor >> 32) as u32;
+                let mut slot = if gen == s.gen {
+                    ((cursor & 0xffff_ffff) as usize).max(1)
+                } else {
+                    1
+                };
                 let mut seen = 0;
                 while slot < s.nodes.len() && seen < count.max(1) {
                     let n = &s.nodes[slot];
@@ -349,7 +358,7 @@ impl ZSet {
                 if slot >= s.nodes.len() {
                     0
                 } else {
-                    slot as u64
+                    u64::from(s.gen) << 32 | slot as u64
                 }
             }
         }
@@ -498,6 +507,8 @@ impl Pack {
 const NIL: usize = 0;
 /// Levels of the header; with p = 1/4 this covers 2^64 elements.
 const MAX_LEVEL: usize = 32;
+/// Arenas smaller than this are never compacted (the waste is bounded anyway).
+const COMPACT_MIN_SLOTS: usize = 1024;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Level {
@@ -525,6 +536,8 @@ struct Skip {
     rng: u64,
     /// Bytes owned beyond `size_of::<Skip>()`.
     heap: usize,
+    /// Bumped by every compaction (ZSCAN cursors carry it).
+    gen: u32,
 }
 
 const NODE_BYTES: usize = std::mem::size_of::<Node>();
@@ -547,6 +560,7 @@ impl Skip {
             level: 1,
             rng: 0x9e37_79b9_7f4a_7c15,
             heap: NODE_BYTES + MAX_LEVEL * LEVEL_BYTES,
+            gen: 0,
         }
     }
 
@@ -751,7 +765,26 @@ impl Skip {
         self.free.push(x as u32);
         self.len -= 1;
         self.heap -= n.member.len() + n.levels.len() * LEVEL_BYTES;
+        if self.nodes.len() > COMPACT_MIN_SLOTS && self.len * 8 < self.nodes.len() {
+            self.compact();
+        }
         Some(n.score)
+    }
+
+    /// Rebuilds the arena and the table at the current size once most slots are free (after a
+    /// set shrank by 7/8), so a set that shrank does not keep its peak memory. Amortized O(1) per
+    /// removal: at least 7/8 of the slots were freed since the last rebuild.
+    fn compact(&mut self) {
+        let mut fresh = Skip::new();
+        fresh.rng = self.rng;
+        fresh.gen = self.gen.wrapping_add(1);
+        let mut x = self.next(NIL, 0);
+        while x != NIL {
+            let n = &self.nodes[x];
+            fresh.insert(&n.member, n.score);
+            x = n.levels[0].next as usize;
+        }
+        *self = fresh;
     }
 
     /// 0-based rank of the linked element (score, member).
@@ -913,6 +946,41 @@ mod tests {
     fn skiplist_matches_a_sorted_model_long() {
         check_against_model(20_000, true);
         check_against_model(3_000, false);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn shrinking_compacts_and_scans_stay_complete() {
+        let mut z = ZSet::new_skiplist();
+        for i in 0..5000 {
+            z.add(format!("m{i}").as_bytes(), f64::from(i % 97));
+        }
+        let big = z.heap_size();
+        // Start a scan, then shrink the set under it.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut cursor = z.scan(0, 10, |m, _| {
+            seen.insert(m.to_vec());
+        });
+        for i in 0..4990 {
+            if i % 500 != 0 {
+                z.remove(format!("m{i}").as_bytes());
+            }
+        }
+        assert!(z.heap_size() * 4 < big, "{} vs {big}", z.heap_size());
+        while cursor != 0 {
+            cursor = z.scan(cursor, 10, |m, _| {
+                seen.insert(m.to_vec());
+            });
+        }
+        let mut left = Vec::new();
+        z.for_each(|m, _| left.push(m.to_vec()));
+        assert_eq!(left.len(), z.len());
+        for m in &left {
+            assert!(seen.contains(m), "{:?} missed", String::from_utf8_lossy(m));
+        }
+        for (i, m) in left.iter().enumerate() {
+            assert_eq!(z.rank(m).map(|r| r.0), Some(i));
+        }
     }
 
     #[test]
