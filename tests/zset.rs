@@ -779,3 +779,40 @@ fn wrong_arity_replies() {
         d.run(c);
     }
 }
+
+#[test]
+fn randomized_multi_key_ops_across_shards() {
+    let mut d = Diff::with_threads(4);
+    let keys: Vec<String> = (0..4)
+        .flat_map(|s| {
+            [
+                key_on(s % 2, &format!("r{s}")),
+                key_on(1 - s % 2, &format!("q{s}")),
+            ]
+        })
+        .collect();
+    let mut r = Lcg(7);
+    for _ in 0..1500 {
+        let k = |r: &mut Lcg| keys[r.below(keys.len() as u64) as usize].as_str();
+        let (a, b, c) = (k(&mut r), k(&mut r), k(&mut r));
+        let m = format!("m{}", r.below(60));
+        let s = (r.below(16) as f64 / 4.0 - 1.0).to_string();
+        let w = (r.below(5) as i64 - 2).to_string();
+        let cmd: Vec<&str> = match r.below(12) {
+            0..=3 => vec!["ZADD", a, &s, &m],
+            4 => vec!["ZUNIONSTORE", a, "2", b, c, "WEIGHTS", "1", &w],
+            5 => vec!["ZINTERSTORE", a, "2", b, c, "AGGREGATE", "MAX"],
+            6 => vec!["ZDIFFSTORE", a, "2", b, c],
+            7 => vec!["ZRANGESTORE", a, b, "1", "-2"],
+            8 => vec!["ZMPOP", "2", a, b, "MAX", "COUNT", "2"],
+            9 => vec!["ZUNION", "3", a, b, c, "WITHSCORES"],
+            10 => vec!["ZINTERCARD", "2", a, b],
+            _ => vec!["ZRANGE", a, "0", "-1", "WITHSCORES"],
+        };
+        d.run(&cmd);
+    }
+    for k in &keys {
+        d.run(&["ZRANGE", k, "0", "-1", "WITHSCORES"]);
+        d.run(&["OBJECT", "ENCODING", k]);
+    }
+}
