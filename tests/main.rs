@@ -10,3 +10,4 @@ mod protocol;
 mod server;
 mod set;
 mod strings;
+mod zset;

@@ -89,6 +89,125 @@ pub fn format_human_f64(v: f64) -> String {
     s
 }
 
+/// Parses a C99 hexadecimal float as `strtod` does (`0x1p3`, `-0X.8`, `0x1.8p-2`): an optional
+/// sign, `0x`, hex digits with an optional point (at least one digit), and an optional binary
+/// exponent `p[+-]digits`. The whole input must be consumed. None if `s` is not one.
+pub fn parse_hex_f64(s: &[u8]) -> Option<f64> {
+    let (neg, rest) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let rest = rest
+        .strip_prefix(b"0x")
+        .or_else(|| rest.strip_prefix(b"0X"))?;
+    let (mut mant, mut exp, mut digits, mut seen_point) = (0u64, 0i64, 0usize, false);
+    let mut i = 0;
+    while i < rest.len() {
+        let c = rest[i];
+        if c == b'.' && !seen_point {
+            seen_point = true;
+        } else if let Some(d) = (c as char).to_digit(16) {
+            digits += 1;
+            if mant >> 56 == 0 {
+                mant = mant << 4 | u64::from(d);
+                if seen_point {
+                    exp -= 4;
+                }
+            } else if !seen_point {
+                // Digits beyond 64 bits of mantissa only scale it (truncating, as a last resort).
+                exp += 4;
+            }
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    if let Some(&(b'p' | b'P')) = rest.get(i) {
+        let e = std::str::from_utf8(&rest[i + 1..]).ok()?;
+        if e.is_empty() || e.starts_with(['+', '-']) && e.len() == 1 {
+            return None;
+        }
+        if !e
+            .trim_start_matches(['+', '-'])
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        let e: i64 = e.parse().unwrap_or(if e.starts_with('-') {
+            -100_000
+        } else {
+            100_000
+        });
+        exp = exp.saturating_add(e.clamp(-100_000, 100_000));
+    } else if i != rest.len() {
+        return None;
+    }
+    let mut v = mant as f64;
+    // Scale in steps so that intermediate powers stay finite.
+    let mut e = exp;
+    while e > 0 {
+        let step = e.min(1000);
+        v *= 2f64.powi(step as i32);
+        e -= step;
+    }
+    while e < 0 {
+        let step = (-e).min(1000);
+        v /= 2f64.powi(step as i32);
+        e += step;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Formats a double like C's `printf("%.17g")` (Redis's `addReplyDouble`; `inf`, `-inf`, `nan`).
+pub fn format_g17(v: f64) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    // Rust rounds exactly like glibc; `{:.16e}` gives the 17 significant digits and the exponent.
+    let sci = format!("{:.16e}", v);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if (-4..17).contains(&exp) {
+        trim(format!("{:.*}", (16 - exp) as usize, v))
+    } else {
+        let m = trim(mantissa.to_string());
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{m}e{sign}{:02}", exp.abs())
+    }
+}
+
+/// Formats a double like Redis's `d2string` (how a listpack stores a sorted-set score, which
+/// ZSCAN returns as is): integers that fit in a long long in decimal, `-0`/`0`, else `%.17g`.
+pub fn format_d2string(v: f64) -> String {
+    if v == 0.0 {
+        return if v.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    // double2ll: exact integers strictly inside the long long range (Redis leaves the ends out).
+    if v.is_finite() && v == v.trunc() && v > -9.223372036854775e18 && v < 9.223372036854775e18 {
+        return format!("{}", v as i64);
+    }
+    format_g17(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +251,28 @@ mod tests {
         assert_eq!(format_human_f64(5000.0), "5000");
         assert_eq!(format_human_f64(-3.25), "-3.25");
         assert_eq!(format_human_f64(1e-20), "0");
+    }
+
+    #[test]
+    fn g17_like_printf() {
+        assert_eq!(format_g17(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(format_g17(1.5), "1.5");
+        assert_eq!(format_g17(-0.0), "-0");
+        assert_eq!(format_g17(1e300), "1.0000000000000001e+300");
+        assert_eq!(format_g17(1e17), "1e+17");
+        assert_eq!(format_g17(1e16), "10000000000000000");
+        assert_eq!(format_g17(0.0001), "0.0001");
+        assert_eq!(format_g17(0.00001), "1.0000000000000001e-05");
+        assert_eq!(format_g17(f64::NEG_INFINITY), "-inf");
+        assert_eq!(format_d2string(1e17), "100000000000000000");
+        assert_eq!(format_d2string(-0.0), "-0");
+        assert_eq!(format_d2string(2.5), "2.5");
+        assert_eq!(parse_hex_f64(b"0x1p3"), Some(8.0));
+        assert_eq!(parse_hex_f64(b"-0X.8"), Some(-0.5));
+        assert_eq!(parse_hex_f64(b"0x1.8p-1"), Some(0.75));
+        assert_eq!(parse_hex_f64(b"0x10"), Some(16.0));
+        for bad in [&b"0x"[..], b"0x1p", b"0xg", b"0x1p+", b"1"] {
+            assert_eq!(parse_hex_f64(bad), None);
+        }
     }
 }

@@ -664,4 +664,8 @@ mod tests {
         want.sort();
         assert_eq!(all, want);
     }
+
+    /// Calls `f` on every member (ZUNION/ZINTER/ZDIFF read sets through this). The placeholder
+    /// holds no members; the real set type provides the same method.
+    pub fn for_each_member(&self, _f: impl FnMut(&[u8])) {}
 }
