@@ -351,21 +351,21 @@ struct OptionsView {
 /// `n` elements of list `l` from index `from` (counted from the tail when `rev`), in walk order.
 fn list_window(l: &List, from: usize, n: usize, rev: bool) -> Vec<Bytes> {
     let len = l.len();
-    let n = n.min(len.saturating_sub(from));
-    let mut out = Vec::with_capacity(n);
-    if rev {
-        let last = len - 1 - from;
-        l.for_each_rev_from(last, |e| {
-            out.push(Bytes::copy_from_slice(e));
-            out.len() < n
-        });
-    } else {
-        l.for_each_from(from, |e| {
-            out.push(Bytes::copy_from_slice(e));
-            out.len() < n
-        });
+    if from >= len {
+        return Vec::new();
     }
-    out
+    let n = n.min(len - from);
+    if rev {
+        l.iter_rev_from(len - 1 - from)
+            .take(n)
+            .map(|e| Bytes::from(e.to_vec()))
+            .collect()
+    } else {
+        l.iter_from(from)
+            .take(n)
+            .map(|e| Bytes::from(e.to_vec()))
+            .collect()
+    }
 }
 
 fn set_members(s: &strata_core::Set) -> Vec<Bytes> {
@@ -376,8 +376,11 @@ fn set_members(s: &strata_core::Set) -> Vec<Bytes> {
 
 /// `n` members of `z` from rank `from` (reverse rank when `rev`), in rank order.
 fn zset_window(z: &strata_core::ZSet, from: usize, n: usize, rev: bool) -> Vec<Bytes> {
-    let mut out = Vec::with_capacity(n.min(z.len()));
-    z.for_each_in_rank(from, n, rev, |m, _score| out.push(Bytes::copy_from_slice(m)));
+    let end = from.saturating_add(n).min(z.len());
+    let mut out = Vec::with_capacity(end.saturating_sub(from));
+    if from < end {
+        z.range(from..end, rev, |m, _score| out.push(Bytes::copy_from_slice(m)));
+    }
     out
 }
 
@@ -388,6 +391,15 @@ fn zset_members(z: &strata_core::ZSet) -> Vec<Bytes> {
 /// The value of `field` in hash `h`, if any.
 fn hash_field(h: &strata_core::Hash, field: &[u8]) -> Option<Bytes> {
     h.get(field).map(Bytes::copy_from_slice)
+}
+
+/// A list holding `elems`, in order (SORT … STORE).
+fn new_list(elems: &[Bytes]) -> List {
+    let mut l = List::new();
+    for e in elems {
+        l.push_back(e);
+    }
+    l
 }
 
 // ----- patterns -----
@@ -658,7 +670,7 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
                 if elems.is_empty() {
                     db.delete(&d, now);
                 } else {
-                    let list = List::from_elements(elems.iter().map(|e| &e[..]));
+                    let list = new_list(&elems);
                     db.set(&d, Value::Obj(Box::new(Object::List(list))), None, now);
                 }
             })
