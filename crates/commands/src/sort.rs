@@ -376,11 +376,19 @@ fn set_members(s: &strata_core::Set) -> Vec<Bytes> {
 
 /// `n` members of `z` from rank `from` (reverse rank when `rev`), in rank order.
 fn zset_window(z: &strata_core::ZSet, from: usize, n: usize, rev: bool) -> Vec<Bytes> {
-    let end = from.saturating_add(n).min(z.len());
-    let mut out = Vec::with_capacity(end.saturating_sub(from));
-    if from < end {
-        z.range(from..end, rev, |m, _score| out.push(Bytes::copy_from_slice(m)));
+    let len = z.len();
+    if from >= len {
+        return Vec::new();
     }
+    let n = n.min(len - from);
+    // `ZSet::range` takes ascending ranks; reverse rank r is ascending rank len - 1 - r.
+    let ranks = if rev {
+        len - from - n..len - from
+    } else {
+        from..from + n
+    };
+    let mut out = Vec::with_capacity(n);
+    z.range(ranks, rev, |m, _score| out.push(Bytes::copy_from_slice(m)));
     out
 }
 
