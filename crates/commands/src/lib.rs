@@ -22,6 +22,7 @@ pub mod hash;
 pub mod list;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod zset;
 
@@ -41,6 +42,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     string::COMMANDS,
     generic::COMMANDS,
+    sort::COMMANDS,
     hash::COMMANDS,
     list::COMMANDS,
     set::COMMANDS,
