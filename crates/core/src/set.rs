@@ -186,6 +186,16 @@ impl Set {
         }
     }
 
+    /// Calls `f` on every member's bytes (ZUNION/ZINTER/ZDIFF and SORT read sets through this).
+    pub fn for_each_member(&self, mut f: impl FnMut(&[u8])) {
+        for m in self.iter() {
+            match m {
+                Member::Int(i) => f(i.to_string().as_bytes()),
+                Member::Str(s) => f(s),
+            }
+        }
+    }
+
     /// The members: ascending for an intset, table order for a hashtable.
     pub fn iter(&self) -> Iter<'_> {
         match &self.repr {
@@ -664,8 +674,4 @@ mod tests {
         want.sort();
         assert_eq!(all, want);
     }
-
-    /// Calls `f` on every member (ZUNION/ZINTER/ZDIFF read sets through this). The placeholder
-    /// holds no members; the real set type provides the same method.
-    pub fn for_each_member(&self, _f: impl FnMut(&[u8])) {}
 }
