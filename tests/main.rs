@@ -9,5 +9,6 @@ mod ordering;
 mod protocol;
 mod server;
 mod set;
+mod sort;
 mod strings;
 mod zset;

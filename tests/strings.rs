@@ -755,7 +755,6 @@ fn arity_errors() {
 }
 
 #[test]
-#[ignore = "needs a non-string type in strata (LPUSH); enable when the list family lands"]
 fn wrong_type_errors() {
     let mut d = Diff::new();
     d.run(&["LPUSH", "l", "a"]);

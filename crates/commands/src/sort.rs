@@ -35,9 +35,7 @@ use strata_shard::{Db, Shard};
 use crate::args::eq_ci;
 use crate::error::{CmdError, CmdResult};
 use crate::keyed::{in_order, KeysCtx};
-use crate::table::{
-    Arg, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec, Parts,
-};
+use crate::table::{Arg, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec};
 
 const SORT_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
@@ -76,7 +74,10 @@ const SORT_RO_KEYS: &[KeySpec] = &[
     ),
 ];
 const OFFSET_COUNT: &[Arg] = &[Arg::integer("offset"), Arg::integer("count")];
-const ORDER: &[Arg] = &[Arg::pure_token("asc", "ASC"), Arg::pure_token("desc", "DESC")];
+const ORDER: &[Arg] = &[
+    Arg::pure_token("asc", "ASC"),
+    Arg::pure_token("desc", "DESC"),
+];
 const SORT_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::pattern_key("pattern", 1).with_token("BY").optional(),
@@ -467,7 +468,11 @@ async fn fetch_all(cx: &mut KeysCtx<'_>, lookups: Vec<Option<Lookup>>) -> Vec<Op
     let (db, now) = (cx.db, cx.now);
     let wanted: Vec<Lookup> = lookups.iter().flatten().cloned().collect();
     let parts = cx
-        .scatter(&wanted, |l| &l.key, move |s, items| fetch(s, db, now, items))
+        .scatter(
+            &wanted,
+            |l| &l.key,
+            move |s, items| fetch(s, db, now, items),
+        )
         .await;
     let mut found = in_order(wanted.len(), parts).into_iter();
     lookups
@@ -499,7 +504,10 @@ fn strtod(s: &[u8]) -> Option<f64> {
             f64::INFINITY
         } else if lower.starts_with("nan") || lower.starts_with("in") {
             return None;
-        } else if !body.bytes().all(|b| b.is_ascii_digit() || b".eE+-".contains(&b)) {
+        } else if !body
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b".eE+-".contains(&b))
+        {
             return None;
         } else {
             let v: f64 = body.parse().ok()?;
@@ -735,7 +743,9 @@ mod tests {
         assert!(matches!(parse(&args, false), Err(CmdError::Syntax)));
         let args: Vec<Bytes> = ["sort_ro", "k", "store", "d"].map(b).to_vec();
         assert!(matches!(parse(&args, true), Err(CmdError::Syntax)));
-        let args: Vec<Bytes> = ["sort", "k", "by", "nosort", "get", "#", "desc"].map(b).to_vec();
+        let args: Vec<Bytes> = ["sort", "k", "by", "nosort", "get", "#", "desc"]
+            .map(b)
+            .to_vec();
         let o = parse(&args, false).unwrap();
         assert!(o.dontsort && o.desc && o.gets.len() == 1);
         assert!(!reads_db(&args));

@@ -789,7 +789,7 @@ fn validate_args(name: &str, args: &[Arg], specs: usize) {
 
 fn refers_to_key_spec(args: &[Arg], spec: usize) -> bool {
     args.iter().any(|a| match a.kind {
-        ArgKind::Key(i) => i == spec,
+        ArgKind::Key(i) | ArgKind::PatternKey(i) => i == spec,
         ArgKind::OneOf(sub) | ArgKind::Block(sub) => refers_to_key_spec(sub, spec),
         _ => false,
     })
