@@ -1,6 +1,7 @@
 mod harness;
 
 mod atomicity;
+mod blocking;
 mod hash;
 mod keys;
 mod lifecycle;

@@ -522,6 +522,11 @@ fn client_setinfo_is_shown_by_client_info() {
 /// Commands whose COMMAND INFO Strata answers exactly as Redis 7.0 does: every command with keys
 /// (key specs included) and the connection and server commands.
 const SAME_INFO: &[&str] = &[
+    "blpop",
+    "brpop",
+    "blmove",
+    "brpoplpush",
+    "blmpop",
     "sort",
     "sort_ro",
     "hset",
@@ -696,6 +701,11 @@ const SAME_INFO: &[&str] = &[
 /// (arguments, history and deprecation included) and the connection and server commands without
 /// arguments.
 const SAME_DOCS: &[&str] = &[
+    "blpop",
+    "brpop",
+    "blmove",
+    "brpoplpush",
+    "blmpop",
     "sort",
     "sort_ro",
     "hset",

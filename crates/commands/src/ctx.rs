@@ -47,9 +47,10 @@ pub struct Park {
 /// A blocking command's reply on timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeoutReply {
-    /// A null array (`*-1`, RESP3 `_`): BLPOP, BZPOPMIN, BLMPOP.
+    /// A null array (`*-1`, RESP3 `_`): what Redis 7.0 answers for every timed-out list and
+    /// sorted-set pop, BLMOVE included.
     NullArray,
-    /// A null bulk string (`$-1`, RESP3 `_`): BLMOVE, BRPOPLPUSH.
+    /// A null bulk string (`$-1`, RESP3 `_`).
     NullBulk,
 }
 

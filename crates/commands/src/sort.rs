@@ -496,18 +496,20 @@ fn strtod(s: &[u8]) -> Option<f64> {
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
+    if body.starts_with(['+', '-']) {
+        return None;
+    }
     let v = if body.len() > 2 && (body.starts_with("0x") || body.starts_with("0X")) {
         parse_hex(&body[2..])?
     } else {
         let lower = body.to_ascii_lowercase();
         if lower == "inf" || lower == "infinity" {
             f64::INFINITY
-        } else if lower.starts_with("nan") || lower.starts_with("in") {
-            return None;
         } else if !body
             .bytes()
             .all(|b| b.is_ascii_digit() || b".eE+-".contains(&b))
         {
+            // Includes "nan" (rejected by SORT) and partial words such as "in".
             return None;
         } else {
             let v: f64 = body.parse().ok()?;

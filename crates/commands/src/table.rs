@@ -472,7 +472,8 @@ impl CommandSpec {
                 "bitmap" => add("@bitmap"),
                 "hyperloglog" => add("@hyperloglog"),
                 "geo" => add("@geo"),
-                "generic" => add("@keyspace"),
+                // SORT is "generic" but lists the types it reads instead of @keyspace.
+                "generic" if !self.acl.contains(&"@list") => add("@keyspace"),
                 "connection" => add("@connection"),
                 _ => {}
             }
