@@ -89,6 +89,11 @@ pub fn format_human_f64(v: f64) -> String {
     s
 }
 
+/// 2^e for 0 <= e <= 1000, exactly (built from its bits: `powi` may be inexact).
+fn pow2(e: i64) -> f64 {
+    f64::from_bits(((1023 + e) as u64) << 52)
+}
+
 /// Parses a C99 hexadecimal float as `strtod` does (`0x1p3`, `-0X.8`, `0x1.8p-2`): an optional
 /// sign, `0x`, hex digits with an optional point (at least one digit), and an optional binary
 /// exponent `p[+-]digits`. The whole input must be consumed. None if `s` is not one.
@@ -152,12 +157,12 @@ pub fn parse_hex_f64(s: &[u8]) -> Option<f64> {
     let mut e = exp;
     while e > 0 {
         let step = e.min(1000);
-        v *= 2f64.powi(step as i32);
+        v *= pow2(step);
         e -= step;
     }
     while e < 0 {
         let step = (-e).min(1000);
-        v /= 2f64.powi(step as i32);
+        v /= pow2(step);
         e += step;
     }
     Some(if neg { -v } else { v })
