@@ -351,19 +351,14 @@ fn batch_lock_set(cmds: &[ShardCmd]) -> LockSet {
 }
 
 /// Runs a part of a lock context whose locks (`id`) are held: all of `cmds`, then the release of
-/// `id` if `release`. Returns the id still held, if any, and the replies.
-fn run_part(
-    s: &mut Shard,
-    cmds: &[ShardCmd],
-    id: LockId,
-    release: bool,
-) -> (Option<LockId>, ShardReplies) {
+/// `id` if `release`.
+fn run_part(s: &mut Shard, cmds: &[ShardCmd], id: LockId, release: bool) -> ShardReplies {
     let mut p = Progress::default();
     p.run_all(s, cmds);
     if release {
         s.locks.release(id);
     }
-    ((!release).then_some(id), p.done())
+    p.done()
 }
 
 /// Runs a sub-batch on this thread's shard as one part of a lock context: takes the locks of all its
@@ -373,9 +368,9 @@ async fn run_locked_here(
     owner: Owner,
     cmds: &[ShardCmd],
     release: bool,
-) -> (Option<LockId>, ShardReplies) {
+) -> (LockId, ShardReplies) {
     let id = acquire_here(set, owner, batch_lock_set(cmds)).await;
-    with_shard(|s| run_part(s, cmds, id, release))
+    (id, with_shard(|s| run_part(s, cmds, id, release)))
 }
 
 /// [`run_locked_here`] on another shard: one message there, one back.
@@ -385,7 +380,7 @@ async fn run_locked_on(
     owner: Owner,
     cmds: Vec<ShardCmd>,
     release: bool,
-) -> (Option<LockId>, ShardReplies) {
+) -> (LockId, ShardReplies) {
     let (tx, rx) = oneshot::channel();
     let origin = current_shard_id();
     let shards = set.clone();
@@ -405,14 +400,14 @@ async fn run_locked_on(
                 if grant == Grant::Queued {
                     return Err(id);
                 }
-                Ok(run_part(s, &cmds, id, release))
+                Ok((id, run_part(s, &cmds, id, release)))
             });
             match ran {
                 Ok(result) => shards.reply(origin, tx, result),
                 Err(id) => {
                     monoio::spawn(async move {
                         let _ = grx.await;
-                        let result = with_shard(|s| run_part(s, &cmds, id, release));
+                        let result = (id, with_shard(|s| run_part(s, &cmds, id, release)));
                         shards.reply(origin, tx, result);
                     });
                 }
@@ -651,17 +646,25 @@ impl Batch<'_> {
         };
         for (k, &i) in order.iter().enumerate() {
             let Some(p) = parts[i].take() else { continue };
-            // The last part acquires last, so it may release at once (two-phase locking only
-            // forbids acquiring after a release).
-            let last = k + 1 == order.len();
-            let (id, replies) = if Some(p.shard) == me {
-                run_locked_here(set, owner, &p.cmds, last).await
-            } else {
-                run_locked_on(set, p.shard, owner, p.cmds, last).await
-            };
-            if let Some(id) = id {
-                held.ids.push((p.shard, id));
+            // The last part runs like a lone sub-batch: each command waits until no other command
+            // holds its keys, runs, and keeps nothing. That is the same as acquiring its locks
+            // after every earlier part's and releasing them at once, which two-phase locking
+            // allows (it only forbids acquiring after a release), without touching the lock table
+            // when its keys are free.
+            if k + 1 == order.len() {
+                results[i] = Some(if Some(p.shard) == me {
+                    Progress::default().finish_free(set, &p.cmds).await
+                } else {
+                    run_free_on(set, p.shard, p.cmds).await
+                });
+                break;
             }
+            let (id, replies) = if Some(p.shard) == me {
+                run_locked_here(set, owner, &p.cmds, false).await
+            } else {
+                run_locked_on(set, p.shard, owner, p.cmds, false).await
+            };
+            held.ids.push((p.shard, id));
             results[i] = Some(replies);
         }
         held.release();

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""The hop table: server CPU per operation at each --threads count relative to --threads 1.
+
+On a machine with few cores, throughput at several threads says little (the client shares the cores);
+CPU time per operation says what crossing threads costs. For every strata binary given (to compare a
+change: --strata old,new) and every thread count, one fresh server is started and redis-benchmark
+runs SET and GET at pipeline 1 and 32 against it; the server's CPU time (user + system, all threads,
+from /proc/<pid>/stat) is divided by the requests served. Rounds interleave the binaries and thread
+counts so that a noisy machine hurts them alike; the table reports medians, and each row's ratio to
+--threads 1 of the same binary.
+
+    python3 bench/hops.py --strata target/release/strata --threads 1,2,4 --rounds 3
+    python3 bench/hops.py --strata /tmp/strata-old,/tmp/strata-new --threads 1,2
+
+Standard library only; needs redis-benchmark.
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def wait_ready(port, proc):
+    for _ in range(200):
+        if proc.poll() is not None:
+            sys.exit(f"server exited early (status {proc.returncode})")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit("server did not answer PING")
+
+
+def run_server(binary, threads, tests, args):
+    port = free_port()
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [binary, "--port", str(port), "--threads", str(threads), "--dir", d,
+               "--save", "", "--appendonly", "no"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_ready(port, proc)
+            out = {}
+            for test, pipeline in tests:
+                n = args.requests * (args.pipelined_factor if pipeline > 1 else 1)
+                before = cpu_seconds(proc.pid)
+                subprocess.run(
+                    ["redis-benchmark", "-p", str(port), "-t", test, "-d", str(args.data_size),
+                     "-r", "1000000", "-c", str(args.clients), "-P", str(pipeline), "-n", str(n),
+                     "-q"],
+                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                out[(test, pipeline)] = (cpu_seconds(proc.pid) - before) / n * 1e6
+            return out
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strata", required=True, help="comma-separated strata binaries")
+    p.add_argument("--threads", default="1,2", help="thread counts (1 is always included)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--requests", type=int, default=200000, help="requests at -P 1")
+    p.add_argument("--pipelined-factor", type=int, default=10)
+    p.add_argument("--clients", type=int, default=50)
+    p.add_argument("--data-size", type=int, default=256)
+    args = p.parse_args()
+
+    binaries = [os.path.abspath(b) for b in args.strata.split(",")]
+    threads = sorted({1, *(int(t) for t in args.threads.split(","))})
+    tests = [("set", 1), ("get", 1), ("set", 32), ("get", 32)]
+    samples = {}
+    for r in range(args.rounds):
+        for b in binaries:
+            for t in threads:
+                res = run_server(b, t, tests, args)
+                for k, v in res.items():
+                    samples.setdefault((b, t, k), []).append(v)
+                print(f"round {r + 1}: {os.path.basename(os.path.dirname(b)) + '/' + os.path.basename(b)} "
+                      f"t{t}: " + "  ".join(f"{k[0]} P{k[1]} {v:.2f}" for k, v in res.items()),
+                      flush=True)
+
+    print("\nServer CPU microseconds per operation (median of rounds), and the ratio to --threads 1")
+    print(f"{'binary':<28} {'test':<5} {'P':>3} " + " ".join(f"{'t' + str(t):>14}" for t in threads))
+    for b in binaries:
+        for k in tests:
+            base = statistics.median(samples[(b, 1, k)])
+            cells = []
+            for t in threads:
+                m = statistics.median(samples[(b, t, k)])
+                cells.append(f"{m:6.2f} ({m / base:4.2f}x)")
+            name = b if len(b) <= 28 else "..." + b[-25:]
+            print(f"{name:<28} {k[0].upper():<5} {k[1]:>3} " + " ".join(f"{c:>14}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()
