@@ -1010,25 +1010,24 @@ async fn pop_first(
 // `crate::ctx::Park`) and is run again once one of them is written, until its timeout.
 
 /// Parses a blocking command's timeout (seconds, fractions allowed) into a deadline in unix ms;
-/// None waits forever (0). Redis's errors.
-fn parse_timeout(arg: &[u8], now: i64) -> Result<Option<i64>, CmdError> {
+/// None waits forever. As Redis 7.0 does: the milliseconds are rounded up (0.0001 waits 1 ms, not
+/// forever), a value that rounds to 0 (0, -0.0001) waits forever, and one below zero or too large
+/// to be a count of milliseconds (inf, 1e17) is "negative"; a deadline past the clock's range
+/// waits forever.
+pub(crate) fn parse_timeout(arg: &[u8], now: i64) -> Result<Option<i64>, CmdError> {
     let secs = strata_core::num::parse_f64(arg)
-        .filter(|v| v.is_finite())
+        .filter(|v| !v.is_nan())
         .ok_or_else(|| CmdError::msg("ERR timeout is not a float or out of range"))?;
-    let ms = secs * 1000.0;
-    if ms < 0.0 {
+    let ms = (secs * 1000.0).ceil();
+    // `i64::MAX as f64` rounds up to 2^63, so `<` keeps every accepted value representable.
+    if !(ms > -1.0 && ms < i64::MAX as f64) {
         return Err(CmdError::msg("ERR timeout is negative"));
-    }
-    if ms >= i64::MAX as f64 {
-        return Err(CmdError::msg("ERR timeout is out of range"));
     }
     let ms = ms as i64;
     if ms == 0 {
         return Ok(None);
     }
-    now.checked_add(ms)
-        .map(Some)
-        .ok_or_else(|| CmdError::msg("ERR timeout is out of range"))
+    Ok(now.checked_add(ms))
 }
 
 /// BLPOP / BRPOP key [key ...] timeout → [key, element] from the first non-empty list.
