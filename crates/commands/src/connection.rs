@@ -146,7 +146,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Reset the connection",
         "6.2.0",
         &[],
-        Handler::Conn(reset),
+        Handler::Async(reset),
     ),
     CommandSpec::new(
         "connection",
@@ -451,7 +451,17 @@ fn quit(cx: &mut ConnCtx<'_>) -> CmdResult {
 /// RESET → +RESET: RESP2, database 0, no name, replies on, and authenticated only if the default
 /// user needs no password (CLIENT NO-EVICT stays, as in Redis 7.0). Transaction and subscription state belong to the
 /// connection layer, which clears them when RESET succeeds.
-fn reset(cx: &mut ConnCtx<'_>) -> CmdResult {
+/// RESET: leaves MULTI, withdraws watches, then resets the connection's settings.
+fn reset<'a>(cx: &'a mut ConnCtx<'_>) -> futures_util::future::LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        cx.session.multi = None;
+        cx.session.multi_failed = false;
+        crate::multi::unwatch_all(cx.session, &cx.server.shards).await;
+        reset_settings(cx)
+    })
+}
+
+fn reset_settings(cx: &mut ConnCtx<'_>) -> CmdResult {
     set_proto(cx, Protocol::Resp2);
     cx.session.select(0);
     cx.session.reply_mode = ReplyMode::On;

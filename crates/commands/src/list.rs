@@ -1052,6 +1052,7 @@ async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {
         keys: args[keys].to_vec(),
         deadline,
         timeout: TimeoutReply::NullArray,
+        no_block: TimeoutReply::NullArray,
     });
     Ok(())
 }
@@ -1076,6 +1077,7 @@ async fn bmove(cx: &mut KeysCtx<'_>, from: End, to: End, timeout_arg: usize) -> 
             deadline,
             // Redis answers a timed-out BLMOVE with a null array too, not a null bulk.
             timeout: TimeoutReply::NullArray,
+            no_block: TimeoutReply::NullBulk,
         });
     }
     Ok(())
@@ -1105,6 +1107,7 @@ fn blmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 keys: cx.args[keys].to_vec(),
                 deadline,
                 timeout: TimeoutReply::NullArray,
+                no_block: TimeoutReply::NullArray,
             });
         }
         Ok(())

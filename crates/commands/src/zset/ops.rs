@@ -991,6 +991,7 @@ async fn bzpop(cx: &mut KeysCtx<'_>, max: bool) -> CmdResult {
         keys: args[keys].to_vec(),
         deadline,
         timeout: TimeoutReply::NullArray,
+        no_block: TimeoutReply::NullArray,
     });
     Ok(())
 }
@@ -1016,6 +1017,7 @@ pub fn bzmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 keys: cx.args[keys].to_vec(),
                 deadline,
                 timeout: TimeoutReply::NullArray,
+                no_block: TimeoutReply::NullArray,
             });
         }
         Ok(())
