@@ -291,3 +291,36 @@ fn a_zadd_from_another_thread_wakes_blocked_sorted_set_pops_in_order() {
         seen
     });
 }
+
+#[test]
+fn a_woken_client_skips_a_key_that_became_another_type_and_stays_blocked() {
+    both(|s| {
+        let (l, z) = (key_in(1, "wl"), key_in(2, "wz"));
+        let mut admin = s.conn();
+        let mut bl = s.conn();
+        let mut bz = s.conn();
+        bl.send(&["BLPOP", &l, "0"]);
+        wait_blocked(&mut admin, 1);
+        bz.send(&["BZPOPMIN", &z, "0"]);
+        wait_blocked(&mut admin, 2);
+        let mut seen = Vec::new();
+        for (k, push) in [
+            (&l, ["LPUSH", l.as_str(), "a", ""]),
+            (&z, ["ZADD", z.as_str(), "1", "a"]),
+        ] {
+            let push: Vec<&str> = push.into_iter().filter(|a| !a.is_empty()).collect();
+            seen.push(admin.call(&["MULTI"]));
+            seen.push(admin.call(&push));
+            seen.push(admin.call(&["DEL", k]));
+            seen.push(admin.call(&["SET", k, "foo"]));
+            seen.push(admin.call(&["EXEC"]));
+        }
+        wait_blocked(&mut admin, 2);
+        seen.push(admin.call(&["DEL", &l, &z]));
+        seen.push(admin.call(&["LPUSH", &l, "b"]));
+        seen.push(bl.read_reply());
+        seen.push(admin.call(&["ZADD", &z, "2", "b"]));
+        seen.push(bz.read_reply());
+        seen
+    });
+}

@@ -991,9 +991,11 @@ async fn pop_first(
     let (db, now, args) = (cx.db, cx.now, cx.args);
     for key in &args[keys] {
         let k = key.clone();
-        let popped = cx
-            .on(key, move |s| op_pop(s.db_mut(db), &k, end, count, now))
-            .await?;
+        let popped = skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, end, count, now))
+                .await,
+        )?;
         if let Some(values) = popped {
             cx.out.array(2);
             cx.out.bulk(key);
@@ -1008,6 +1010,18 @@ async fn pop_first(
 //
 // Each tries its non-blocking form; when that finds nothing it parks on its source keys (see
 // `crate::ctx::Park`) and is run again once one of them is written, until its timeout.
+
+/// A woken blocking command treats a key of another type as empty (it stays blocked on it, as
+/// Redis serves woken clients only from keys of their type); a first attempt fails with WRONGTYPE.
+pub(crate) fn skip_wrong_type<T>(
+    woken: bool,
+    r: Result<Option<T>, CmdError>,
+) -> Result<Option<T>, CmdError> {
+    match r {
+        Err(CmdError::WrongType) if woken => Ok(None),
+        r => r,
+    }
+}
 
 /// Parses a blocking command's timeout (seconds, fractions allowed) into a deadline in unix ms;
 /// None waits forever. As Redis 7.0 does: the milliseconds are rounded up (0.0001 waits 1 ms, not
@@ -1038,9 +1052,11 @@ async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {
     let (db, now) = (cx.db, cx.now);
     for key in &args[keys.clone()] {
         let k = key.clone();
-        let popped = cx
-            .on(key, move |s| op_pop(s.db_mut(db), &k, end, 1, now))
-            .await?;
+        let popped = skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, end, 1, now))
+                .await,
+        )?;
         if let Some(mut values) = popped {
             cx.out.array(2);
             cx.out.bulk(key);

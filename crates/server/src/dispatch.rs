@@ -150,6 +150,7 @@ impl ShardCmd {
             }
             Run::Keys(handler) => {
                 let mut cx = KeysCtx::here(&mut *shard, self.db, &self.args, &mut *out, now);
+                cx.woken = self.parked.as_ref().is_some_and(|p| p.was_woken());
                 let r = run_here(handler, &mut cx);
                 let park = cx.park.take();
                 match r {
@@ -1006,6 +1007,7 @@ impl Batch<'_> {
         let lock = set.lock_plan(owner, plan).await;
         let databases = self.state.config.get_i64("databases").max(1) as usize;
         let mut cx = KeysCtx::across(&lock, db, args, out, start / 1000, databases);
+        cx.woken = parked.is_some_and(|p| p.was_woken());
         let result = f(&mut cx).await;
         let mut park = cx.park.take();
         match (&park, parked) {
@@ -1091,7 +1093,10 @@ impl Batch<'_> {
             let woke = wait_woken(&parked, park.deadline, &info).await;
             info.blocked.store(false, Ordering::Relaxed);
             match woke {
-                Woke::Written => continue,
+                Woke::Written => {
+                    parked.set_retried();
+                    continue;
+                }
                 Woke::Deadline => {
                     out.proto = self.session.proto;
                     park.timeout.write(out);

@@ -931,9 +931,11 @@ async fn mpop_first(
     let (db, now, args) = (cx.db, cx.now, cx.args);
     for key in &args[keys] {
         let k = key.clone();
-        let popped = cx
-            .on(key, move |s| op_pop(s.db_mut(db), &k, max, count, now))
-            .await?;
+        let popped = crate::list::skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, max, count, now))
+                .await,
+        )?;
         if let Some(elems) = popped {
             let out = &mut *cx.out;
             out.array(2);
@@ -976,9 +978,11 @@ async fn bzpop(cx: &mut KeysCtx<'_>, max: bool) -> CmdResult {
     let (db, now) = (cx.db, cx.now);
     for key in &args[keys.clone()] {
         let k = key.clone();
-        let popped = cx
-            .on(key, move |s| op_pop(s.db_mut(db), &k, max, 1, now))
-            .await?;
+        let popped = crate::list::skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, max, 1, now))
+                .await,
+        )?;
         if let Some((m, score)) = popped.and_then(|mut e| e.pop()) {
             cx.out.array(3);
             cx.out.bulk(key);
