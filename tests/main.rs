@@ -8,6 +8,7 @@ mod lifecycle;
 mod list;
 mod multi;
 mod ordering;
+mod pause;
 mod protocol;
 mod server;
 mod set;
