@@ -16,9 +16,11 @@ pub mod memory;
 pub mod table;
 pub mod testing;
 
+pub mod bitmap;
 pub mod connection;
 pub mod generic;
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod server;
 pub mod set;
@@ -47,6 +49,8 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,
+    bitmap::COMMANDS,
+    hll::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).
