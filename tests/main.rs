@@ -1,6 +1,7 @@
 mod harness;
 
 mod atomicity;
+mod bitmap;
 mod blocking;
 mod hash;
 mod keys;
