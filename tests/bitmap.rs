@@ -177,14 +177,54 @@ fn errors_and_edges(d: &mut Pair) {
         &["EXISTS", "f"],
         &["BITFIELD", "f", "GET", "u8", "0"],
         &["EXISTS", "f"],
-        &["BITFIELD", "f", "SET", "i8", "0", "-100", "GET", "u8", "0", "GET", "i8", "0"],
-        &["BITFIELD", "f", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2", "102", "7"],
-        &["BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "102", "7", "INCRBY", "i3", "0", "-20"],
-        &["BITFIELD", "f", "OVERFLOW", "WRAP", "INCRBY", "i5", "3", "100", "SET", "u7", "#3", "300"],
-        &["BITFIELD", "f", "OVERFLOW", "SAT", "SET", "i4", "#2", "-300", "SET", "u4", "#2", "-1"],
-        &["BITFIELD", "f", "SET", "i64", "#1", "-9223372036854775808", "INCRBY", "i64", "#1", "-1"],
-        &["BITFIELD", "f", "OVERFLOW", "SAT", "INCRBY", "i64", "#1", "-1", "INCRBY", "u63", "0", "9223372036854775807"],
-        &["BITFIELD", "f", "GET", "i64", "#1", "GET", "u63", "1", "GET", "i1", "0", "GET", "u1", "3"],
+        &[
+            "BITFIELD", "f", "SET", "i8", "0", "-100", "GET", "u8", "0", "GET", "i8", "0",
+        ],
+        &[
+            "BITFIELD", "f", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2", "102",
+            "7",
+        ],
+        &[
+            "BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "102", "7", "INCRBY", "i3", "0",
+            "-20",
+        ],
+        &[
+            "BITFIELD", "f", "OVERFLOW", "WRAP", "INCRBY", "i5", "3", "100", "SET", "u7", "#3",
+            "300",
+        ],
+        &[
+            "BITFIELD", "f", "OVERFLOW", "SAT", "SET", "i4", "#2", "-300", "SET", "u4", "#2", "-1",
+        ],
+        &[
+            "BITFIELD",
+            "f",
+            "SET",
+            "i64",
+            "#1",
+            "-9223372036854775808",
+            "INCRBY",
+            "i64",
+            "#1",
+            "-1",
+        ],
+        &[
+            "BITFIELD",
+            "f",
+            "OVERFLOW",
+            "SAT",
+            "INCRBY",
+            "i64",
+            "#1",
+            "-1",
+            "INCRBY",
+            "u63",
+            "0",
+            "9223372036854775807",
+        ],
+        &[
+            "BITFIELD", "f", "GET", "i64", "#1", "GET", "u63", "1", "GET", "i1", "0", "GET", "u1",
+            "3",
+        ],
         &["GET", "f"],
         &["OBJECT", "ENCODING", "f"],
         &["BITFIELD", "f", "GET", "u64", "0"],
@@ -247,7 +287,9 @@ fn random_bit_operations_match_redis() {
     let mut d = Diff::new();
     let mut rng = Rng(0x5EED_B175);
     let keys = ["a", "b", "c", "d"];
-    let types = ["u1", "u3", "u8", "u13", "u32", "u63", "i1", "i5", "i8", "i17", "i32", "i64"];
+    let types = [
+        "u1", "u3", "u8", "u13", "u32", "u63", "i1", "i5", "i8", "i17", "i32", "i64",
+    ];
     for step in 0..3000 {
         let key = rng.pick(&keys);
         // Mostly small offsets so the strings overlap, sometimes far ones so they grow.
@@ -286,7 +328,11 @@ fn random_bit_operations_match_redis() {
             7 => {
                 let op = rng.pick(&["AND", "OR", "XOR", "NOT"]);
                 let dest = rng.pick(&keys);
-                let n = if op == "NOT" { 1 } else { 1 + rng.below(3) as usize };
+                let n = if op == "NOT" {
+                    1
+                } else {
+                    1 + rng.below(3) as usize
+                };
                 let mut args = vec!["BITOP", op, dest];
                 for _ in 0..n {
                     args.push(rng.pick(&keys));
@@ -314,7 +360,11 @@ fn random_bit_operations_match_redis() {
                         }
                         _ => {
                             let v = (rng.next() as i64 >> (rng.below(8) * 8)).to_string();
-                            let v = if rng.below(2) == 0 { v } else { rng.int(-300, 300).to_string() };
+                            let v = if rng.below(2) == 0 {
+                                v
+                            } else {
+                                rng.int(-300, 300).to_string()
+                            };
                             args.extend(["INCRBY".into(), ty.into(), off, v]);
                         }
                     }

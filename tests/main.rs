@@ -4,6 +4,7 @@ mod atomicity;
 mod bitmap;
 mod blocking;
 mod hash;
+mod hll;
 mod keys;
 mod lifecycle;
 mod list;

@@ -47,24 +47,18 @@ const fn cmd(
     )
 }
 
-const SETBIT_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE)),
-];
+const SETBIT_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE),
+)];
 const SETBIT_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::integer("offset"),
     Arg::integer("value"),
 ];
-const GETBIT_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const GETBIT_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::integer("offset"),
-];
-const BITCOUNT_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const GETBIT_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const GETBIT_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::integer("offset")];
+const BITCOUNT_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const BITCOUNT_INDEX_INDEX_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("byte", "BYTE"),
     Arg::pure_token("bit", "BIT"),
@@ -72,25 +66,25 @@ const BITCOUNT_INDEX_INDEX_UNIT_ARGS: &[Arg] = &[
 const BITCOUNT_INDEX_ARGS: &[Arg] = &[
     Arg::integer("start"),
     Arg::integer("end"),
-    Arg::oneof("index_unit", BITCOUNT_INDEX_INDEX_UNIT_ARGS).since("7.0.0").optional(),
+    Arg::oneof("index_unit", BITCOUNT_INDEX_INDEX_UNIT_ARGS)
+        .since("7.0.0")
+        .optional(),
 ];
 const BITCOUNT_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::block("index", BITCOUNT_INDEX_ARGS).optional(),
 ];
-const BITCOUNT_HISTORY: &[(&str, &str)] = &[
-    ("7.0.0", "Added the `BYTE|BIT` option."),
-];
-const BITPOS_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const BITCOUNT_HISTORY: &[(&str, &str)] = &[("7.0.0", "Added the `BYTE|BIT` option.")];
+const BITPOS_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const BITPOS_INDEX_END_INDEX_INDEX_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("byte", "BYTE"),
     Arg::pure_token("bit", "BIT"),
 ];
 const BITPOS_INDEX_END_INDEX_ARGS: &[Arg] = &[
     Arg::integer("end"),
-    Arg::oneof("index_unit", BITPOS_INDEX_END_INDEX_INDEX_UNIT_ARGS).since("7.0.0").optional(),
+    Arg::oneof("index_unit", BITPOS_INDEX_END_INDEX_INDEX_UNIT_ARGS)
+        .since("7.0.0")
+        .optional(),
 ];
 const BITPOS_INDEX_ARGS: &[Arg] = &[
     Arg::integer("start"),
@@ -101,9 +95,7 @@ const BITPOS_ARGS: &[Arg] = &[
     Arg::integer("bit"),
     Arg::block("index", BITPOS_INDEX_ARGS).optional(),
 ];
-const BITPOS_HISTORY: &[(&str, &str)] = &[
-    ("7.0.0", "Added the `BYTE|BIT` option."),
-];
+const BITPOS_HISTORY: &[(&str, &str)] = &[("7.0.0", "Added the `BYTE|BIT` option.")];
 const BITOP_KEYS: &[KeySpec] = &[
     KeySpec::at(2, KeyFlags::OW.or(KeyFlags::UPDATE)),
     KeySpec::range(3, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
@@ -113,13 +105,16 @@ const BITOP_ARGS: &[Arg] = &[
     Arg::key("destkey", 0),
     Arg::key("key", 1).multiple(),
 ];
-const BITFIELD_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE).or(KeyFlags::VARIABLE_FLAGS)).with_notes("This command allows both access and modification of the key"),
-];
-const BITFIELD_OPERATION_ENCODING_OFFSET_ARGS: &[Arg] = &[
-    Arg::string("encoding"),
-    Arg::integer("offset"),
-];
+const BITFIELD_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    KeyFlags::RW
+        .or(KeyFlags::ACCESS)
+        .or(KeyFlags::UPDATE)
+        .or(KeyFlags::VARIABLE_FLAGS),
+)
+.with_notes("This command allows both access and modification of the key")];
+const BITFIELD_OPERATION_ENCODING_OFFSET_ARGS: &[Arg] =
+    &[Arg::string("encoding"), Arg::integer("offset")];
 const BITFIELD_OPERATION_WRITE_WRAP_SAT_FAIL_ARGS: &[Arg] = &[
     Arg::pure_token("wrap", "WRAP"),
     Arg::pure_token("sat", "SAT"),
@@ -136,12 +131,25 @@ const BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ENCODING_OFFSET_INCREMENT_ARGS: &
     Arg::integer("increment"),
 ];
 const BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ARGS: &[Arg] = &[
-    Arg::block("encoding_offset_value", BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ENCODING_OFFSET_VALUE_ARGS).with_token("SET"),
-    Arg::block("encoding_offset_increment", BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ENCODING_OFFSET_INCREMENT_ARGS).with_token("INCRBY"),
+    Arg::block(
+        "encoding_offset_value",
+        BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ENCODING_OFFSET_VALUE_ARGS,
+    )
+    .with_token("SET"),
+    Arg::block(
+        "encoding_offset_increment",
+        BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ENCODING_OFFSET_INCREMENT_ARGS,
+    )
+    .with_token("INCRBY"),
 ];
 const BITFIELD_OPERATION_WRITE_ARGS: &[Arg] = &[
-    Arg::oneof("wrap_sat_fail", BITFIELD_OPERATION_WRITE_WRAP_SAT_FAIL_ARGS).with_token("OVERFLOW").optional(),
-    Arg::oneof("write_operation", BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ARGS),
+    Arg::oneof("wrap_sat_fail", BITFIELD_OPERATION_WRITE_WRAP_SAT_FAIL_ARGS)
+        .with_token("OVERFLOW")
+        .optional(),
+    Arg::oneof(
+        "write_operation",
+        BITFIELD_OPERATION_WRITE_WRITE_OPERATION_ARGS,
+    ),
 ];
 const BITFIELD_OPERATION_ARGS: &[Arg] = &[
     Arg::block("encoding_offset", BITFIELD_OPERATION_ENCODING_OFFSET_ARGS).with_token("GET"),
@@ -149,18 +157,19 @@ const BITFIELD_OPERATION_ARGS: &[Arg] = &[
 ];
 const BITFIELD_ARGS: &[Arg] = &[
     Arg::key("key", 0),
-    Arg::oneof("operation", BITFIELD_OPERATION_ARGS).optional().multiple(),
+    Arg::oneof("operation", BITFIELD_OPERATION_ARGS)
+        .optional()
+        .multiple(),
 ];
-const BITFIELD_RO_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const BITFIELD_RO_ENCODING_OFFSET_ARGS: &[Arg] = &[
-    Arg::string("encoding"),
-    Arg::integer("offset"),
-];
+const BITFIELD_RO_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const BITFIELD_RO_ENCODING_OFFSET_ARGS: &[Arg] = &[Arg::string("encoding"), Arg::integer("offset")];
 const BITFIELD_RO_ARGS: &[Arg] = &[
     Arg::key("key", 0),
-    Arg::block("encoding_offset", BITFIELD_RO_ENCODING_OFFSET_ARGS).with_token("GET").optional().multiple().multiple_token(),
+    Arg::block("encoding_offset", BITFIELD_RO_ENCODING_OFFSET_ARGS)
+        .with_token("GET")
+        .optional()
+        .multiple()
+        .multiple_token(),
 ];
 
 /// The bitmap family.
@@ -244,7 +253,11 @@ const BAD_TYPE: CmdError = CmdError::msg(
 fn bit_offset(arg: &[u8], bits: u32) -> Result<u64, CmdError> {
     let hash = bits > 0 && arg.first() == Some(&b'#');
     let n = parse_i64(&arg[usize::from(hash)..]).ok_or(BAD_OFFSET)?;
-    let n = if hash { n.wrapping_mul(i64::from(bits)) } else { n };
+    let n = if hash {
+        n.wrapping_mul(i64::from(bits))
+    } else {
+        n
+    };
     if n < 0 || (n >> 3) as u64 >= MAX_STRING_LEN as u64 {
         return Err(BAD_OFFSET);
     }
@@ -315,7 +328,13 @@ fn modify_bits<R>(
 // ===== SETBIT / GETBIT =====
 
 /// SETBIT: sets the bit, returning its previous value.
-pub fn op_setbit(db: &mut Db, key: &[u8], offset: u64, on: bool, now: i64) -> Result<bool, CmdError> {
+pub fn op_setbit(
+    db: &mut Db,
+    key: &[u8],
+    offset: u64,
+    on: bool,
+    now: i64,
+) -> Result<bool, CmdError> {
     let len = (offset / 8) as usize + 1;
     modify_bits(db, key, len, now, |s| {
         let old = bitops::get_bit(s, offset);
@@ -485,12 +504,19 @@ fn bitop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let keys = &args[3..];
         let (db, now) = (cx.db, cx.now);
         let parts = cx
-            .scatter(keys, |k| k, move |s, part| op_sources(s.db_mut(db), part, now))
+            .scatter(
+                keys,
+                |k| k,
+                move |s, part| op_sources(s.db_mut(db), part, now),
+            )
             .await;
         let sources = in_order(keys.len(), parts)
             .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
-        let srcs: Vec<&[u8]> = sources.iter().map(|s| s.as_deref().unwrap_or(&[])).collect();
+        let srcs: Vec<&[u8]> = sources
+            .iter()
+            .map(|s| s.as_deref().unwrap_or(&[]))
+            .collect();
         let res = bitops::bitop(op, &srcs);
         let len = res.len();
         let dest = args[2].clone();
@@ -599,7 +625,11 @@ fn apply_field(s: &mut [u8], f: &Field) -> Option<i64> {
             FieldOp::Get => return Some(old),
             FieldOp::IncrBy(by) => {
                 let (o, lim) = bitops::signed_overflow(old, by, bits, ow);
-                let new = if o != 0 { lim } else { Some(old.wrapping_add(by)) };
+                let new = if o != 0 {
+                    lim
+                } else {
+                    Some(old.wrapping_add(by))
+                };
                 (new, new, o)
             }
             FieldOp::Set(v) => {
@@ -677,7 +707,10 @@ fn bitfield_generic(cx: &mut ShardCtx<'_>, readonly_cmd: bool) -> CmdResult {
         .unwrap_or(0);
     let len = (highest / 8) as usize + 1;
     let replies = modify_bits(cx.shard.db_mut(cx.db), key, len, now, |s| {
-        (fields.iter().map(|f| apply_field(s, f)).collect::<Vec<_>>(), true)
+        (
+            fields.iter().map(|f| apply_field(s, f)).collect::<Vec<_>>(),
+            true,
+        )
     })?;
     reply_fields(cx, &replies);
     Ok(())
@@ -735,7 +768,10 @@ mod tests {
         assert_eq!(run(&mut s, &["bitpos", "nokey", "1"]), ":-1");
         assert_eq!(run(&mut s, &["bitpos", "z", "0"]), ":-1");
         assert_eq!(run(&mut s, &["bitpos", "k", "1", "2", "-1", "byte"]), ":17");
-        assert_eq!(run(&mut s, &["bitpos", "k", "2"]), "-ERR The bit argument must be 1 or 0.");
+        assert_eq!(
+            run(&mut s, &["bitpos", "k", "2"]),
+            "-ERR The bit argument must be 1 or 0."
+        );
     }
 
     #[test]
@@ -744,16 +780,27 @@ mod tests {
         run(&mut s, &["set", "a", "abc"]);
         run(&mut s, &["set", "b", "a"]);
         assert_eq!(run(&mut s, &["bitop", "and", "d", "a", "b"]), ":3");
-        assert_eq!(run(&mut s, &["bitop", "not", "d", "a", "b"]),
-            "-ERR BITOP NOT must be called with a single source key.");
+        assert_eq!(
+            run(&mut s, &["bitop", "not", "d", "a", "b"]),
+            "-ERR BITOP NOT must be called with a single source key."
+        );
         assert_eq!(run(&mut s, &["bitop", "or", "d", "x", "y"]), ":0");
         assert_eq!(run(&mut s, &["exists", "d"]), ":0");
         assert_eq!(
-            run(&mut s, &["bitfield", "f", "set", "u8", "#1", "255", "get", "u4", "8", "incrby", "i8", "8", "1"]),
+            run(
+                &mut s,
+                &[
+                    "bitfield", "f", "set", "u8", "#1", "255", "get", "u4", "8", "incrby", "i8",
+                    "8", "1"
+                ]
+            ),
             "*3[:0,:15,:0]"
         );
         assert_eq!(
-            run(&mut s, &["bitfield", "f", "overflow", "fail", "incrby", "u2", "0", "7"]),
+            run(
+                &mut s,
+                &["bitfield", "f", "overflow", "fail", "incrby", "u2", "0", "7"]
+            ),
             "*1[$-1]"
         );
         assert_eq!(

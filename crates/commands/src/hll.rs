@@ -41,38 +41,35 @@ const fn cmd(
     handler: Handler,
 ) -> CommandSpec {
     CommandSpec::new(
-        "hyperloglog", name, arity, flags, keys, summary, since, complexity, handler,
+        "hyperloglog",
+        name,
+        arity,
+        flags,
+        keys,
+        summary,
+        since,
+        complexity,
+        handler,
     )
 }
 
-const PFADD_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT)),
-];
+const PFADD_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::INSERT))];
 const PFADD_ARGS: &[Arg] = &[
     Arg::key("key", 0),
     Arg::string("element").optional().multiple(),
 ];
-const PFCOUNT_KEYS: &[KeySpec] = &[
-    KeySpec::range(1, -1, 1, KeyFlags::RW.or(KeyFlags::ACCESS)).with_notes("RW because it may change the internal representation of the key, and propagate to replicas"),
-];
-const PFCOUNT_ARGS: &[Arg] = &[
-    Arg::key("key", 0).multiple(),
-];
+const PFCOUNT_KEYS: &[KeySpec] = &[KeySpec::range(1, -1, 1, KeyFlags::RW.or(KeyFlags::ACCESS))
+    .with_notes(
+    "RW because it may change the internal representation of the key, and propagate to replicas",
+)];
+const PFCOUNT_ARGS: &[Arg] = &[Arg::key("key", 0).multiple()];
 const PFMERGE_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::INSERT)),
     KeySpec::range(2, -1, 1, KeyFlags::RO.or(KeyFlags::ACCESS)),
 ];
-const PFMERGE_ARGS: &[Arg] = &[
-    Arg::key("destkey", 0),
-    Arg::key("sourcekey", 1).multiple(),
-];
-const PFDEBUG_KEYS: &[KeySpec] = &[
-    KeySpec::at(2, KeyFlags::RW.or(KeyFlags::ACCESS)),
-];
-const PFDEBUG_ARGS: &[Arg] = &[
-    Arg::string("subcommand"),
-    Arg::key("key", 0),
-];
+const PFMERGE_ARGS: &[Arg] = &[Arg::key("destkey", 0), Arg::key("sourcekey", 1).multiple()];
+const PFDEBUG_KEYS: &[KeySpec] = &[KeySpec::at(2, KeyFlags::RW.or(KeyFlags::ACCESS))];
+const PFDEBUG_ARGS: &[Arg] = &[Arg::string("subcommand"), Arg::key("key", 0)];
 
 /// The HyperLogLog family.
 #[rustfmt::skip]
@@ -240,7 +237,11 @@ pub fn op_merge_part(
 async fn merge_keys(cx: &mut KeysCtx<'_>, keys: &[Bytes]) -> Result<(Vec<u8>, bool), CmdError> {
     let (db, now) = (cx.db, cx.now);
     let parts = cx
-        .scatter(keys, |k| k, move |s, part| op_merge_part(s.db_mut(db), part, now))
+        .scatter(
+            keys,
+            |k| k,
+            move |s, part| op_merge_part(s.db_mut(db), part, now),
+        )
         .await;
     let mut max = vec![0u8; hll::REGISTERS];
     let mut dense = false;

@@ -256,8 +256,7 @@ pub fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> (i32, 
         }
         c as i64
     };
-    if value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr)
-    {
+    if value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr) {
         let limit = match ow {
             Overflow::Wrap => Some(wrap()),
             Overflow::Sat => Some(max),
@@ -369,8 +368,14 @@ mod tests {
         assert_eq!(unsigned_overflow(5, -10, 8, Overflow::Sat), (-1, Some(0)));
         assert_eq!(unsigned_overflow(5, -10, 8, Overflow::Fail), (-1, None));
         assert_eq!(signed_overflow(120, 10, 8, Overflow::Wrap), (1, Some(-126)));
-        assert_eq!(signed_overflow(-120, -10, 8, Overflow::Sat), (-1, Some(-128)));
-        assert_eq!(signed_overflow(i64::MAX, 1, 64, Overflow::Wrap), (1, Some(i64::MIN)));
+        assert_eq!(
+            signed_overflow(-120, -10, 8, Overflow::Sat),
+            (-1, Some(-128))
+        );
+        assert_eq!(
+            signed_overflow(i64::MAX, 1, 64, Overflow::Wrap),
+            (1, Some(i64::MIN))
+        );
         assert_eq!(signed_overflow(3, 5, 4, Overflow::Fail), (1, None));
         assert_eq!(signed_overflow(3, 4, 8, Overflow::Fail), (0, None));
     }

@@ -169,7 +169,9 @@ pub fn registers(v: &[u8]) -> Result<Vec<u8>, Corrupt> {
     Ok(max)
 }
 
-/// `max[i] = max(max[i], register i of v)` (PFCOUNT of several keys, PFMERGE).
+/// `max[i] = max(max[i], register i of v)` (PFCOUNT of several keys, PFMERGE). A sparse value
+/// whose runs go past the last register, or stop short of it, is corrupt (Redis with the fix for
+/// CVE-2025-32023, as the Debian 7.0.15 build behaves).
 pub fn merge_into(max: &mut [u8], v: &[u8]) -> Result<(), Corrupt> {
     let r = &v[HDR..];
     if encoding(v) == DENSE {
@@ -190,21 +192,21 @@ pub fn merge_into(max: &mut [u8], v: &[u8]) -> Result<(), Corrupt> {
         if op & 0xc0 == 0 {
             let run = usize::from(op & 0x3f) + 1;
             if i + run > REGISTERS {
-                break;
+                return Err(Corrupt);
             }
             i += run;
             p += 1;
         } else if op & 0x80 == 0 {
             let run = xzero_len(op, r.get(p + 1).copied().unwrap_or(0));
             if i + run > REGISTERS {
-                break;
+                return Err(Corrupt);
             }
             i += run;
             p += 2;
         } else {
             let (val, run) = val_of(op);
             if i + run > REGISTERS {
-                break;
+                return Err(Corrupt);
             }
             for m in &mut max[i..i + run] {
                 if val > *m {
@@ -510,7 +512,27 @@ pub fn estimate(h: &[u64; 64]) -> u64 {
         z *= 0.5;
     }
     z += m * sigma(h[0] as f64 / m);
-    (ALPHA_INF * m * m / z).round() as u64
+    c_llround(ALPHA_INF * m * m / z)
+}
+
+/// `(uint64_t)(double)llroundl(x)` as Redis computes it on x86-64: an estimate beyond the range of
+/// a long long (an HLL with every register above 50 gives infinity) becomes LLONG_MIN, whose bits
+/// are then returned.
+fn c_llround(x: f64) -> u64 {
+    let r = x.round();
+    let ll = if r.is_finite()
+        && (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&r)
+    {
+        r as i64
+    } else {
+        i64::MIN
+    };
+    let e = ll as f64;
+    if e < 0.0 {
+        (e as i64) as u64
+    } else {
+        e as u64
+    }
 }
 
 /// The estimate of a value that passed [`is_hll`], ignoring its cache.
@@ -651,8 +673,7 @@ mod tests {
         let mut v = new_sparse();
         v.extend_from_slice(&[0x80, 0x80]);
         assert_eq!(count(&v), Err(Corrupt));
-        // Redis's conversion stops at the first run past the last register and accepts this.
-        assert!(to_dense(&v).is_ok());
+        assert_eq!(to_dense(&v), Err(Corrupt));
         let mut v = new_sparse();
         v.truncate(HDR);
         assert_eq!(set(&mut v, 5, 3, 3000), Err(Corrupt));
