@@ -162,9 +162,9 @@ fn apply(dst: &mut [u8], src: &[u8], f: impl Fn(u64, u64) -> u64) {
         };
         dst[i..i + 8].copy_from_slice(&f(a, b).to_ne_bytes());
     }
-    for i in words..n {
+    for (i, d) in dst.iter_mut().enumerate().skip(words) {
         let b = src.get(i).copied().unwrap_or(0);
-        dst[i] = f(u64::from(dst[i]), u64::from(b)) as u8;
+        *d = f(u64::from(*d), u64::from(b)) as u8;
     }
 }
 

@@ -519,10 +519,9 @@ pub fn estimate(h: &[u64; 64]) -> u64 {
 /// a long long (an HLL with every register above 50 gives infinity) becomes LLONG_MIN, whose bits
 /// are then returned.
 fn c_llround(x: f64) -> u64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     let r = x.round();
-    let ll = if r.is_finite()
-        && (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&r)
-    {
+    let ll = if r.is_finite() && (-TWO_63..TWO_63).contains(&r) {
         r as i64
     } else {
         i64::MIN
