@@ -706,11 +706,19 @@ fn bitfield_generic(cx: &mut ShardCtx<'_>, readonly_cmd: bool) -> CmdResult {
         .max()
         .unwrap_or(0);
     let len = (highest / 8) as usize + 1;
+    // As in Redis 7.0, only a write that changes a field's value (or grows the string) is a change.
     let replies = modify_bits(cx.shard.db_mut(cx.db), key, len, now, |s| {
-        (
-            fields.iter().map(|f| apply_field(s, f)).collect::<Vec<_>>(),
-            true,
-        )
+        let mut changed = false;
+        let replies = fields
+            .iter()
+            .map(|f| {
+                let before = get_field(s, f);
+                let r = apply_field(s, f);
+                changed |= get_field(s, f) != before;
+                r
+            })
+            .collect::<Vec<_>>();
+        (replies, changed)
     })?;
     reply_fields(cx, &replies);
     Ok(())
