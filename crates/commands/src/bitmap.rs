@@ -763,6 +763,33 @@ mod tests {
     }
 
     #[test]
+    fn only_real_changes_are_writes() {
+        let mut s = shard();
+        run(&mut s, &["set", "k", "a"]);
+        run(&mut s, &["bitfield", "f", "set", "u8", "0", "7"]);
+        s.db_mut(0).record_events(true);
+        // 'a' is 0b01100001: bit 1 is already set. Made raw, but not a change.
+        assert_eq!(run(&mut s, &["setbit", "k", "1", "1"]), ":1");
+        assert_eq!(
+            run(&mut s, &["bitfield", "f", "set", "u8", "0", "7"]),
+            "*1[:7]"
+        );
+        assert_eq!(
+            run(&mut s, &["bitfield", "f", "incrby", "u8", "0", "0"]),
+            "*1[:7]"
+        );
+        assert!(s.db_mut(0).drain_events().is_empty());
+        assert_eq!(run(&mut s, &["object", "encoding", "k"]), "$3:raw");
+        assert_eq!(run(&mut s, &["setbit", "k", "0", "1"]), ":0");
+        assert_eq!(run(&mut s, &["setbit", "k", "100", "0"]), ":0");
+        assert_eq!(
+            run(&mut s, &["bitfield", "f", "incrby", "u8", "0", "1"]),
+            "*1[:8]"
+        );
+        assert_eq!(s.db_mut(0).drain_events().len(), 3);
+    }
+
+    #[test]
     fn bitcount_bitpos_ranges() {
         let mut s = shard();
         run(&mut s, &["set", "k", "foobar"]);

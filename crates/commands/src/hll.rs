@@ -432,6 +432,19 @@ mod tests {
     }
 
     #[test]
+    fn pfcount_writes_only_to_refresh_the_cache() {
+        let mut s = shard();
+        run(&mut s, &["pfadd", "h", "a", "b"]);
+        s.db_mut(0).record_events(true);
+        assert_eq!(run(&mut s, &["pfcount", "h"]), ":2");
+        assert_eq!(s.db_mut(0).drain_events().len(), 1);
+        assert_eq!(run(&mut s, &["pfcount", "h"]), ":2");
+        assert_eq!(run(&mut s, &["pfadd", "h", "a"]), ":0");
+        assert_eq!(run(&mut s, &["pfcount", "h", "h"]), ":2");
+        assert!(s.db_mut(0).drain_events().is_empty());
+    }
+
+    #[test]
     fn invalid_values() {
         let mut s = shard();
         run(&mut s, &["set", "str", "hello"]);
