@@ -304,3 +304,57 @@ fn multi_key_commands_across_shards_match_redis() {
     }
     d.run(&["GET", &keys[0]]);
 }
+
+#[test]
+fn random_sequences_match_redis_on_four_shards() {
+    let mut d = Diff::with_threads(4);
+    let keys: Vec<String> = (0..4)
+        .flat_map(|q| [key_in(q, "ra"), key_in(q, "rb")])
+        .collect();
+    let mut seed: u64 = 0x4C4C_5EED;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    d.run(&["CONFIG", "SET", "hll-sparse-max-bytes", "600"]);
+    for step in 0..600 {
+        let key = keys[next(keys.len() as u64) as usize].clone();
+        match next(10) {
+            0..=5 => {
+                let mut args = vec!["PFADD".to_string(), key.clone()];
+                let n = 1 + next(40);
+                args.extend((0..n).map(|_| format!("el{}", next(20000))));
+                d.run(&args);
+            }
+            6 => {
+                d.run(&["PFCOUNT", &key]);
+            }
+            7 => {
+                let mut args = vec!["PFCOUNT".to_string()];
+                args.extend(
+                    (0..1 + next(5)).map(|_| keys[next(keys.len() as u64) as usize].clone()),
+                );
+                d.run(&args);
+            }
+            8 => {
+                let mut args = vec!["PFMERGE".to_string(), key.clone()];
+                args.extend((0..next(4)).map(|_| keys[next(keys.len() as u64) as usize].clone()));
+                d.run(&args);
+            }
+            _ => {
+                d.run(&["PFDEBUG", "ENCODING", &key]);
+            }
+        }
+        if step % 20 == 0 {
+            for k in &keys {
+                d.run(&["GET", k]);
+            }
+        }
+    }
+    for k in &keys {
+        d.run(&["GET", k]);
+        d.run(&["PFCOUNT", k]);
+    }
+}
