@@ -88,7 +88,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Merge N different HyperLogLogs into a single one.", "2.8.9",
         "O(N) to merge N HyperLogLogs, but with high constant times.",
         Handler::Keys(pfmerge))
-        .with_args(PFMERGE_ARGS),
+        .with_args(PFMERGE_ARGS)
+        .with_getkeys(pfmerge_keys),
     cmd("pfdebug", 3, Flags::WRITE.or(Flags::DENYOOM).or(Flags::ADMIN), PFDEBUG_KEYS,
         "Internal commands for debugging HyperLogLog values", "2.8.9",
         "N/A",
@@ -99,6 +100,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         "N/A",
         Handler::Shard(pfselftest)),
 ];
+
+/// PFMERGE's keys when positions cannot tell them: `PFMERGE dest` alone leaves the sources' range
+/// empty, which Redis's key specs treat as unresolvable (COMMAND GETKEYS fails). Strata must still
+/// route the command to the shard owning `dest`, so the destination is reported here. (The one
+/// visible difference: COMMAND GETKEYS PFMERGE dest answers the key where Redis answers an error.)
+fn pfmerge_keys(args: &[Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
+    found(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::INSERT));
+    for i in 2..args.len() {
+        found(i, KeyFlags::RO.or(KeyFlags::ACCESS));
+    }
+}
 
 const NOT_HLL: CmdError = CmdError::msg("WRONGTYPE Key is not a valid HyperLogLog string value.");
 const CORRUPT: CmdError = CmdError::msg("INVALIDOBJ Corrupted HLL object detected");
