@@ -277,6 +277,13 @@ fn multi_key_commands_across_shards_match_redis() {
         d.run(&args);
         d.run(&["GET", dest]);
     }
+    // PFMERGE with a destination only: the command must still run on the destination's shard.
+    for q in 0..4 {
+        let alone = key_in(q, "alone");
+        d.run(&["PFMERGE", &alone]);
+        d.run(&["EXISTS", &alone]);
+        d.run(&["GET", &alone]);
+    }
     let fresh = key_in(2, "fresh");
     d.run(&["PFMERGE", &fresh, &keys[0], &keys[3]]);
     d.run(&["GET", &fresh]);
