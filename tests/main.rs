@@ -1,8 +1,10 @@
 mod harness;
 
 mod atomicity;
+mod bitmap;
 mod blocking;
 mod hash;
+mod hll;
 mod keys;
 mod lifecycle;
 mod list;
