@@ -11,6 +11,7 @@
 
 pub mod dict;
 pub mod entry;
+pub mod geo;
 pub mod glob;
 pub mod hash;
 pub mod limits;
