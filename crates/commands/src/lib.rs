@@ -18,6 +18,7 @@ pub mod testing;
 
 pub mod connection;
 pub mod generic;
+pub mod geo;
 pub mod hash;
 pub mod list;
 pub mod server;
@@ -47,6 +48,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,
+    geo::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).
