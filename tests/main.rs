@@ -2,6 +2,7 @@ mod harness;
 
 mod atomicity;
 mod blocking;
+mod geo;
 mod hash;
 mod keys;
 mod lifecycle;
