@@ -866,31 +866,20 @@ fn search(db: &mut Db, now: i64, args: &[Bytes], v: Variant) -> Result<Outcome, 
     })
 }
 
-/// Ranks scanned per step when ANY may stop the scan early.
-const SCAN_STEP: usize = 256;
-
 /// The points of `z` inside `shape`, cell by cell in Redis's order, each cell in score order;
 /// at most `limit` of them when `limit` > 0 (`membersOfAllNeighbors`).
 fn collect(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point> {
     let mut out: Vec<Point> = Vec::new();
-    let full = |out: &Vec<Point>| limit > 0 && out.len() >= limit;
     for cell in shape.cells() {
-        if full(&out) {
+        if limit > 0 && out.len() >= limit {
             break;
         }
         let (min, max) = cell.score_range();
-        let lo = z.count_while(|_, s| s < min);
-        let hi = z.count_while(|_, s| s < max);
-        let mut start = lo;
-        while start < hi && !full(&out) {
-            let end = if limit > 0 {
-                (start + SCAN_STEP).min(hi)
-            } else {
-                hi
-            };
-            z.range(start..end, false, |m, s| {
-                if full(&out) {
-                    return;
+        z.walk_from(
+            |_, s| s < min,
+            |m, s| {
+                if s >= max {
+                    return false;
                 }
                 if let Some((xy, dist)) = shape.contains(s) {
                     out.push(Point {
@@ -900,9 +889,9 @@ fn collect(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point> {
                         dist,
                     });
                 }
-            });
-            start = end;
-        }
+                limit == 0 || out.len() < limit
+            },
+        );
     }
     out
 }

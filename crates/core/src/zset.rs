@@ -265,6 +265,36 @@ impl ZSet {
         }
     }
 
+    /// Calls `f` on the elements in ascending order from the first one for which `before` is false
+    /// (`before` monotone, as for [`ZSet::count_while`]) until `f` returns false: a score range scan
+    /// that finds its start in O(log N) and stops where the caller says.
+    pub fn walk_from(
+        &self,
+        before: impl FnMut(&[u8], f64) -> bool,
+        mut f: impl FnMut(&[u8], f64) -> bool,
+    ) {
+        match &self.repr {
+            Repr::Pack(p) => {
+                let mut before = before;
+                for (m, s) in p.iter().skip_while(|(m, s)| before(m, *s)) {
+                    if !f(m, s) {
+                        return;
+                    }
+                }
+            }
+            Repr::Skip(s) => {
+                let mut x = s.first_after(before);
+                while x != NIL {
+                    let n = &s.nodes[x];
+                    if !f(&n.member, n.score) {
+                        return;
+                    }
+                    x = n.levels[0].next as usize;
+                }
+            }
+        }
+    }
+
     /// Calls `f` on the elements whose ascending ranks are in `ranks` (clamped to the set), in
     /// ascending order, or descending when `rev`.
     pub fn range(&self, ranks: Range<usize>, rev: bool, mut f: impl FnMut(&[u8], f64)) {
@@ -808,6 +838,21 @@ impl Skip {
         traversed
     }
 
+    /// The first node for which `before` is false (NIL if none).
+    fn first_after(&self, mut before: impl FnMut(&[u8], f64) -> bool) -> usize {
+        let mut cur = NIL;
+        for i in (0..self.level).rev() {
+            loop {
+                let nx = self.next(cur, i);
+                if nx == NIL || !before(&self.nodes[nx].member, self.nodes[nx].score) {
+                    break;
+                }
+                cur = nx;
+            }
+        }
+        self.next(cur, 0)
+    }
+
     /// The node at 0-based rank `rank`.
     fn select(&self, rank: usize) -> Option<usize> {
         if rank >= self.len {
@@ -841,6 +886,34 @@ mod tests {
         let mut v = Vec::new();
         z.for_each(|m, s| v.push((m.to_vec(), s)));
         v
+    }
+
+    #[test]
+    fn walk_from_scans_a_score_range_in_both_encodings() {
+        for mut z in [ZSet::new(), ZSet::new_skiplist()] {
+            for i in 0..200u32 {
+                z.add(format!("m{i:03}").as_bytes(), f64::from(i / 2));
+            }
+            let mut seen = Vec::new();
+            z.walk_from(
+                |_, s| s < 10.0,
+                |m, s| {
+                    if s >= 12.0 {
+                        return false;
+                    }
+                    seen.push(m.to_vec());
+                    true
+                },
+            );
+            let want: Vec<Vec<u8>> = (20..24).map(|i| format!("m{i:03}").into_bytes()).collect();
+            assert_eq!(seen, want);
+            let mut n = 0;
+            z.walk_from(|_, s| s < 1e9, |_, _| {
+                n += 1;
+                true
+            });
+            assert_eq!(n, 0);
+        }
     }
 
     #[test]
