@@ -633,19 +633,30 @@ struct Variant {
     searchstore: bool,
 }
 
-/// A point found by a search.
-struct Point {
-    member: Bytes,
+/// A point found by a search, its member still borrowed from the sorted set (only the members
+/// that survive COUNT are copied out).
+struct Point<'a> {
+    member: &'a [u8],
     score: f64,
     xy: [f64; 2],
     /// From the centre, in the request's unit once the search is done.
     dist: f64,
 }
 
+/// A point of a reply: its member is `names[name.0..name.1]` of the reply's name buffer (one
+/// buffer per search rather than one allocation per point).
+struct Found {
+    name: (usize, usize),
+    score: f64,
+    xy: [f64; 2],
+    dist: f64,
+}
+
 /// What a search answers: points to reply with, or elements to store (at argument `key`).
 enum Outcome {
     Reply {
-        points: Vec<Point>,
+        points: Vec<Found>,
+        names: Vec<u8>,
         withdist: bool,
         withhash: bool,
         withcoord: bool,
@@ -802,6 +813,7 @@ fn search(db: &mut Db, now: i64, args: &[Bytes], v: Variant) -> Result<Outcome, 
             },
             None => Outcome::Reply {
                 points: Vec::new(),
+                names: Vec::new(),
                 withdist,
                 withhash,
                 withcoord,
@@ -854,22 +866,42 @@ fn search(db: &mut Db, now: i64, args: &[Bytes], v: Variant) -> Result<Outcome, 
             key,
             elems: points
                 .into_iter()
-                .map(|p| (p.member, if storedist { p.dist } else { p.score }))
+                .map(|p| {
+                    let score = if storedist { p.dist } else { p.score };
+                    (Bytes::copy_from_slice(p.member), score)
+                })
                 .collect(),
         },
-        None => Outcome::Reply {
-            points,
-            withdist,
-            withhash,
-            withcoord,
-        },
+        None => {
+            let mut names = Vec::with_capacity(points.iter().map(|p| p.member.len()).sum());
+            let points = points
+                .into_iter()
+                .map(|p| {
+                    let at = names.len();
+                    names.extend_from_slice(p.member);
+                    Found {
+                        name: (at, names.len()),
+                        score: p.score,
+                        xy: p.xy,
+                        dist: p.dist,
+                    }
+                })
+                .collect();
+            Outcome::Reply {
+                points,
+                names,
+                withdist,
+                withhash,
+                withcoord,
+            }
+        }
     })
 }
 
 /// The points of `z` inside `shape`, cell by cell in Redis's order, each cell in score order;
 /// at most `limit` of them when `limit` > 0 (`membersOfAllNeighbors`).
-fn collect(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point> {
-    let mut out: Vec<Point> = Vec::new();
+fn collect<'a>(z: &'a ZSet, shape: &Shape, limit: usize) -> Vec<Point<'a>> {
+    let mut out: Vec<Point<'a>> = Vec::new();
     for cell in shape.cells() {
         if limit > 0 && out.len() >= limit {
             break;
@@ -883,7 +915,7 @@ fn collect(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point> {
                 }
                 if let Some((xy, dist)) = shape.contains(s) {
                     out.push(Point {
-                        member: Bytes::copy_from_slice(m),
+                        member: m,
                         score: s,
                         xy,
                         dist,
@@ -899,6 +931,7 @@ fn collect(z: &ZSet, shape: &Shape, limit: usize) -> Vec<Point> {
 fn reply_points(out: &mut ReplyBuf, outcome: Outcome) {
     let Outcome::Reply {
         points,
+        names,
         withdist,
         withhash,
         withcoord,
@@ -912,7 +945,7 @@ fn reply_points(out: &mut ReplyBuf, outcome: Outcome) {
         if options > 0 {
             out.array(options + 1);
         }
-        out.bulk(&p.member);
+        out.bulk(&names[p.name.0..p.name.1]);
         if withdist {
             reply_distance(out, p.dist);
         }

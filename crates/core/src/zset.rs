@@ -271,10 +271,10 @@ impl ZSet {
     /// Calls `f` on the elements in ascending order from the first one for which `before` is false
     /// (`before` monotone, as for [`ZSet::count_while`]) until `f` returns false: a score range scan
     /// that finds its start in O(log N) and stops where the caller says.
-    pub fn walk_from(
-        &self,
+    pub fn walk_from<'s>(
+        &'s self,
         before: impl FnMut(&[u8], f64) -> bool,
-        mut f: impl FnMut(&[u8], f64) -> bool,
+        mut f: impl FnMut(&'s [u8], f64) -> bool,
     ) {
         match &self.repr {
             Repr::Pack(p) => {
