@@ -18,6 +18,12 @@ fn key_in(q: u16, tag: &str) -> String {
         .expect("some key lands in every quarter")
 }
 
+/// Runs a command given as space-separated words on both servers.
+fn run(d: &mut Pair, line: &str) {
+    let args: Vec<&str> = line.split(' ').collect();
+    d.run(&args);
+}
+
 fn hello3(d: &mut Pair) {
     d.run_matching(&["HELLO", "3"], |r| !r.is_error());
 }
@@ -76,67 +82,46 @@ fn commands_and_errors_match_redis() {
         if proto == "3" {
             hello3(&mut d);
         }
-        d.run(&["FLUSHALL"]);
-        let sicily = [
-            "GEOADD",
-            "Sicily",
-            "13.361389",
-            "38.115556",
-            "Palermo",
-            "15.087269",
-            "37.502669",
-            "Catania",
-        ];
-        d.run(&sicily);
-        d.run(&sicily);
-        d.run(&["ZRANGE", "Sicily", "0", "-1", "WITHSCORES"]);
+        run(&mut d, "FLUSHALL");
+        let sicily = "GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania";
+        run(&mut d, sicily);
+        run(&mut d, sicily);
+        run(&mut d, "ZRANGE Sicily 0 -1 WITHSCORES");
         // GEOADD options and errors.
-        d.run(&["GEOADD", "Sicily", "NX", "13", "38", "Palermo", "14", "37", "New"]);
-        d.run(&["GEOADD", "Sicily", "XX", "13", "38", "Palermo", "14", "37", "Other"]);
-        d.run(&["GEOADD", "Sicily", "XX", "CH", "13.361389", "38.115556", "Palermo"]);
-        d.run(&["GEOADD", "Sicily", "CH", "XX", "13.5", "38.1", "Palermo"]);
-        d.run(&["GEOADD", "Sicily", "ch", "nx", "1", "2", "x", "3", "4", "Palermo"]);
-        d.run(&["GEOADD", "Sicily", "NX", "XX", "1", "2", "x"]);
-        d.run(&["GEOADD", "Sicily", "GT", "1", "2", "x"]);
-        d.run(&["GEOADD", "Sicily", "INCR", "1", "2", "x"]);
-        d.run(&["GEOADD", "Sicily", "1", "2", "x", "3"]);
-        d.run(&["GEOADD", "Sicily", "CH", "CH", "CH"]);
-        d.run(&["GEOADD", "Sicily", "NX", "CH", "XX"]);
-        d.run(&["GEOADD", "Sicily", "x", "2", "m"]);
-        d.run(&["GEOADD", "Sicily", "1", "nan", "m"]);
+        run(&mut d, "GEOADD Sicily NX 13 38 Palermo 14 37 New");
+        run(&mut d, "GEOADD Sicily XX 13 38 Palermo 14 37 Other");
+        run(&mut d, "GEOADD Sicily XX CH 13.361389 38.115556 Palermo");
+        run(&mut d, "GEOADD Sicily CH XX 13.5 38.1 Palermo");
+        run(&mut d, "GEOADD Sicily ch nx 1 2 x 3 4 Palermo");
+        run(&mut d, "GEOADD Sicily NX XX 1 2 x");
+        run(&mut d, "GEOADD Sicily GT 1 2 x");
+        run(&mut d, "GEOADD Sicily INCR 1 2 x");
+        run(&mut d, "GEOADD Sicily 1 2 x 3");
+        run(&mut d, "GEOADD Sicily CH CH CH");
+        run(&mut d, "GEOADD Sicily NX CH XX");
+        run(&mut d, "GEOADD Sicily x 2 m");
+        run(&mut d, "GEOADD Sicily 1 nan m");
         d.run(&["GEOADD", "Sicily", "1", " 2", "m"]);
-        d.run(&["GEOADD", "Sicily", "200", "100", "m"]);
-        d.run(&["GEOADD", "Sicily", "-180.000001", "0", "m"]);
-        d.run(&["GEOADD", "Sicily", "0", "85.05112879", "m"]);
-        d.run(&["GEOADD", "Sicily", "0", "-85.05112879", "m"]);
-        d.run(&["GEOADD", "Sicily", "1e400", "0", "m"]);
-        d.run(&["GEOADD", "Sicily", "1", "2", "ok", "inf", "0", "bad"]);
-        d.run(&["EXISTS", "ok"]);
-        d.run(&["GEOADD", "Sicily"]);
-        d.run(&["GEOADD", "Sicily", "1", "2"]);
-        d.run(&[
-            "GEOADD",
-            "limits",
-            "180",
-            "85.05112878",
-            "ne",
-            "-180",
-            "-85.05112878",
-            "sw",
-            "0",
-            "0",
-            "origin",
-            "0x10",
-            "1e1",
-            "hex",
-        ]);
-        d.run(&["ZRANGE", "limits", "0", "-1", "WITHSCORES"]);
-        d.run(&["GEOPOS", "limits", "ne", "sw", "origin", "hex", "none"]);
-        d.run(&["GEOHASH", "limits", "ne", "sw", "origin", "hex", "none"]);
-        d.run(&["GEOADD", "Sicily", "XX", "1", "2", "absent"]);
-        d.run(&["EXISTS", "nokey"]);
-        d.run(&["GEOADD", "nokey", "XX", "1", "2", "absent"]);
-        d.run(&["EXISTS", "nokey"]);
+        run(&mut d, "GEOADD Sicily 200 100 m");
+        run(&mut d, "GEOADD Sicily -180.000001 0 m");
+        run(&mut d, "GEOADD Sicily 0 85.05112879 m");
+        run(&mut d, "GEOADD Sicily 0 -85.05112879 m");
+        run(&mut d, "GEOADD Sicily 1e400 0 m");
+        run(&mut d, "GEOADD Sicily 1 2 ok inf 0 bad");
+        run(&mut d, "EXISTS ok");
+        run(&mut d, "GEOADD Sicily");
+        run(&mut d, "GEOADD Sicily 1 2");
+        run(
+            &mut d,
+            "GEOADD limits 180 85.05112878 ne -180 -85.05112878 sw 0 0 origin 0x10 1e1 hex",
+        );
+        run(&mut d, "ZRANGE limits 0 -1 WITHSCORES");
+        run(&mut d, "GEOPOS limits ne sw origin hex none");
+        run(&mut d, "GEOHASH limits ne sw origin hex none");
+        run(&mut d, "GEOADD Sicily XX 1 2 absent");
+        run(&mut d, "EXISTS nokey");
+        run(&mut d, "GEOADD nokey XX 1 2 absent");
+        run(&mut d, "EXISTS nokey");
         // GEODIST.
         for unit in [
             None,
@@ -151,166 +136,193 @@ fn commands_and_errors_match_redis() {
             cmd.extend(unit);
             d.run(&cmd);
         }
-        d.run(&["GEODIST", "Sicily", "Palermo", "Catania", "yards"]);
-        d.run(&["GEODIST", "Sicily", "Palermo", "Catania", "km", "x"]);
-        d.run(&["GEODIST", "Sicily", "Palermo", "none"]);
-        d.run(&["GEODIST", "Sicily", "Palermo", "Palermo"]);
-        d.run(&["GEODIST", "nokey", "a", "b"]);
-        d.run(&["GEODIST", "nokey", "a", "b", "parsecs"]);
-        d.run(&["GEODIST", "limits", "ne", "sw", "km"]);
-        d.run(&["GEODIST", "Sicily"]);
+        run(&mut d, "GEODIST Sicily Palermo Catania yards");
+        run(&mut d, "GEODIST Sicily Palermo Catania km x");
+        run(&mut d, "GEODIST Sicily Palermo none");
+        run(&mut d, "GEODIST Sicily Palermo Palermo");
+        run(&mut d, "GEODIST nokey a b");
+        run(&mut d, "GEODIST nokey a b parsecs");
+        run(&mut d, "GEODIST limits ne sw km");
+        run(&mut d, "GEODIST Sicily");
         // GEOHASH and GEOPOS.
-        d.run(&["GEOHASH", "Sicily", "Palermo", "Catania", "none"]);
-        d.run(&["GEOHASH", "Sicily"]);
-        d.run(&["GEOHASH", "nokey", "a", "b"]);
-        d.run(&["GEOPOS", "Sicily", "Palermo", "Catania", "none"]);
-        d.run(&["GEOPOS", "Sicily"]);
-        d.run(&["GEOPOS", "nokey", "a"]);
+        run(&mut d, "GEOHASH Sicily Palermo Catania none");
+        run(&mut d, "GEOHASH Sicily");
+        run(&mut d, "GEOHASH nokey a b");
+        run(&mut d, "GEOPOS Sicily Palermo Catania none");
+        run(&mut d, "GEOPOS Sicily");
+        run(&mut d, "GEOPOS nokey a");
         // Members whose scores are not geohashes decode as Redis's cast of the double does.
-        d.run(&[
-            "ZADD", "odd", "-5", "neg", "1.5", "frac", "1e300", "huge", "-inf", "ninf", "inf",
-            "pinf", "9007199254740993", "big",
-        ]);
-        d.run(&["GEOPOS", "odd", "neg", "frac", "huge", "ninf", "pinf", "big"]);
-        d.run(&["GEOHASH", "odd", "neg", "frac", "huge", "ninf", "pinf", "big"]);
-        d.run(&["GEODIST", "odd", "neg", "frac"]);
-        d.run(&["GEOSEARCH", "odd", "FROMMEMBER", "frac", "BYRADIUS", "100", "km"]);
+        run(
+            &mut d,
+            "ZADD odd -5 neg 1.5 frac 1e300 huge -inf ninf inf pinf 9007199254740993 big",
+        );
+        run(&mut d, "GEOPOS odd neg frac huge ninf pinf big");
+        run(&mut d, "GEOHASH odd neg frac huge ninf pinf big");
+        run(&mut d, "GEODIST odd neg frac");
+        run(&mut d, "GEOSEARCH odd FROMMEMBER frac BYRADIUS 100 km");
         // Searches: the documented examples, then every option.
-        d.run(&["GEOADD", "Sicily", "12.758489", "38.788135", "edge1", "17.241510", "38.788135", "edge2"]);
-        for cmd in [
-            &["GEORADIUS", "Sicily", "15", "37", "200", "km", "WITHDIST"][..],
-            &["GEORADIUS", "Sicily", "15", "37", "200", "km", "WITHCOORD"],
-            &["GEORADIUS", "Sicily", "15", "37", "200", "km", "WITHDIST", "WITHCOORD", "WITHHASH"],
-            &["GEORADIUS", "Sicily", "15", "37", "200", "km", "ASC", "COUNT", "1"],
-            &["GEORADIUS", "Sicily", "15", "37", "200", "km", "DESC", "COUNT", "2", "ANY"],
-            &["GEORADIUS", "Sicily", "15", "37", "200", "km", "COUNT", "2", "ANY"],
-            &["GEORADIUS_RO", "Sicily", "15", "37", "200", "km", "WITHDIST", "DESC"],
-            &["GEORADIUSBYMEMBER", "Sicily", "Palermo", "200", "km", "WITHDIST"],
-            &["GEORADIUSBYMEMBER_RO", "Sicily", "Palermo", "300", "mi", "withhash", "asc"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYBOX", "400", "400", "km", "ASC", "WITHCOORD", "WITHDIST"],
-            &["GEOSEARCH", "Sicily", "FROMMEMBER", "Palermo", "BYBOX", "500", "100", "km", "WITHHASH"],
-            &["GEOSEARCH", "Sicily", "frommember", "Catania", "byradius", "1000000", "ft", "desc", "count", "3", "withdist"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "0", "m"],
-            &["GEOSEARCH", "Sicily", "FROMMEMBER", "Palermo", "BYRADIUS", "0", "m", "WITHDIST"],
-            &["GEOSEARCH", "Sicily", "FROMMEMBER", "Palermo", "FROMMEMBER", "Catania", "BYRADIUS", "1", "km", "BYRADIUS", "10", "m"],
-            &["GEOSEARCH", "nokey", "FROMMEMBER", "x", "BYRADIUS", "1", "km"],
-            &["GEOSEARCH", "nokey", "FROMLONLAT", "1", "2", "BYBOX", "1", "1", "km", "WITHDIST"],
-            &["GEORADIUSBYMEMBER", "nokey", "x", "1", "km"],
-            &["GEORADIUS", "nokey", "1", "2", "1", "km"],
-            &["GEORADIUS", "Sicily", "1", "2", "1", "km"],
+        run(
+            &mut d,
+            "GEOADD Sicily 12.758489 38.788135 edge1 17.241510 38.788135 edge2",
+        );
+        for line in [
+            "GEORADIUS Sicily 15 37 200 km WITHDIST",
+            "GEORADIUS Sicily 15 37 200 km WITHCOORD",
+            "GEORADIUS Sicily 15 37 200 km WITHDIST WITHCOORD WITHHASH",
+            "GEORADIUS Sicily 15 37 200 km ASC COUNT 1",
+            "GEORADIUS Sicily 15 37 200 km DESC COUNT 2 ANY",
+            "GEORADIUS Sicily 15 37 200 km COUNT 2 ANY",
+            "GEORADIUS_RO Sicily 15 37 200 km WITHDIST DESC",
+            "GEORADIUSBYMEMBER Sicily Palermo 200 km WITHDIST",
+            "GEORADIUSBYMEMBER_RO Sicily Palermo 300 mi withhash asc",
+            "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km ASC",
+            "GEOSEARCH Sicily FROMLONLAT 15 37 BYBOX 400 400 km ASC WITHCOORD WITHDIST",
+            "GEOSEARCH Sicily FROMMEMBER Palermo BYBOX 500 100 km WITHHASH",
+            "GEOSEARCH Sicily frommember Catania byradius 1000000 ft desc count 3 withdist",
+            "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 0 m",
+            "GEOSEARCH Sicily FROMMEMBER Palermo BYRADIUS 0 m WITHDIST",
+            "GEOSEARCH Sicily FROMMEMBER Palermo FROMMEMBER Catania BYRADIUS 1 km BYRADIUS 10 m",
+            "GEOSEARCH nokey FROMMEMBER x BYRADIUS 1 km",
+            "GEOSEARCH nokey FROMLONLAT 1 2 BYBOX 1 1 km WITHDIST",
+            "GEORADIUSBYMEMBER nokey x 1 km",
+            "GEORADIUS nokey 1 2 1 km",
+            "GEORADIUS Sicily 1 2 1 km",
         ] {
-            d.run(cmd);
+            run(&mut d, line);
         }
         // Argument errors, in Redis's order.
-        for cmd in [
-            &["GEORADIUS", "Sicily", "x", "37", "200", "km"][..],
-            &["GEORADIUS", "Sicily", "15", "100", "200", "km"],
-            &["GEORADIUS", "Sicily", "15", "37", "x", "km"],
-            &["GEORADIUS", "Sicily", "15", "37", "-1", "km"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "yd"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "COUNT"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "COUNT", "x"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "COUNT", "0"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "COUNT", "-3"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "ANY"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "FROMMEMBER", "x"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "STORE"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "STORE", "d", "WITHDIST"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "WITHHASH", "STOREDIST", "d"],
-            &["GEORADIUS", "Sicily", "15", "37", "1", "km", "bogus"],
-            &["GEORADIUS_RO", "Sicily", "15", "37", "1", "km", "STORE", "d"],
-            &["GEORADIUSBYMEMBER", "Sicily", "none", "1", "km"],
-            &["GEORADIUSBYMEMBER", "Sicily", "Palermo", "x", "km"],
-            &["GEORADIUSBYMEMBER", "Sicily", "Palermo", "1", "parsec"],
-            &["GEORADIUSBYMEMBER", "nokey", "none", "x", "parsec", "WITHDIST"],
-            &["GEORADIUSBYMEMBER", "nokey", "none", "x", "parsec", "bogus"],
-            &["GEORADIUSBYMEMBER_RO", "Sicily", "Palermo", "1", "km", "STOREDIST", "d"],
-            &["GEOSEARCH", "Sicily", "BYRADIUS", "1", "km"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2"],
-            &["geosearch", "Sicily", "FROMLONLAT", "1", "2", "WITHDIST"],
-            &["GeoSearch", "Sicily", "BYBOX", "1", "2", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "FROMMEMBER", "Palermo", "BYRADIUS", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMMEMBER", "Palermo", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMMEMBER", "none", "BYRADIUS", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "BYBOX", "1", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYBOX", "1", "1", "m", "BYRADIUS", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYBOX", "x", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYBOX", "1", "x", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYBOX", "-1", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYBOX", "1", "-1", "parsec"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYBOX", "1", "1", "parsec"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYBOX", "1", "1"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "BYRADIUS", "1", "m"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "STOREDIST"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "STORE", "d"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "ANY"],
-            &["GEOSEARCH", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "COUNT", "1", "ANY", "COUNT", "0"],
-            &["GEOSEARCHSTORE", "d", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "WITHDIST"],
-            &["GEOSEARCHSTORE", "d", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "WITHCOORD", "STOREDIST"],
-            &["GEOSEARCHSTORE", "d", "Sicily", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "m", "STORE", "x"],
-            &["geosearchstore", "d", "Sicily", "BYRADIUS", "1", "m", "STOREDIST"],
-            &["GEOSEARCHSTORE", "d", "nokey", "FROMMEMBER", "x", "BYRADIUS", "1", "m", "ANY"],
-            &["GEOSEARCH", "Sicily"],
-            &["GEORADIUS", "Sicily", "1", "2", "3"],
-            &["GEORADIUSBYMEMBER", "Sicily", "1", "2"],
+        for line in [
+            "GEORADIUS Sicily x 37 200 km",
+            "GEORADIUS Sicily 15 100 200 km",
+            "GEORADIUS Sicily 15 37 x km",
+            "GEORADIUS Sicily 15 37 -1 km",
+            "GEORADIUS Sicily 15 37 1 yd",
+            "GEORADIUS Sicily 15 37 1 km COUNT",
+            "GEORADIUS Sicily 15 37 1 km COUNT x",
+            "GEORADIUS Sicily 15 37 1 km COUNT 0",
+            "GEORADIUS Sicily 15 37 1 km COUNT -3",
+            "GEORADIUS Sicily 15 37 1 km ANY",
+            "GEORADIUS Sicily 15 37 1 km FROMMEMBER x",
+            "GEORADIUS Sicily 15 37 1 km STORE",
+            "GEORADIUS Sicily 15 37 1 km STORE d WITHDIST",
+            "GEORADIUS Sicily 15 37 1 km WITHHASH STOREDIST d",
+            "GEORADIUS Sicily 15 37 1 km bogus",
+            "GEORADIUS_RO Sicily 15 37 1 km STORE d",
+            "GEORADIUSBYMEMBER Sicily none 1 km",
+            "GEORADIUSBYMEMBER Sicily Palermo x km",
+            "GEORADIUSBYMEMBER Sicily Palermo 1 parsec",
+            "GEORADIUSBYMEMBER nokey none x parsec WITHDIST",
+            "GEORADIUSBYMEMBER nokey none x parsec bogus",
+            "GEORADIUSBYMEMBER_RO Sicily Palermo 1 km STOREDIST d",
+            "GEOSEARCH Sicily BYRADIUS 1 km",
+            "GEOSEARCH Sicily FROMLONLAT 1 2",
+            "geosearch Sicily FROMLONLAT 1 2 WITHDIST",
+            "GeoSearch Sicily BYBOX 1 2 m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 FROMMEMBER Palermo BYRADIUS 1 m",
+            "GEOSEARCH Sicily FROMMEMBER Palermo FROMLONLAT 1 2 BYRADIUS 1 m",
+            "GEOSEARCH Sicily FROMMEMBER none BYRADIUS 1 m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYRADIUS 1 m BYBOX 1 1 m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYBOX 1 1 m BYRADIUS 1 m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYBOX x 1 m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYBOX 1 x m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYBOX -1 1 m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYBOX 1 -1 parsec",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYBOX 1 1 parsec",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYBOX 1 1",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYRADIUS 1",
+            "GEOSEARCH Sicily FROMLONLAT 1 BYRADIUS 1 m",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYRADIUS 1 m STOREDIST",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYRADIUS 1 m STORE d",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYRADIUS 1 m ANY",
+            "GEOSEARCH Sicily FROMLONLAT 1 2 BYRADIUS 1 m COUNT 1 ANY COUNT 0",
+            "GEOSEARCHSTORE d Sicily FROMLONLAT 1 2 BYRADIUS 1 m WITHDIST",
+            "GEOSEARCHSTORE d Sicily FROMLONLAT 1 2 BYRADIUS 1 m WITHCOORD STOREDIST",
+            "GEOSEARCHSTORE d Sicily FROMLONLAT 1 2 BYRADIUS 1 m STORE x",
+            "geosearchstore d Sicily BYRADIUS 1 m STOREDIST",
+            "GEOSEARCHSTORE d nokey FROMMEMBER x BYRADIUS 1 m ANY",
+            "GEOSEARCH Sicily",
+            "GEORADIUS Sicily 1 2 3",
+            "GEORADIUSBYMEMBER Sicily 1 2",
         ] {
-            d.run(cmd);
+            run(&mut d, line);
         }
         // STORE and STOREDIST, and their deleting the destination when nothing matches.
-        d.run(&["GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "dst"]);
-        d.run(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]);
-        d.run(&["GEORADIUS", "Sicily", "15", "37", "200", "km", "STOREDIST", "dst", "DESC", "COUNT", "1"]);
-        d.run(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]);
-        d.run(&["GEORADIUSBYMEMBER", "Sicily", "Palermo", "300", "km", "STORE", "dst", "ASC"]);
-        d.run(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]);
-        d.run(&["GEORADIUSBYMEMBER", "Sicily", "Palermo", "300", "km", "STOREDIST", "dst", "ASC"]);
-        d.run(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]);
-        d.run(&["OBJECT", "ENCODING", "dst"]);
-        d.run(&["GEOSEARCHSTORE", "dst", "Sicily", "FROMMEMBER", "Catania", "BYBOX", "500", "500", "km", "STOREDIST", "COUNT", "2"]);
-        d.run(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]);
-        d.run(&["GEOSEARCHSTORE", "dst", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "mi"]);
-        d.run(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]);
-        d.run(&["GEOSEARCHSTORE", "dst", "Sicily", "FROMLONLAT", "-100", "37", "BYRADIUS", "1", "km"]);
-        d.run(&["EXISTS", "dst"]);
-        d.run(&["SET", "dst", "string"]);
-        d.run(&["GEOSEARCHSTORE", "dst", "nokey", "FROMLONLAT", "15", "37", "BYRADIUS", "1", "km"]);
-        d.run(&["EXISTS", "dst"]);
-        d.run(&["SET", "dst", "string"]);
-        d.run(&["GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "dst"]);
-        d.run(&["TYPE", "dst"]);
-        d.run(&["EXPIRE", "dst", "100"]);
-        d.run(&["GEORADIUS", "Sicily", "15", "37", "300", "km", "STORE", "dst"]);
-        d.run(&["TTL", "dst"]);
-        d.run(&["GEORADIUSBYMEMBER", "nokey", "x", "1", "km", "STORE", "dst"]);
-        d.run(&["EXISTS", "dst"]);
-        d.run(&["GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "Sicily"]);
-        d.run(&["ZRANGE", "Sicily", "0", "-1", "WITHSCORES"]);
+        run(&mut d, "GEORADIUS Sicily 15 37 200 km STORE dst");
+        run(&mut d, "ZRANGE dst 0 -1 WITHSCORES");
+        run(
+            &mut d,
+            "GEORADIUS Sicily 15 37 200 km STOREDIST dst DESC COUNT 1",
+        );
+        run(&mut d, "ZRANGE dst 0 -1 WITHSCORES");
+        run(
+            &mut d,
+            "GEORADIUSBYMEMBER Sicily Palermo 300 km STORE dst ASC",
+        );
+        run(&mut d, "ZRANGE dst 0 -1 WITHSCORES");
+        run(
+            &mut d,
+            "GEORADIUSBYMEMBER Sicily Palermo 300 km STOREDIST dst ASC",
+        );
+        run(&mut d, "ZRANGE dst 0 -1 WITHSCORES");
+        run(&mut d, "OBJECT ENCODING dst");
+        run(
+            &mut d,
+            "GEOSEARCHSTORE dst Sicily FROMMEMBER Catania BYBOX 500 500 km STOREDIST COUNT 2",
+        );
+        run(&mut d, "ZRANGE dst 0 -1 WITHSCORES");
+        run(
+            &mut d,
+            "GEOSEARCHSTORE dst Sicily FROMLONLAT 15 37 BYRADIUS 200 mi",
+        );
+        run(&mut d, "ZRANGE dst 0 -1 WITHSCORES");
+        run(
+            &mut d,
+            "GEOSEARCHSTORE dst Sicily FROMLONLAT -100 37 BYRADIUS 1 km",
+        );
+        run(&mut d, "EXISTS dst");
+        run(&mut d, "SET dst string");
+        run(
+            &mut d,
+            "GEOSEARCHSTORE dst nokey FROMLONLAT 15 37 BYRADIUS 1 km",
+        );
+        run(&mut d, "EXISTS dst");
+        run(&mut d, "SET dst string");
+        run(&mut d, "GEORADIUS Sicily 15 37 200 km STORE dst");
+        run(&mut d, "TYPE dst");
+        run(&mut d, "EXPIRE dst 100");
+        run(&mut d, "GEORADIUS Sicily 15 37 300 km STORE dst");
+        run(&mut d, "TTL dst");
+        run(&mut d, "GEORADIUSBYMEMBER nokey x 1 km STORE dst");
+        run(&mut d, "EXISTS dst");
+        run(&mut d, "GEORADIUS Sicily 15 37 200 km STORE Sicily");
+        run(&mut d, "ZRANGE Sicily 0 -1 WITHSCORES");
         // WRONGTYPE: the source's type is checked before any argument.
-        d.run(&["SET", "str", "x"]);
-        for cmd in [
-            &["GEOADD", "str", "1", "2", "m"][..],
-            &["GEOADD", "str", "bad", "2", "m"],
-            &["GEODIST", "str", "a", "b"],
-            &["GEODIST", "str", "a", "b", "parsec"],
-            &["GEOHASH", "str", "a"],
-            &["GEOHASH", "str"],
-            &["GEOPOS", "str", "a"],
-            &["GEORADIUS", "str", "bad", "2", "1", "km"],
-            &["GEORADIUS_RO", "str", "1", "2", "1", "km"],
-            &["GEORADIUSBYMEMBER", "str", "m", "1", "km"],
-            &["GEORADIUSBYMEMBER_RO", "str", "m", "1", "km", "STORE", "x"],
-            &["GEOSEARCH", "str", "FROMMEMBER", "m", "BYRADIUS", "1", "km"],
-            &["GEOSEARCH", "str", "bogus"],
-            &["GEOSEARCHSTORE", "d", "str", "FROMLONLAT", "1", "2", "BYRADIUS", "1", "km"],
-            &["GEORADIUS", "Sicily", "15", "37", "200", "km", "STORE", "str"],
+        run(&mut d, "SET str x");
+        for line in [
+            "GEOADD str 1 2 m",
+            "GEOADD str bad 2 m",
+            "GEODIST str a b",
+            "GEODIST str a b parsec",
+            "GEOHASH str a",
+            "GEOHASH str",
+            "GEOPOS str a",
+            "GEORADIUS str bad 2 1 km",
+            "GEORADIUS_RO str 1 2 1 km",
+            "GEORADIUSBYMEMBER str m 1 km",
+            "GEORADIUSBYMEMBER_RO str m 1 km STORE x",
+            "GEOSEARCH str FROMMEMBER m BYRADIUS 1 km",
+            "GEOSEARCH str bogus",
+            "GEOSEARCHSTORE d str FROMLONLAT 1 2 BYRADIUS 1 km",
+            "GEORADIUS Sicily 15 37 200 km STORE str",
         ] {
-            d.run(cmd);
+            run(&mut d, line);
         }
-        d.run(&["GET", "str"]);
-        d.run(&["GEOSEARCHSTORE", "str", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km"]);
-        d.run(&["TYPE", "str"]);
+        run(&mut d, "GET str");
+        run(
+            &mut d,
+            "GEOSEARCHSTORE str Sicily FROMLONLAT 15 37 BYRADIUS 200 km",
+        );
+        run(&mut d, "TYPE str");
     }
 }
 
@@ -323,7 +335,7 @@ fn ties_sort_like_redis() {
         if proto == "3" {
             hello3(&mut d);
         }
-        d.run(&["FLUSHALL"]);
+        run(&mut d, "FLUSHALL");
         for (key, n) in [("small", 60), ("big", 300)] {
             for i in 0..n {
                 let (lon, lat) = match i % 3 {
@@ -335,23 +347,26 @@ fn ties_sort_like_redis() {
             }
             for count in ["1", "2", "5", "7", "8", "39", "41", "100", "299", "1000"] {
                 for order in ["ASC", "DESC"] {
-                    d.run(&[
-                        "GEOSEARCH", key, "FROMLONLAT", "10", "10", "BYRADIUS", "1", "km", order,
-                        "COUNT", count, "WITHDIST",
-                    ]);
+                    run(&mut d, &format!("GEOSEARCH {key} FROMLONLAT 10 10 BYRADIUS 1 km {order} COUNT {count} WITHDIST"));
                 }
-                d.run(&[
-                    "GEOSEARCH", key, "FROMLONLAT", "10", "10", "BYRADIUS", "1", "km", "COUNT",
-                    count, "ANY",
-                ]);
-                d.run(&[
-                    "GEORADIUS", key, "10.0005", "10", "1", "km", "COUNT", count, "STOREDIST",
-                    "out",
-                ]);
-                d.run(&["ZRANGE", "out", "0", "-1", "WITHSCORES"]);
+                run(
+                    &mut d,
+                    &format!("GEOSEARCH {key} FROMLONLAT 10 10 BYRADIUS 1 km COUNT {count} ANY"),
+                );
+                run(
+                    &mut d,
+                    &format!("GEORADIUS {key} 10.0005 10 1 km COUNT {count} STOREDIST out"),
+                );
+                run(&mut d, "ZRANGE out 0 -1 WITHSCORES");
             }
-            d.run(&["GEOSEARCH", key, "FROMLONLAT", "10", "10", "BYRADIUS", "1", "km", "DESC"]);
-            d.run(&["GEOSEARCH", key, "FROMLONLAT", "10", "10", "BYRADIUS", "1", "km", "ASC"]);
+            run(
+                &mut d,
+                &format!("GEOSEARCH {key} FROMLONLAT 10 10 BYRADIUS 1 km DESC"),
+            );
+            run(
+                &mut d,
+                &format!("GEOSEARCH {key} FROMLONLAT 10 10 BYRADIUS 1 km ASC"),
+            );
         }
     }
 }
@@ -367,7 +382,7 @@ fn random_points_and_searches_match_redis() {
         if round == 1 {
             hello3(&mut d);
         }
-        d.run(&["FLUSHALL"]);
+        run(&mut d, "FLUSHALL");
         let mut names = Vec::new();
         let mut cmd: Vec<String> = vec!["GEOADD".into(), "pts".into()];
         for i in 0..points {
@@ -384,14 +399,14 @@ fn random_points_and_searches_match_redis() {
         if cmd.len() > 2 {
             d.run(&cmd);
         }
-        d.run(&["OBJECT", "ENCODING", "pts"]);
+        run(&mut d, "OBJECT ENCODING pts");
         let pick_name = |r: &mut Lcg| names[r.below(names.len() as u64) as usize].clone();
         for _ in 0..10 {
             let (a, b) = (pick_name(&mut r), pick_name(&mut r));
             let unit = r.pick(&UNITS);
-            d.run(&["GEODIST", "pts", &a, &b, unit]);
-            d.run(&["GEOPOS", "pts", &a, &b]);
-            d.run(&["GEOHASH", "pts", &a, &b]);
+            run(&mut d, &format!("GEODIST pts {a} {b} {unit}"));
+            run(&mut d, &format!("GEOPOS pts {a} {b}"));
+            run(&mut d, &format!("GEOHASH pts {a} {b}"));
         }
         for step in 0..400 {
             // Radii from a meter to around the globe, in a random unit.
@@ -424,9 +439,18 @@ fn random_points_and_searches_match_redis() {
                     // GEORADIUS / GEORADIUSBYMEMBER (and _RO when not storing).
                     let ro = if store || r.below(2) == 0 { "" } else { "_RO" };
                     if by_member {
-                        c.extend([format!("GEORADIUSBYMEMBER{ro}"), "pts".into(), pick_name(&mut r)]);
+                        c.extend([
+                            format!("GEORADIUSBYMEMBER{ro}"),
+                            "pts".into(),
+                            pick_name(&mut r),
+                        ]);
                     } else {
-                        c.extend([format!("GEORADIUS{ro}"), "pts".into(), lon.clone(), lat.clone()]);
+                        c.extend([
+                            format!("GEORADIUS{ro}"),
+                            "pts".into(),
+                            lon.clone(),
+                            lat.clone(),
+                        ]);
                     }
                     c.push(size(&mut r));
                     c.push(unit.into());
@@ -462,7 +486,14 @@ fn random_points_and_searches_match_redis() {
                         c.push("STOREDIST".into());
                     }
                 } else {
-                    c.push(if r.below(2) == 0 { "STORE" } else { "STOREDIST" }.into());
+                    c.push(
+                        if r.below(2) == 0 {
+                            "STORE"
+                        } else {
+                            "STOREDIST"
+                        }
+                        .into(),
+                    );
                     c.push("dst".into());
                 }
             } else {
@@ -474,7 +505,7 @@ fn random_points_and_searches_match_redis() {
             }
             d.run(&c);
             if store {
-                d.run(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]);
+                run(&mut d, "ZRANGE dst 0 -1 WITHSCORES");
             }
         }
     }
@@ -489,7 +520,7 @@ fn store_across_shards_matches_redis() {
         if proto == "3" {
             hello3(&mut d);
         }
-        d.run(&["FLUSHALL"]);
+        run(&mut d, "FLUSHALL");
         let srcs: Vec<String> = (0..4).map(|q| key_in(q, "src")).collect();
         let dsts: Vec<String> = (0..4).map(|q| key_in(q, "dst")).collect();
         for (i, s) in srcs.iter().enumerate() {
@@ -501,35 +532,48 @@ fn store_across_shards_matches_redis() {
         }
         for s in &srcs {
             for t in &dsts {
-                d.run(&[
-                    "GEOSEARCHSTORE", t, s, "FROMMEMBER", "m3", "BYRADIUS", "300", "km", "COUNT",
-                    "12",
-                ]);
-                d.run(&["ZRANGE", t, "0", "-1", "WITHSCORES"]);
-                d.run(&[
-                    "GEOSEARCHSTORE", t, s, "FROMLONLAT", "0", "41", "BYBOX", "2000", "500", "km",
-                    "STOREDIST", "DESC",
-                ]);
-                d.run(&["ZRANGE", t, "0", "-1", "WITHSCORES"]);
-                d.run(&["GEORADIUS", s, "0", "41", "500", "km", "STORE", t, "ASC"]);
-                d.run(&["ZRANGE", t, "0", "-1", "WITHSCORES"]);
-                d.run(&["GEORADIUSBYMEMBER", s, "m9", "200", "mi", "STOREDIST", t]);
-                d.run(&["ZRANGE", t, "0", "-1", "WITHSCORES"]);
-                d.run(&["GEORADIUS", s, "120", "-41", "1", "km", "STORE", t]);
-                d.run(&["EXISTS", t]);
-                d.run(&["SET", t, "x"]);
-                d.run(&["GEOSEARCHSTORE", t, "nokey", "FROMLONLAT", "0", "0", "BYRADIUS", "1", "m"]);
-                d.run(&["EXISTS", t]);
+                run(
+                    &mut d,
+                    &format!("GEOSEARCHSTORE {t} {s} FROMMEMBER m3 BYRADIUS 300 km COUNT 12"),
+                );
+                run(&mut d, &format!("ZRANGE {t} 0 -1 WITHSCORES"));
+                run(
+                    &mut d,
+                    &format!(
+                        "GEOSEARCHSTORE {t} {s} FROMLONLAT 0 41 BYBOX 2000 500 km STOREDIST DESC"
+                    ),
+                );
+                run(&mut d, &format!("ZRANGE {t} 0 -1 WITHSCORES"));
+                run(&mut d, &format!("GEORADIUS {s} 0 41 500 km STORE {t} ASC"));
+                run(&mut d, &format!("ZRANGE {t} 0 -1 WITHSCORES"));
+                run(
+                    &mut d,
+                    &format!("GEORADIUSBYMEMBER {s} m9 200 mi STOREDIST {t}"),
+                );
+                run(&mut d, &format!("ZRANGE {t} 0 -1 WITHSCORES"));
+                run(&mut d, &format!("GEORADIUS {s} 120 -41 1 km STORE {t}"));
+                run(&mut d, &format!("EXISTS {t}"));
+                run(&mut d, &format!("SET {t} x"));
+                run(
+                    &mut d,
+                    &format!("GEOSEARCHSTORE {t} nokey FROMLONLAT 0 0 BYRADIUS 1 m"),
+                );
+                run(&mut d, &format!("EXISTS {t}"));
             }
-            d.run(&["GEOSEARCH", s, "FROMMEMBER", "m0", "BYRADIUS", "500", "km", "WITHDIST"]);
+            run(
+                &mut d,
+                &format!("GEOSEARCH {s} FROMMEMBER m0 BYRADIUS 500 km WITHDIST"),
+            );
         }
-        d.run(&["SET", &srcs[1], "x"]);
-        d.run(&[
-            "GEOSEARCHSTORE", &dsts[2], &srcs[1], "FROMLONLAT", "0", "0", "BYRADIUS", "1", "m",
-        ]);
-        d.run(&["GEORADIUS", &srcs[0], "0", "41", "500", "km", "STORE", &dsts[3]]);
-        d.run(&["SET", &dsts[3], "x"]);
-        d.run(&["GEORADIUS", &srcs[0], "0", "41", "500", "km", "STORE", &dsts[3]]);
-        d.run(&["TYPE", &dsts[3]]);
+        let (s0, s1, d2, d3) = (&srcs[0], &srcs[1], &dsts[2], &dsts[3]);
+        run(&mut d, &format!("SET {s1} x"));
+        run(
+            &mut d,
+            &format!("GEOSEARCHSTORE {d2} {s1} FROMLONLAT 0 0 BYRADIUS 1 m"),
+        );
+        run(&mut d, &format!("GEORADIUS {s0} 0 41 500 km STORE {d3}"));
+        run(&mut d, &format!("SET {d3} x"));
+        run(&mut d, &format!("GEORADIUS {s0} 0 41 500 km STORE {d3}"));
+        run(&mut d, &format!("TYPE {d3}"));
     }
 }

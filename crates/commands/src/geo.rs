@@ -54,13 +54,8 @@ const fn cmd(
 }
 
 // Key specs and COMMAND DOCS arguments, as Redis 7.0 declares them.
-const GEOADD_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE)),
-];
-const GEOADD_CONDITION_ARGS: &[Arg] = &[
-    Arg::pure_token("nx", "NX"),
-    Arg::pure_token("xx", "XX"),
-];
+const GEOADD_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RW.or(KeyFlags::UPDATE))];
+const GEOADD_CONDITION_ARGS: &[Arg] = &[Arg::pure_token("nx", "NX"), Arg::pure_token("xx", "XX")];
 const GEOADD_LONGITUDE_LATITUDE_MEMBER_ARGS: &[Arg] = &[
     Arg::double("longitude"),
     Arg::double("latitude"),
@@ -68,16 +63,18 @@ const GEOADD_LONGITUDE_LATITUDE_MEMBER_ARGS: &[Arg] = &[
 ];
 const GEOADD_ARGS: &[Arg] = &[
     Arg::key("key", 0),
-    Arg::oneof("condition", GEOADD_CONDITION_ARGS).since("6.2.0").optional(),
+    Arg::oneof("condition", GEOADD_CONDITION_ARGS)
+        .since("6.2.0")
+        .optional(),
     Arg::pure_token("change", "CH").since("6.2.0").optional(),
-    Arg::block("longitude_latitude_member", GEOADD_LONGITUDE_LATITUDE_MEMBER_ARGS).multiple(),
+    Arg::block(
+        "longitude_latitude_member",
+        GEOADD_LONGITUDE_LATITUDE_MEMBER_ARGS,
+    )
+    .multiple(),
 ];
-const GEOADD_HISTORY: &[(&str, &str)] = &[
-    ("6.2.0", "Added the `CH`, `NX` and `XX` options."),
-];
-const GEODIST_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const GEOADD_HISTORY: &[(&str, &str)] = &[("6.2.0", "Added the `CH`, `NX` and `XX` options.")];
+const GEODIST_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const GEODIST_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("m", "M"),
     Arg::pure_token("km", "KM"),
@@ -90,24 +87,32 @@ const GEODIST_ARGS: &[Arg] = &[
     Arg::string("member2"),
     Arg::oneof("unit", GEODIST_UNIT_ARGS).optional(),
 ];
-const GEOHASH_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const GEOHASH_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member").multiple(),
-];
-const GEOPOS_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const GEOPOS_ARGS: &[Arg] = &[
-    Arg::key("key", 0),
-    Arg::string("member").multiple(),
-];
+const GEOHASH_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const GEOHASH_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("member").multiple()];
+const GEOPOS_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const GEOPOS_ARGS: &[Arg] = &[Arg::key("key", 0), Arg::string("member").multiple()];
 const GEORADIUS_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-    KeySpec::keyword("STORE", 6, FindKeys::Range { lastkey: 0, step: 1, limit: 0 }, KeyFlags::OW.or(KeyFlags::UPDATE)),
-    KeySpec::keyword("STOREDIST", 6, FindKeys::Range { lastkey: 0, step: 1, limit: 0 }, KeyFlags::OW.or(KeyFlags::UPDATE)),
+    KeySpec::keyword(
+        "STORE",
+        6,
+        FindKeys::Range {
+            lastkey: 0,
+            step: 1,
+            limit: 0,
+        },
+        KeyFlags::OW.or(KeyFlags::UPDATE),
+    ),
+    KeySpec::keyword(
+        "STOREDIST",
+        6,
+        FindKeys::Range {
+            lastkey: 0,
+            step: 1,
+            limit: 0,
+        },
+        KeyFlags::OW.or(KeyFlags::UPDATE),
+    ),
 ];
 const GEORADIUS_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("m", "M"),
@@ -143,8 +148,26 @@ const GEORADIUS_HISTORY: &[(&str, &str)] = &[
 ];
 const GEORADIUSBYMEMBER_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-    KeySpec::keyword("STORE", 5, FindKeys::Range { lastkey: 0, step: 1, limit: 0 }, KeyFlags::OW.or(KeyFlags::UPDATE)),
-    KeySpec::keyword("STOREDIST", 5, FindKeys::Range { lastkey: 0, step: 1, limit: 0 }, KeyFlags::OW.or(KeyFlags::UPDATE)),
+    KeySpec::keyword(
+        "STORE",
+        5,
+        FindKeys::Range {
+            lastkey: 0,
+            step: 1,
+            limit: 0,
+        },
+        KeyFlags::OW.or(KeyFlags::UPDATE),
+    ),
+    KeySpec::keyword(
+        "STOREDIST",
+        5,
+        FindKeys::Range {
+            lastkey: 0,
+            step: 1,
+            limit: 0,
+        },
+        KeyFlags::OW.or(KeyFlags::UPDATE),
+    ),
 ];
 const GEORADIUSBYMEMBER_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("m", "M"),
@@ -173,12 +196,9 @@ const GEORADIUSBYMEMBER_ARGS: &[Arg] = &[
     Arg::key("key", 1).with_token("STORE").optional(),
     Arg::key("key", 2).with_token("STOREDIST").optional(),
 ];
-const GEORADIUSBYMEMBER_HISTORY: &[(&str, &str)] = &[
-    ("7.0.0", "Added support for uppercase unit names."),
-];
-const GEORADIUS_RO_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const GEORADIUSBYMEMBER_HISTORY: &[(&str, &str)] =
+    &[("7.0.0", "Added support for uppercase unit names.")];
+const GEORADIUS_RO_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const GEORADIUS_RO_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("m", "M"),
     Arg::pure_token("km", "KM"),
@@ -205,12 +225,8 @@ const GEORADIUS_RO_ARGS: &[Arg] = &[
     Arg::block("count", GEORADIUS_RO_COUNT_ARGS).optional(),
     Arg::oneof("order", GEORADIUS_RO_ORDER_ARGS).optional(),
 ];
-const GEORADIUS_RO_HISTORY: &[(&str, &str)] = &[
-    ("6.2.0", "Added the `ANY` option for `COUNT`."),
-];
-const GEORADIUSBYMEMBER_RO_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
+const GEORADIUS_RO_HISTORY: &[(&str, &str)] = &[("6.2.0", "Added the `ANY` option for `COUNT`.")];
+const GEORADIUSBYMEMBER_RO_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const GEORADIUSBYMEMBER_RO_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("m", "M"),
     Arg::pure_token("km", "KM"),
@@ -236,16 +252,13 @@ const GEORADIUSBYMEMBER_RO_ARGS: &[Arg] = &[
     Arg::block("count", GEORADIUSBYMEMBER_RO_COUNT_ARGS).optional(),
     Arg::oneof("order", GEORADIUSBYMEMBER_RO_ORDER_ARGS).optional(),
 ];
-const GEOSEARCH_KEYS: &[KeySpec] = &[
-    KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),
-];
-const GEOSEARCH_FROM_LONGITUDE_LATITUDE_ARGS: &[Arg] = &[
-    Arg::double("longitude"),
-    Arg::double("latitude"),
-];
+const GEOSEARCH_KEYS: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
+const GEOSEARCH_FROM_LONGITUDE_LATITUDE_ARGS: &[Arg] =
+    &[Arg::double("longitude"), Arg::double("latitude")];
 const GEOSEARCH_FROM_ARGS: &[Arg] = &[
     Arg::string("member").with_token("FROMMEMBER"),
-    Arg::block("longitude_latitude", GEOSEARCH_FROM_LONGITUDE_LATITUDE_ARGS).with_token("FROMLONLAT"),
+    Arg::block("longitude_latitude", GEOSEARCH_FROM_LONGITUDE_LATITUDE_ARGS)
+        .with_token("FROMLONLAT"),
 ];
 const GEOSEARCH_BY_CIRCLE_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("m", "M"),
@@ -290,20 +303,20 @@ const GEOSEARCH_ARGS: &[Arg] = &[
     Arg::pure_token("withdist", "WITHDIST").optional(),
     Arg::pure_token("withhash", "WITHHASH").optional(),
 ];
-const GEOSEARCH_HISTORY: &[(&str, &str)] = &[
-    ("7.0.0", "Added support for uppercase unit names."),
-];
+const GEOSEARCH_HISTORY: &[(&str, &str)] = &[("7.0.0", "Added support for uppercase unit names.")];
 const GEOSEARCHSTORE_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::OW.or(KeyFlags::UPDATE)),
     KeySpec::at(2, KeyFlags::RO.or(KeyFlags::ACCESS)),
 ];
-const GEOSEARCHSTORE_FROM_LONGITUDE_LATITUDE_ARGS: &[Arg] = &[
-    Arg::double("longitude"),
-    Arg::double("latitude"),
-];
+const GEOSEARCHSTORE_FROM_LONGITUDE_LATITUDE_ARGS: &[Arg] =
+    &[Arg::double("longitude"), Arg::double("latitude")];
 const GEOSEARCHSTORE_FROM_ARGS: &[Arg] = &[
     Arg::string("member").with_token("FROMMEMBER"),
-    Arg::block("longitude_latitude", GEOSEARCHSTORE_FROM_LONGITUDE_LATITUDE_ARGS).with_token("FROMLONLAT"),
+    Arg::block(
+        "longitude_latitude",
+        GEOSEARCHSTORE_FROM_LONGITUDE_LATITUDE_ARGS,
+    )
+    .with_token("FROMLONLAT"),
 ];
 const GEOSEARCHSTORE_BY_CIRCLE_UNIT_ARGS: &[Arg] = &[
     Arg::pure_token("m", "M"),
@@ -347,9 +360,8 @@ const GEOSEARCHSTORE_ARGS: &[Arg] = &[
     Arg::block("count", GEOSEARCHSTORE_COUNT_ARGS).optional(),
     Arg::pure_token("storedist", "STOREDIST").optional(),
 ];
-const GEOSEARCHSTORE_HISTORY: &[(&str, &str)] = &[
-    ("7.0.0", "Added support for uppercase unit names."),
-];
+const GEOSEARCHSTORE_HISTORY: &[(&str, &str)] =
+    &[("7.0.0", "Added support for uppercase unit names.")];
 
 /// The family's commands.
 #[rustfmt::skip]

@@ -585,7 +585,13 @@ mod tests {
 
     #[test]
     fn interleave_round_trips() {
-        for (x, y) in [(0u32, 0u32), (1, 0), (0, 1), (0x3ffffff, 0x1234567), (u32::MAX, 7)] {
+        for (x, y) in [
+            (0u32, 0u32),
+            (1, 0),
+            (0, 1),
+            (0x3ffffff, 0x1234567),
+            (u32::MAX, 7),
+        ] {
             let v = deinterleave64(interleave64(x, y));
             assert_eq!((v as u32, (v >> 32) as u32), (x, y));
         }
@@ -620,7 +626,10 @@ mod tests {
         // Redis: GEODIST between (13.361389, 38.115556) and (15.087269, 37.502669) = 166274.1516 m.
         let a = decode_score(score_of(13.361389, 38.115556).unwrap());
         let b = decode_score(score_of(15.087269, 37.502669).unwrap());
-        assert_eq!(format!("{:.4}", distance(a[0], a[1], b[0], b[1])), "166274.1516");
+        assert_eq!(
+            format!("{:.4}", distance(a[0], a[1], b[0], b[1])),
+            "166274.1516"
+        );
         assert_eq!(distance(1.0, 2.0, 1.0, 2.0), 0.0);
     }
 
@@ -668,14 +677,18 @@ mod tests {
         for n in [0usize, 1, 5, 7, 8, 40, 41, 200] {
             let mut v: Vec<(u32, usize)> = (0..n)
                 .map(|i| {
-                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     (((state >> 33) % 10) as u32, i)
                 })
                 .collect();
             let mut sorted = v.clone();
             sorted.sort_by_key(|e| e.0);
             let last = n / 3;
-            partial_sort(&mut v, last, &|a: &(u32, usize), b: &(u32, usize)| a.0.cmp(&b.0));
+            partial_sort(&mut v, last, &|a: &(u32, usize), b: &(u32, usize)| {
+                a.0.cmp(&b.0)
+            });
             for i in 0..n.min(last + 1) {
                 assert_eq!(v[i].0, sorted[i].0, "n {n} i {i}");
             }

@@ -926,10 +926,13 @@ mod tests {
             let want: Vec<Vec<u8>> = (20..24).map(|i| format!("m{i:03}").into_bytes()).collect();
             assert_eq!(seen, want);
             let mut n = 0;
-            z.walk_from(|_, s| s < 1e9, |_, _| {
-                n += 1;
-                true
-            });
+            z.walk_from(
+                |_, s| s < 1e9,
+                |_, _| {
+                    n += 1;
+                    true
+                },
+            );
             assert_eq!(n, 0);
         }
     }
@@ -1008,7 +1011,10 @@ mod tests {
                 s < 7.0
             },
         );
-        let from = model.iter().position(|(s, _)| *s >= -3.0).unwrap_or(model.len());
+        let from = model
+            .iter()
+            .position(|(s, _)| *s >= -3.0)
+            .unwrap_or(model.len());
         let to = model
             .iter()
             .position(|(s, _)| *s >= 7.0)
