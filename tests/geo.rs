@@ -187,6 +187,17 @@ fn commands_and_errors_match_redis() {
             "GEORADIUSBYMEMBER nokey x 1 km",
             "GEORADIUS nokey 1 2 1 km",
             "GEORADIUS Sicily 1 2 1 km",
+            "GEOSEARCH Sicily FROMLONLAT 0 0 BYRADIUS inf km WITHDIST ASC",
+            "GEOSEARCH Sicily FROMLONLAT 0 0 BYRADIUS 1e308 km WITHDIST",
+            "GEOSEARCH Sicily FROMLONLAT -0 -0 BYBOX inf 1 m",
+            "GEOSEARCH Sicily FROMLONLAT 180 85.05112878 BYBOX 1e7 1e7 m WITHCOORD",
+            "GEOSEARCH Sicily FROMLONLAT -180 -85.05112878 BYRADIUS 20000 km DESC",
+            "GEOSEARCH Sicily FROMMEMBER Palermo BYRADIUS 1e-300 m WITHDIST",
+            "GEOSEARCH Sicily FROMMEMBER Palermo BYRADIUS 20000 km COUNT 9223372036854775807",
+            "GEOSEARCH Sicily FROMMEMBER Palermo BYRADIUS 20000 km COUNT 9223372036854775807 ANY",
+            "GEOSEARCH Sicily FROMMEMBER Palermo BYRADIUS 20000 km COUNT 9223372036854775808",
+            "GEORADIUS Sicily inf 0 1 km",
+            "GEORADIUS Sicily 0 -inf 1 km",
         ] {
             run(&mut d, line);
         }
