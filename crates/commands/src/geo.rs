@@ -1087,3 +1087,153 @@ pub fn geosearch(cx: &mut ShardCtx<'_>) -> CmdResult {
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{run, shard};
+
+    fn sicily(s: &mut strata_shard::Shard) {
+        let add = [
+            "geoadd",
+            "Sicily",
+            "13.361389",
+            "38.115556",
+            "Palermo",
+            "15.087269",
+            "37.502669",
+            "Catania",
+        ];
+        assert_eq!(run(s, &add), ":2");
+    }
+
+    #[test]
+    fn positions_hashes_and_distances() {
+        let mut s = shard();
+        sicily(&mut s);
+        assert_eq!(
+            run(&mut s, &["geodist", "Sicily", "Palermo", "Catania", "km"]),
+            "$8:166.2742"
+        );
+        assert_eq!(
+            run(&mut s, &["geohash", "Sicily", "Palermo", "none"]),
+            "*2[$11:sqc8b49rny0,$-1]"
+        );
+        assert_eq!(
+            run(&mut s, &["geopos", "Sicily", "Catania", "none"]),
+            "*2[*2[$20:15.08726745843887329,$20:37.50266842333162032],*-1]"
+        );
+        assert_eq!(
+            run(&mut s, &["zscore", "Sicily", "Palermo"]),
+            "$16:3479099956230698"
+        );
+    }
+
+    #[test]
+    fn searches_sort_count_and_store() {
+        let mut s = shard();
+        sicily(&mut s);
+        assert_eq!(
+            run(
+                &mut s,
+                &[
+                    "georadius",
+                    "Sicily",
+                    "15",
+                    "37",
+                    "200",
+                    "km",
+                    "WITHDIST",
+                    "ASC"
+                ]
+            ),
+            "*2[*2[$7:Catania,$7:56.4413],*2[$7:Palermo,$8:190.4424]]"
+        );
+        assert_eq!(
+            run(
+                &mut s,
+                &[
+                    "geosearch",
+                    "Sicily",
+                    "FROMLONLAT",
+                    "15",
+                    "37",
+                    "BYBOX",
+                    "400",
+                    "400",
+                    "km",
+                    "DESC",
+                    "COUNT",
+                    "1"
+                ]
+            ),
+            "*1[$7:Palermo]"
+        );
+        assert_eq!(
+            run(
+                &mut s,
+                &[
+                    "geosearchstore",
+                    "d",
+                    "Sicily",
+                    "FROMMEMBER",
+                    "Palermo",
+                    "BYRADIUS",
+                    "300",
+                    "km",
+                    "STOREDIST"
+                ]
+            ),
+            ":2"
+        );
+        assert_eq!(
+            run(&mut s, &["zrange", "d", "0", "-1", "WITHSCORES"]),
+            "*4[$7:Palermo,$1:0,$7:Catania,$18:166.27415156960032]"
+        );
+    }
+
+    #[test]
+    fn errors_in_redis_words() {
+        let mut s = shard();
+        sicily(&mut s);
+        assert_eq!(
+            run(&mut s, &["geoadd", "Sicily", "200", "100", "x"]),
+            "-ERR invalid longitude,latitude pair 200.000000,100.000000"
+        );
+        assert_eq!(
+            run(&mut s, &["geoadd", "Sicily", "nx", "xx", "1", "2", "x"]),
+            "-ERR syntax error"
+        );
+        assert_eq!(
+            run(&mut s, &["geodist", "Sicily", "a", "b", "yd"]),
+            "-ERR unsupported unit provided. please use M, KM, FT, MI"
+        );
+        assert_eq!(
+            run(
+                &mut s,
+                &[
+                    "geosearch",
+                    "Sicily",
+                    "BYRADIUS",
+                    "1",
+                    "m",
+                    "ASC",
+                    "WITHDIST"
+                ]
+            ),
+            "-ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for geosearch"
+        );
+        assert_eq!(
+            run(&mut s, &["georadius", "Sicily", "1", "2", "1", "m", "ANY"]),
+            "-ERR the ANY argument requires COUNT argument"
+        );
+        assert_eq!(
+            run(&mut s, &["georadiusbymember", "Sicily", "none", "1", "m"]),
+            "-ERR could not decode requested zset member"
+        );
+        run(&mut s, &["set", "str", "x"]);
+        assert_eq!(
+            run(&mut s, &["geosearch", "str", "bogus", "1", "2", "3", "4"]),
+            "-WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+    }
+}
