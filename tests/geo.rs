@@ -582,6 +582,17 @@ fn store_across_shards_matches_redis() {
             &mut d,
             &format!("GEOSEARCHSTORE {d2} {s1} FROMLONLAT 0 0 BYRADIUS 1 m"),
         );
+        for line in [
+            format!("GEORADIUS {s1} 1 2 3 m STORE"),
+            format!("GEORADIUS {s0} 1 2 3 m STORE"),
+            format!("GEORADIUS {s0} 1 2 3 m STORE {s1}"),
+            format!("GEORADIUSBYMEMBER {s0} m1 3 km STOREDIST {s1} WITHDIST"),
+            format!("GEOSEARCH {s1} FROMLONLAT 0 0 BYRADIUS 1 m"),
+            format!("GEOPOS {s0} m1 m2 none"),
+            format!("GEODIST {s0} m1 m2 km"),
+        ] {
+            run(&mut d, &line);
+        }
         run(&mut d, &format!("GEORADIUS {s0} 0 41 500 km STORE {d3}"));
         run(&mut d, &format!("SET {d3} x"));
         run(&mut d, &format!("GEORADIUS {s0} 0 41 500 km STORE {d3}"));

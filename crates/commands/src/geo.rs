@@ -430,7 +430,6 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 // ===== arguments =====
 
-const SYNTAX_GEOADD: CmdError = CmdError::Syntax;
 const UNIT_ERR: CmdError = CmdError::msg("ERR unsupported unit provided. please use M, KM, FT, MI");
 const MEMBER_ERR: CmdError = CmdError::msg("ERR could not decode requested zset member");
 
@@ -540,7 +539,7 @@ pub fn geoadd(cx: &mut ShardCtx<'_>) -> CmdResult {
         longidx += 1;
     }
     if !(args.len() - longidx).is_multiple_of(3) || (xx && nx) {
-        return Err(SYNTAX_GEOADD);
+        return Err(CmdError::Syntax);
     }
     let mut zargs: Vec<Bytes> = Vec::with_capacity(longidx + (args.len() - longidx) / 3 * 2);
     zargs.push(Bytes::from_static(b"zadd"));
