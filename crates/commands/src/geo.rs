@@ -16,6 +16,11 @@
 //!   across shards;
 //! * distances are replied with 4 decimals (`%.4f`), coordinates as Redis's human long double
 //!   (`%.17Lf` without trailing zeros; a RESP3 double).
+//!
+//! One deliberate difference: GEORADIUS with STORE/STOREDIST repeated naming *different* keys.
+//! Redis writes the last one, but its key specs (which route and lock the command, here as in Redis
+//! Cluster) name the first; rather than write a key it has not locked, possibly on another shard,
+//! Strata refuses that command line with an error.
 
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
