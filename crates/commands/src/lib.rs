@@ -19,6 +19,7 @@ pub mod testing;
 pub mod bitmap;
 pub mod connection;
 pub mod generic;
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod list;
@@ -53,6 +54,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     multi::COMMANDS,
     bitmap::COMMANDS,
     hll::COMMANDS,
+    geo::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).

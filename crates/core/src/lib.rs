@@ -13,6 +13,7 @@
 pub mod bitops;
 pub mod dict;
 pub mod entry;
+pub mod geo;
 pub mod glob;
 pub mod hash;
 pub mod hll;

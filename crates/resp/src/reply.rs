@@ -122,6 +122,15 @@ impl ReplyBuf {
         }
     }
 
+    /// A double already formatted as `text` (Redis's human long doubles): RESP3 `,text`, RESP2 a
+    /// bulk string.
+    pub fn double_text(&mut self, text: &str) {
+        match self.proto {
+            Protocol::Resp2 => self.bulk(text.as_bytes()),
+            Protocol::Resp3 => self.line(b',', text),
+        }
+    }
+
     /// RESP3 `#t`/`#f`, RESP2 `:1`/`:0`.
     pub fn boolean(&mut self, v: bool) {
         self.buf.extend_from_slice(match (self.proto, v) {
