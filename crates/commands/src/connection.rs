@@ -448,10 +448,12 @@ fn quit(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// RESET → +RESET: RESP2, database 0, no name, replies on, and authenticated only if the default
-/// user needs no password (CLIENT NO-EVICT stays, as in Redis 7.0). Transaction and subscription state belong to the
-/// connection layer, which clears them when RESET succeeds.
+/// RESET → +RESET: RESP2, database 0, no name, replies on, no subscriptions (dropped without
+/// confirmations), and authenticated only if the default user needs no password (CLIENT NO-EVICT
+/// stays, as in Redis 7.0). Transaction state belongs to the connection layer, which clears it when
+/// RESET succeeds.
 fn reset(cx: &mut ConnCtx<'_>) -> CmdResult {
+    cx.session.pubsub.clear();
     set_proto(cx, Protocol::Resp2);
     cx.session.select(0);
     cx.session.reply_mode = ReplyMode::On;

@@ -116,6 +116,8 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// Close the connection once pending replies are written (QUIT, fatal errors).
     pub close_after_reply: bool,
+    /// Channels, patterns and shard channels subscribed to (see `crate::pubsub`).
+    pub pubsub: crate::pubsub::Subscriptions,
 }
 
 impl Session {
@@ -128,6 +130,7 @@ impl Session {
             authenticated,
             reply_mode: ReplyMode::On,
             close_after_reply: false,
+            pubsub: Default::default(),
         }
     }
 
@@ -513,6 +516,8 @@ pub struct ServerState {
     pub clients: Mutex<std::collections::BTreeMap<u64, Arc<ClientInfo>>>,
     pub next_client_id: AtomicU64,
     pub stats: ServerStats,
+    /// Every pub/sub subscription, reached from any thread (see `crate::pubsub`).
+    pub pubsub: Arc<crate::pubsub::PubSub>,
     /// Process start, unix ms.
     pub started_ms: i64,
     /// 40 hex chars, new at every start (INFO run_id).

@@ -20,6 +20,7 @@ pub mod connection;
 pub mod generic;
 pub mod hash;
 pub mod list;
+pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -47,6 +48,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).
