@@ -8,6 +8,7 @@ mod lifecycle;
 mod list;
 mod ordering;
 mod protocol;
+mod pubsub;
 mod server;
 mod set;
 mod sort;
