@@ -522,15 +522,17 @@ impl Subscriptions {
 
     /// (P|S)UNSUBSCRIBE: unsubscribes from each name (from all of `kind` when `names` is empty),
     /// pushing a confirmation for each; with nothing to unsubscribe from, one with a null name.
-    fn unsubscribe(
-        &mut self,
-        registry: &Arc<PubSub>,
-        client: &Arc<ClientInfo>,
-        proto: Protocol,
-        kind: Kind,
-        names: &[Bytes],
-    ) {
-        let s = self.state(registry, client);
+    fn unsubscribe(&mut self, client: &ClientInfo, proto: Protocol, kind: Kind, names: &[Bytes]) {
+        let Some(s) = self.state.as_deref_mut() else {
+            // Subscribed to nothing: each name, or a null one, is confirmed with a count of 0.
+            if names.is_empty() {
+                client.push(confirmation(proto, kind, false, None, 0));
+            }
+            for name in names {
+                client.push(confirmation(proto, kind, false, Some(name), 0));
+            }
+            return;
+        };
         let all;
         let names = if names.is_empty() {
             all = s.names[kind.index()].all();
@@ -547,7 +549,7 @@ impl Subscriptions {
             s.mirror();
             let confirm = confirmation(proto, kind, false, Some(name), s.count(kind));
             if removed {
-                registry.unsubscribe(kind, name, client, Some(confirm));
+                s.registry.unsubscribe(kind, name, client, Some(confirm));
             } else {
                 client.push(confirm);
             }
@@ -577,7 +579,7 @@ const ALLOWED_SUBSCRIBED: &[&str] = &[
 /// and RESET run; any other command is rejected with this error. RESP3 clients may run anything.
 pub fn subscribed_mode_error(cmd: &Resolved, session: &Session) -> Option<String> {
     if session.proto != Protocol::Resp2
-        || session.info.subscriptions() == 0
+        || session.pubsub.total() == 0
         || ALLOWED_SUBSCRIBED.contains(&cmd.name)
     {
         return None;
@@ -598,7 +600,7 @@ pub fn pushes_to_caller(spec: &CommandSpec, session: &Session) -> bool {
         return false;
     }
     let publish = matches!(spec.name, "publish" | "spublish");
-    (publish && session.info.subscriptions() > 0) || (!publish && spec.flags.has(Flags::NOSCRIPT))
+    (publish && session.pubsub.total() > 0) || (!publish && spec.flags.has(Flags::NOSCRIPT))
 }
 
 // ===== commands =====
@@ -746,9 +748,7 @@ fn subscribe_cmd(cx: &mut ConnCtx<'_>, kind: Kind, subscribe: bool) -> CmdResult
             .pubsub
             .subscribe(registry, client, proto, kind, names);
     } else {
-        session
-            .pubsub
-            .unsubscribe(registry, client, proto, kind, names);
+        session.pubsub.unsubscribe(client, proto, kind, names);
     }
     Ok(())
 }
@@ -877,4 +877,214 @@ fn pubsub_help(cx: &mut ConnCtx<'_>) -> CmdResult {
         ],
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::ctx::Output;
+
+    fn client(id: u64) -> Arc<ClientInfo> {
+        let limits = Config::default().output_limits().clone();
+        Arc::new(ClientInfo::new(
+            id,
+            String::new(),
+            String::new(),
+            -1,
+            0,
+            limits,
+        ))
+    }
+
+    /// Everything pushed to `c` so far, as written.
+    fn drain(c: &ClientInfo) -> String {
+        let mut out = Vec::new();
+        while let Output::Chunk(chunk) = c.take_output() {
+            out.extend_from_slice(&chunk);
+            c.wrote(chunk.len() as u64, 0);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn names(v: &[&str]) -> Vec<Bytes> {
+        v.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn publish_counts_every_matching_subscription_and_delivers_once_each() {
+        let reg = Arc::new(PubSub::new());
+        let (a, b) = (client(1), client(2));
+        // HELLO 3 records the protocol in the shared info, which publishers read.
+        b.resp.store(3, Ordering::Relaxed);
+        let (mut sa, mut sb) = (Subscriptions::default(), Subscriptions::default());
+        sa.subscribe(&reg, &a, Protocol::Resp2, Kind::Channel, &names(&["news"]));
+        sa.subscribe(
+            &reg,
+            &a,
+            Protocol::Resp2,
+            Kind::Pattern,
+            &names(&["n*", "*s", "x*"]),
+        );
+        sb.subscribe(
+            &reg,
+            &b,
+            Protocol::Resp3,
+            Kind::Channel,
+            &names(&["news", "news"]),
+        );
+        drain(&a);
+        drain(&b);
+        assert_eq!(reg.publish(Kind::Channel, b"news", b"hi"), 4);
+        // The channel message first, then one per matching pattern (in the table's order).
+        let got = drain(&a);
+        let message = "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n";
+        assert!(got.starts_with(message), "{got:?}");
+        let rest = &got[message.len()..];
+        let n_star = "*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$2\r\nhi\r\n";
+        let star_s = "*4\r\n$8\r\npmessage\r\n$2\r\n*s\r\n$4\r\nnews\r\n$2\r\nhi\r\n";
+        assert!(rest == format!("{n_star}{star_s}") || rest == format!("{star_s}{n_star}"));
+        // A RESP3 subscriber gets a push frame, once however often it subscribed.
+        assert_eq!(
+            drain(&b),
+            ">3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
+        );
+        // Shard channels are apart and ignore patterns.
+        assert_eq!(reg.publish(Kind::Shard, b"news", b"hi"), 0);
+        assert_eq!(reg.publish(Kind::Channel, b"other", b"x"), 0);
+        assert_eq!(reg.count(Kind::Channel), 1);
+        assert_eq!(reg.count(Kind::Pattern), 3);
+        assert_eq!(reg.numsub(Kind::Channel, b"news"), 2);
+        assert_eq!(reg.numsub(Kind::Shard, b"news"), 0);
+        assert_eq!(reg.channels(Kind::Channel, Some(b"n?ws")), names(&["news"]));
+        assert!(reg.channels(Kind::Channel, Some(b"x*")).is_empty());
+    }
+
+    #[test]
+    fn confirmations_carry_running_counts_and_a_null_name_when_nothing_is_held() {
+        let reg = Arc::new(PubSub::new());
+        let c = client(1);
+        let mut s = Subscriptions::default();
+        s.unsubscribe(&c, Protocol::Resp2, Kind::Channel, &[]);
+        s.unsubscribe(&c, Protocol::Resp3, Kind::Pattern, &names(&["p"]));
+        assert_eq!(
+            drain(&c),
+            "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n>3\r\n$12\r\npunsubscribe\r\n$1\r\np\r\n:0\r\n"
+        );
+        s.subscribe(
+            &reg,
+            &c,
+            Protocol::Resp2,
+            Kind::Channel,
+            &names(&["a", "b"]),
+        );
+        s.subscribe(&reg, &c, Protocol::Resp2, Kind::Pattern, &names(&["p"]));
+        s.subscribe(&reg, &c, Protocol::Resp2, Kind::Shard, &names(&["s"]));
+        assert_eq!(
+            drain(&c),
+            "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n\
+             *3\r\n$10\r\npsubscribe\r\n$1\r\np\r\n:3\r\n*3\r\n$10\r\nssubscribe\r\n$1\r\ns\r\n:1\r\n"
+        );
+        assert_eq!(
+            (
+                c.sub.load(Ordering::Relaxed),
+                c.psub.load(Ordering::Relaxed),
+                c.ssub.load(Ordering::Relaxed)
+            ),
+            (2, 1, 1)
+        );
+        // Without names: every name of that kind, in subscription order.
+        s.unsubscribe(&c, Protocol::Resp2, Kind::Channel, &[]);
+        assert_eq!(
+            drain(&c),
+            "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"
+        );
+        assert_eq!(s.total(), 2);
+        assert_eq!(reg.count(Kind::Channel), 0);
+    }
+
+    #[test]
+    fn dropping_or_clearing_subscriptions_leaves_the_registry_empty() {
+        let reg = Arc::new(PubSub::new());
+        let clients: Vec<_> = (0..50).map(client).collect();
+        let mut subs: Vec<Subscriptions> = (0..50).map(|_| Subscriptions::default()).collect();
+        for (i, (c, s)) in clients.iter().zip(subs.iter_mut()).enumerate() {
+            s.subscribe(
+                &reg,
+                c,
+                Protocol::Resp2,
+                Kind::Channel,
+                &names(&["all", &format!("c{}", i % 7)]),
+            );
+            s.subscribe(
+                &reg,
+                c,
+                Protocol::Resp2,
+                Kind::Pattern,
+                &names(&["*", &format!("p{i}")]),
+            );
+            s.subscribe(&reg, c, Protocol::Resp2, Kind::Shard, &names(&["sh"]));
+        }
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m"), 100);
+        assert_eq!(reg.count(Kind::Channel), 8);
+        assert_eq!(reg.count(Kind::Pattern), 51);
+        // Every other client leaves, out of order (the index stays consistent).
+        for i in (0..50).rev().step_by(2) {
+            subs[i].clear();
+            assert_eq!(clients[i].subscriptions(), 0);
+        }
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m"), 50);
+        assert_eq!(reg.publish(Kind::Shard, b"sh", b"m"), 25);
+        drop(subs);
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m"), 0);
+        for kind in Kind::ALL {
+            assert_eq!(reg.count(kind), 0);
+        }
+        assert!(reg.channels(Kind::Channel, None).is_empty());
+        assert!(reg.patterns.read().unwrap().is_empty());
+    }
+
+    #[test]
+    fn publishers_on_many_threads_reach_each_subscriber_in_their_own_order() {
+        let reg = Arc::new(PubSub::new());
+        let subscribers: Vec<_> = (0..4).map(client).collect();
+        let mut subs: Vec<Subscriptions> = (0..4).map(|_| Subscriptions::default()).collect();
+        for (i, (c, s)) in subscribers.iter().zip(subs.iter_mut()).enumerate() {
+            let kind = if i % 2 == 0 {
+                Kind::Channel
+            } else {
+                Kind::Pattern
+            };
+            let name = if i % 2 == 0 { "ch" } else { "c?" };
+            s.subscribe(&reg, c, Protocol::Resp2, kind, &names(&[name]));
+            drain(c);
+        }
+        std::thread::scope(|scope| {
+            for p in 0..4 {
+                let reg = &reg;
+                scope.spawn(move || {
+                    for seq in 0..500 {
+                        let n = reg.publish(Kind::Channel, b"ch", format!("{p}:{seq}").as_bytes());
+                        assert_eq!(n, 4);
+                    }
+                });
+            }
+        });
+        for c in &subscribers {
+            let text = drain(c);
+            let mut next = [0usize; 4];
+            for payload in text
+                .split("\r\n")
+                .filter(|l| l.contains(':') && !l.starts_with(['*', '$']))
+            {
+                let (p, seq) = payload.split_once(':').unwrap();
+                let p: usize = p.parse().unwrap();
+                assert_eq!(seq.parse::<usize>().unwrap(), next[p]);
+                next[p] += 1;
+            }
+            assert_eq!(next, [500; 4]);
+        }
+    }
 }
