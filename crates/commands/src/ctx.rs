@@ -305,7 +305,13 @@ impl ClientInfo {
     /// connection writes it after everything queued before. False if the client is closed or this
     /// message took it over its output-buffer limit (it is then closed).
     pub fn push(&self, bytes: Bytes) -> bool {
-        self.enqueue(bytes, false, now_ms()).is_some()
+        self.push_at(bytes, now_ms())
+    }
+
+    /// [`ClientInfo::push`] with the caller's clock reading (unix ms), for a caller pushing to many
+    /// clients at once (PUBLISH) that reads the clock once.
+    pub fn push_at(&self, bytes: Bytes, now: i64) -> bool {
+        self.enqueue(bytes, false, now).is_some()
     }
 
     /// Closes the client from any thread (CLIENT KILL, SHUTDOWN): drops its pending output, refuses

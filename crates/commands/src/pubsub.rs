@@ -47,6 +47,7 @@ use bytes::Bytes;
 use foldhash::fast::RandomState;
 use strata_core::glob::glob_match;
 use strata_resp::{Protocol, ReplyBuf};
+use strata_shard::now_ms;
 
 use crate::ctx::{ClientInfo, ConnCtx, Session};
 use crate::error::CmdResult;
@@ -307,6 +308,7 @@ impl PubSub {
     /// number of pushes (receivers, a client counted once per matching subscription).
     pub fn publish(&self, kind: Kind, channel: &[u8], message: &[u8]) -> usize {
         let map = self.channel_map(kind);
+        let now = now_ms();
         let part = map.part(channel);
         let mut receivers = 0;
         if let Some(subs) = part.get(channel) {
@@ -317,7 +319,7 @@ impl PubSub {
             };
             let mut frame = Encoded::new(&[word, channel, message]);
             for c in &subs.clients {
-                c.push(frame.for_client(c));
+                c.push_at(frame.for_client(c), now);
             }
             receivers += subs.len();
         }
@@ -329,7 +331,7 @@ impl PubSub {
                 }
                 let mut frame = Encoded::new(&[b"pmessage", pattern, channel, message]);
                 for c in &subs.clients {
-                    c.push(frame.for_client(c));
+                    c.push_at(frame.for_client(c), now);
                 }
                 receivers += subs.len();
             }
