@@ -511,11 +511,14 @@ impl Subscriptions {
     ) {
         let s = self.state(registry, client);
         for name in names {
-            let added = s.names[kind.index()].insert(name);
+            // A copy: the argument is a slice of the connection's read buffer, which a long-lived
+            // subscription must not keep alive.
+            let name = Bytes::copy_from_slice(name);
+            let added = s.names[kind.index()].insert(&name);
             s.mirror();
-            let confirm = confirmation(proto, kind, true, Some(name), s.count(kind));
+            let confirm = confirmation(proto, kind, true, Some(&name), s.count(kind));
             if added {
-                registry.subscribe(kind, name, client, Some(confirm));
+                registry.subscribe(kind, &name, client, Some(confirm));
             } else {
                 client.push(confirm);
             }
