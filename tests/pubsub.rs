@@ -714,3 +714,47 @@ fn the_idle_timeout_spares_subscribed_clients() {
     same_pushes(&mut d, 1, false);
     assert!(idle.redis.is_closed() && idle.strata.is_closed());
 }
+
+#[test]
+fn command_info_and_docs_match_redis() {
+    const NAMES: &[&str] = &[
+        "subscribe",
+        "unsubscribe",
+        "psubscribe",
+        "punsubscribe",
+        "publish",
+        "ssubscribe",
+        "sunsubscribe",
+        "spublish",
+        "pubsub|channels",
+        "pubsub|numsub",
+        "pubsub|numpat",
+        "pubsub|shardchannels",
+        "pubsub|shardnumsub",
+        "pubsub|help",
+    ];
+    let mut d = Diff::new();
+    for proto in ["2", "3"] {
+        d.run_matching(&["HELLO", proto], |r| !r.is_error());
+        for name in NAMES {
+            d.run(&["COMMAND", "INFO", name]);
+            d.run(&["COMMAND", "DOCS", name]);
+        }
+        // The container: the same head, and the same subcommands (listed in hash order).
+        let (redis, strata) = d.run_matching(&["COMMAND", "INFO", "pubsub"], |r| {
+            r.as_array().is_some_and(|a| a.len() == 1)
+        });
+        let parts = |r: &Reply| -> (Vec<Reply>, Vec<Vec<u8>>) {
+            let entry = r.as_array().unwrap()[0].as_array().unwrap().to_vec();
+            let mut subs: Vec<Vec<u8>> = entry[9]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_array().unwrap()[0].as_bytes().unwrap().to_vec())
+                .collect();
+            subs.sort();
+            (entry[..9].to_vec(), subs)
+        };
+        assert_eq!(parts(&strata), parts(&redis), "COMMAND INFO pubsub");
+    }
+}
