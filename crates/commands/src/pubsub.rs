@@ -47,7 +47,6 @@ use bytes::Bytes;
 use foldhash::fast::RandomState;
 use strata_core::glob::glob_match;
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::now_ms;
 
 use crate::ctx::{ClientInfo, ConnCtx, Session};
 use crate::error::CmdResult;
@@ -305,10 +304,10 @@ impl PubSub {
 
     /// PUBLISH (or, for [`Kind::Shard`], SPUBLISH): pushes `message` to every subscriber of
     /// `channel` and, for a channel, to the subscribers of every matching pattern. Returns the
-    /// number of pushes (receivers, a client counted once per matching subscription).
-    pub fn publish(&self, kind: Kind, channel: &[u8], message: &[u8]) -> usize {
+    /// number of pushes (receivers, a client counted once per matching subscription). `now` (unix
+    /// ms) is the command's clock reading, used for the receivers' output-limit timing.
+    pub fn publish(&self, kind: Kind, channel: &[u8], message: &[u8], now: i64) -> usize {
         let map = self.channel_map(kind);
-        let now = now_ms();
         let part = map.part(channel);
         let mut receivers = 0;
         if let Some(subs) = part.get(channel) {
@@ -796,7 +795,7 @@ fn publish(cx: &mut ConnCtx<'_>) -> CmdResult {
     let n = cx
         .server
         .pubsub
-        .publish(Kind::Channel, &cx.args[1], &cx.args[2]);
+        .publish(Kind::Channel, &cx.args[1], &cx.args[2], cx.now);
     cx.out.int(n as i64);
     Ok(())
 }
@@ -806,7 +805,7 @@ fn spublish(cx: &mut ConnCtx<'_>) -> CmdResult {
     let n = cx
         .server
         .pubsub
-        .publish(Kind::Shard, &cx.args[1], &cx.args[2]);
+        .publish(Kind::Shard, &cx.args[1], &cx.args[2], cx.now);
     cx.out.int(n as i64);
     Ok(())
 }
@@ -942,7 +941,7 @@ mod tests {
         );
         drain(&a);
         drain(&b);
-        assert_eq!(reg.publish(Kind::Channel, b"news", b"hi"), 4);
+        assert_eq!(reg.publish(Kind::Channel, b"news", b"hi", 0), 4);
         // The channel message first, then one per matching pattern (in the table's order).
         let got = drain(&a);
         let message = "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n";
@@ -957,8 +956,8 @@ mod tests {
             ">3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
         );
         // Shard channels are apart and ignore patterns.
-        assert_eq!(reg.publish(Kind::Shard, b"news", b"hi"), 0);
-        assert_eq!(reg.publish(Kind::Channel, b"other", b"x"), 0);
+        assert_eq!(reg.publish(Kind::Shard, b"news", b"hi", 0), 0);
+        assert_eq!(reg.publish(Kind::Channel, b"other", b"x", 0), 0);
         assert_eq!(reg.count(Kind::Channel), 1);
         assert_eq!(reg.count(Kind::Pattern), 3);
         assert_eq!(reg.numsub(Kind::Channel, b"news"), 2);
@@ -1032,7 +1031,7 @@ mod tests {
             );
             s.subscribe(&reg, c, Protocol::Resp2, Kind::Shard, &names(&["sh"]));
         }
-        assert_eq!(reg.publish(Kind::Channel, b"all", b"m"), 100);
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0), 100);
         assert_eq!(reg.count(Kind::Channel), 8);
         assert_eq!(reg.count(Kind::Pattern), 51);
         // Every other client leaves, out of order (the index stays consistent).
@@ -1040,10 +1039,10 @@ mod tests {
             subs[i].clear();
             assert_eq!(clients[i].subscriptions(), 0);
         }
-        assert_eq!(reg.publish(Kind::Channel, b"all", b"m"), 50);
-        assert_eq!(reg.publish(Kind::Shard, b"sh", b"m"), 25);
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0), 50);
+        assert_eq!(reg.publish(Kind::Shard, b"sh", b"m", 0), 25);
         drop(subs);
-        assert_eq!(reg.publish(Kind::Channel, b"all", b"m"), 0);
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0), 0);
         for kind in Kind::ALL {
             assert_eq!(reg.count(kind), 0);
         }
@@ -1071,7 +1070,8 @@ mod tests {
                 let reg = &reg;
                 scope.spawn(move || {
                     for seq in 0..500 {
-                        let n = reg.publish(Kind::Channel, b"ch", format!("{p}:{seq}").as_bytes());
+                        let n =
+                            reg.publish(Kind::Channel, b"ch", format!("{p}:{seq}").as_bytes(), 0);
                         assert_eq!(n, 4);
                     }
                 });
