@@ -49,6 +49,9 @@ fn immediate_replies_errors_and_timeouts_match_redis() {
     d.run(&["BLMOVE", &b, &b, "LEFT", "RIGHT", "0"]);
     // Timeouts (short: the reply shapes, not the timing, are compared).
     d.run(&["BLPOP", "nokey", "0.05"]);
+    // Milliseconds round up: these wait 1 ms, not forever.
+    d.run(&["BLPOP", "nokey", "0.0001"]);
+    d.run(&["BLPOP", "nokey", "1e-300"]);
     d.run(&["BLMOVE", "nokey", &b, "LEFT", "LEFT", "0.05"]);
     d.run(&["BRPOPLPUSH", "nokey", &b, "0.05"]);
     d.run(&["BLMPOP", "0.05", "1", "nokey", "RIGHT"]);
@@ -58,6 +61,12 @@ fn immediate_replies_errors_and_timeouts_match_redis() {
         &["BLPOP", "nokey", "abc"][..],
         &["BLPOP", "nokey", "-1"],
         &["BLPOP", "nokey", "nan"],
+        &["BLPOP", "nokey", "inf"],
+        &["BLPOP", "nokey", "-inf"],
+        &["BLPOP", "nokey", "1e17"],
+        &["BLPOP", "nokey", "9223372036854776"],
+        &["BLPOP", "nokey", "-0.9"],
+        &["BLPOP", "nokey", " 1"],
         &["BLPOP", "str", "0"],
         &["BLPOP", "nokey", "str", "0"],
         &["BLMOVE", "str", &b, "LEFT", "LEFT", "0"],
@@ -205,4 +214,113 @@ fn client_kill_withdraws_a_blocked_client() {
     wait_blocked(&mut admin, 0);
     admin.call(&["RPUSH", &k, "v"]);
     assert_eq!(admin.call_decoded(&["LLEN", &k]).as_int(), Some(1));
+}
+
+#[test]
+fn blocking_sorted_set_pops_answer_fail_and_time_out_as_redis() {
+    let mut d = Diff::with_threads(4);
+    let (a, b) = (key_in(0, "za"), key_in(3, "zb"));
+    d.run(&[
+        "ZADD", &a, "1", "one", "2", "two", "3", "three", "-inf", "low",
+    ]);
+    d.run(&["BZPOPMIN", "nokey", &a, "0"]);
+    d.run(&["BZPOPMAX", &a, "nokey", "0"]);
+    d.run(&["BZMPOP", "0", "2", "nokey", &a, "MAX", "COUNT", "5"]);
+    d.run(&["ZADD", &b, "1.5", "x", "2.5", "y"]);
+    d.run(&["BZMPOP", "0", "2", &a, &b, "MIN"]);
+    d.run(&["BZMPOP", "0", "1", &b, "min", "count", "1"]);
+    d.run(&["EXISTS", &a, &b]);
+    // Timeouts: the reply shapes, not the timing, are compared.
+    d.run(&["BZPOPMIN", "nokey", "0.05"]);
+    d.run(&["BZPOPMAX", "nokey", &a, "0.05"]);
+    d.run(&["BZMPOP", "0.05", "1", "nokey", "MAX"]);
+    d.run(&["SET", "str", "v"]);
+    d.run(&["RPUSH", "list", "v"]);
+    for cmd in [
+        &["BZPOPMIN", "nokey", "abc"][..],
+        &["BZPOPMIN", "nokey", "-1"],
+        &["BZPOPMIN", "nokey", "inf"],
+        &["BZPOPMIN", "str", "0"],
+        &["BZPOPMAX", "nokey", "list", "0"],
+        &["BZPOPMIN", "k"],
+        &["BZMPOP", "0", "0", &a, "MIN"],
+        &["BZMPOP", "0", "-1", &a, "MIN"],
+        &["BZMPOP", "0", "1", &a, "MIDDLE"],
+        &["BZMPOP", "0", "1", &a, "MIN", "COUNT", "0"],
+        &["BZMPOP", "0", "1", &a, "MIN", "COUNT", "x"],
+        &["BZMPOP", "0", "1", &a, "MIN", "COUNT", "1", "COUNT", "1"],
+        &["BZMPOP", "0", "3", &a, "MIN"],
+        &["BZMPOP", "x", "1", &a, "MIN"],
+        &["BZMPOP", "-1", "1", &a, "MIN"],
+        &["BZMPOP", "x", "1", &a, "MIDDLE"],
+        &["BZMPOP", "0", "1", "str", "MIN"],
+        &["BZMPOP", "0", "1"],
+    ] {
+        d.run(cmd);
+    }
+    d.run_matching(&["HELLO", "3"], |r| !r.is_error());
+    d.run(&["ZADD", &a, "7", "seven", "8", "eight", "9", "nine"]);
+    d.run(&["BZPOPMIN", &a, "0"]);
+    d.run(&["BZMPOP", "0", "1", &a, "MAX", "COUNT", "10"]);
+    d.run(&["BZPOPMAX", "nokey", "0.05"]);
+    d.run(&["BZMPOP", "0.05", "1", "nokey", "MIN"]);
+}
+
+#[test]
+fn a_zadd_from_another_thread_wakes_blocked_sorted_set_pops_in_order() {
+    both(|s| {
+        let (k1, k2) = (key_in(1, "zq"), key_in(2, "zq"));
+        let mut admin = s.conn();
+        let mut first = s.conn();
+        let mut second = s.conn();
+        let mut third = s.conn();
+        first.send(&["BZPOPMIN", &k1, "0"]);
+        wait_blocked(&mut admin, 1);
+        second.send(&["BZPOPMAX", &k1, "0"]);
+        wait_blocked(&mut admin, 2);
+        // Keys on two shards; woken by the second.
+        third.send(&["BZMPOP", "0", "2", &k1, &k2, "MAX", "COUNT", "2"]);
+        wait_blocked(&mut admin, 3);
+        let mut seen = vec![admin.call(&["ZADD", &k1, "1", "a", "2", "b", "3", "c"])];
+        seen.push(first.read_reply());
+        seen.push(second.read_reply());
+        seen.push(third.read_reply());
+        seen.push(admin.call(&["EXISTS", &k1]));
+        seen.push(admin.call(&["ZADD", &k2, "5", "x"]));
+        seen.push(admin.call(&["ZCARD", &k2]));
+        seen
+    });
+}
+
+#[test]
+fn a_woken_client_skips_a_key_that_became_another_type_and_stays_blocked() {
+    both(|s| {
+        let (l, z) = (key_in(1, "wl"), key_in(2, "wz"));
+        let mut admin = s.conn();
+        let mut bl = s.conn();
+        let mut bz = s.conn();
+        bl.send(&["BLPOP", &l, "0"]);
+        wait_blocked(&mut admin, 1);
+        bz.send(&["BZPOPMIN", &z, "0"]);
+        wait_blocked(&mut admin, 2);
+        let mut seen = Vec::new();
+        for (k, push) in [
+            (&l, ["LPUSH", l.as_str(), "a", ""]),
+            (&z, ["ZADD", z.as_str(), "1", "a"]),
+        ] {
+            let push: Vec<&str> = push.into_iter().filter(|a| !a.is_empty()).collect();
+            seen.push(admin.call(&["MULTI"]));
+            seen.push(admin.call(&push));
+            seen.push(admin.call(&["DEL", k]));
+            seen.push(admin.call(&["SET", k, "foo"]));
+            seen.push(admin.call(&["EXEC"]));
+        }
+        wait_blocked(&mut admin, 2);
+        seen.push(admin.call(&["DEL", &l, &z]));
+        seen.push(admin.call(&["LPUSH", &l, "b"]));
+        seen.push(bl.read_reply());
+        seen.push(admin.call(&["ZADD", &z, "2", "b"]));
+        seen.push(bz.read_reply());
+        seen
+    });
 }

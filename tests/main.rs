@@ -6,6 +6,7 @@ mod hash;
 mod keys;
 mod lifecycle;
 mod list;
+mod multi;
 mod ordering;
 mod protocol;
 mod pubsub;

@@ -758,3 +758,45 @@ fn command_info_and_docs_match_redis() {
         assert_eq!(parts(&strata), parts(&redis), "COMMAND INFO pubsub");
     }
 }
+
+#[test]
+fn inside_exec_confirmations_and_own_messages_are_part_of_exec_reply() {
+    let mut d = Diff::with_threads(4);
+    raw(
+        &mut d,
+        &[
+            &["MULTI"],
+            &["SUBSCRIBE", "a", "b"],
+            &["PING"],
+            &["GET", "k"],
+            &["EXEC"],
+            &["PING"],
+            &["GET", "k"],
+        ],
+    );
+    raw(&mut d, &[&["UNSUBSCRIBE", "a"], &["UNSUBSCRIBE", "b"]]);
+    raw(
+        &mut d,
+        &[
+            &["MULTI"],
+            &["UNSUBSCRIBE"],
+            &["PSUBSCRIBE", "p"],
+            &["SSUBSCRIBE", "s"],
+            &["EXEC"],
+        ],
+    );
+    raw(&mut d, &[&["PUNSUBSCRIBE"], &["SET", "k", "v"]]);
+    d.run_matching(&["HELLO", "3"], |r| !r.is_error());
+    raw(
+        &mut d,
+        &[
+            &["SUBSCRIBE", "x"],
+            &["MULTI"],
+            &["PUBLISH", "x", "to myself"],
+            &["GET", "k"],
+            &["EXEC"],
+            &["PUBLISH", "x", "outside"],
+            &["UNSUBSCRIBE"],
+        ],
+    );
+}

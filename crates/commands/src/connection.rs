@@ -146,7 +146,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Reset the connection",
         "6.2.0",
         &[],
-        Handler::Conn(reset),
+        Handler::Async(reset),
     ),
     CommandSpec::new(
         "connection",
@@ -448,12 +448,21 @@ fn quit(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// RESET → +RESET: RESP2, database 0, no name, replies on, no subscriptions (dropped without
-/// confirmations), and authenticated only if the default user needs no password (CLIENT NO-EVICT
-/// stays, as in Redis 7.0). Transaction state belongs to the connection layer, which clears it when
-/// RESET succeeds.
-fn reset(cx: &mut ConnCtx<'_>) -> CmdResult {
-    cx.session.pubsub.clear();
+/// RESET → +RESET: leaves MULTI, withdraws watches, drops every subscription (without
+/// confirmations), then resets the connection's settings: RESP2, database 0, no name, replies on,
+/// and authenticated only if the default user needs no password (CLIENT NO-EVICT stays, as in
+/// Redis 7.0).
+fn reset<'a>(cx: &'a mut ConnCtx<'_>) -> futures_util::future::LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        cx.session.multi = None;
+        cx.session.multi_failed = false;
+        cx.session.pubsub.clear();
+        crate::multi::unwatch_all(cx.session, &cx.server.shards).await;
+        reset_settings(cx)
+    })
+}
+
+fn reset_settings(cx: &mut ConnCtx<'_>) -> CmdResult {
     set_proto(cx, Protocol::Resp2);
     cx.session.select(0);
     cx.session.reply_mode = ReplyMode::On;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::{now_ms, Db, Shard, ShardSet};
+use strata_shard::{now_ms, Db, Owner, Shard, ShardSet, Watch};
 
 use crate::args::Args;
 use crate::config::{ClientClass, Config, OutputLimits};
@@ -42,6 +42,9 @@ pub struct Park {
     pub deadline: Option<i64>,
     /// The reply once the deadline passes.
     pub timeout: TimeoutReply,
+    /// The reply when the command may not block at all (inside MULTI/EXEC): BLMOVE and
+    /// BRPOPLPUSH then answer as LMOVE does, with a null bulk string.
+    pub no_block: TimeoutReply,
 }
 
 /// A blocking command's reply on timeout.
@@ -95,6 +98,14 @@ impl<'a> ConnCtx<'a> {
     pub fn shards(&self) -> &ShardSet {
         &self.server.shards
     }
+
+    /// The lock owner a command takes its locks as: the transaction's inside EXEC (re-entering
+    /// what EXEC holds), else a fresh one.
+    pub fn lock_owner(&self) -> Owner {
+        self.session
+            .txn_owner
+            .unwrap_or_else(strata_shard::new_owner)
+    }
 }
 
 /// CLIENT REPLY mode.
@@ -116,6 +127,16 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// Close the connection once pending replies are written (QUIT, fatal errors).
     pub close_after_reply: bool,
+    /// Inside MULTI: the queued commands (see [`crate::multi`]).
+    pub multi: Option<Vec<Vec<Bytes>>>,
+    /// A command was rejected while queueing: EXEC answers EXECABORT.
+    pub multi_failed: bool,
+    /// The client's WATCH state, and the keys it watches: (database, key).
+    pub watch: Option<Arc<Watch>>,
+    pub watched: Vec<(usize, Bytes)>,
+    /// While EXEC runs: the transaction's lock owner. Commands of the transaction take their locks
+    /// as this owner, re-entering what EXEC holds.
+    pub txn_owner: Option<Owner>,
     /// Channels, patterns and shard channels subscribed to (see `crate::pubsub`).
     pub pubsub: crate::pubsub::Subscriptions,
 }
@@ -130,6 +151,11 @@ impl Session {
             authenticated,
             reply_mode: ReplyMode::On,
             close_after_reply: false,
+            multi: None,
+            multi_failed: false,
+            watch: None,
+            watched: Vec::new(),
+            txn_owner: None,
             pubsub: Default::default(),
         }
     }

@@ -29,7 +29,7 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, new_owner, Db, Mode, MultiLock, Shard};
+use strata_shard::{lru_clock, Db, Mode, MultiLock, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -1130,7 +1130,7 @@ fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let pattern = cx.args[1].clone();
         let set = cx.shards().clone();
         let lock = set
-            .lock_dbs_as(new_owner(), &[db as u32], Mode::Shared)
+            .lock_dbs_as(cx.lock_owner(), &[db as u32], Mode::Shared)
             .await;
         let parts = lock
             .shards()

@@ -55,6 +55,10 @@ pub struct KeysCtx<'a> {
     /// Set by a blocking command that found nothing to serve, instead of a reply (see
     /// [`crate::ctx::Park`]).
     pub park: Option<crate::ctx::Park>,
+    /// A parked blocking command running again after a write to one of its keys: like Redis, it
+    /// serves only from keys of its type and skips (stays blocked on) the others, instead of
+    /// failing with WRONGTYPE as its first attempt does.
+    pub woken: bool,
     place: Place<'a>,
 }
 
@@ -75,6 +79,7 @@ impl<'a> KeysCtx<'a> {
             now,
             databases,
             park: None,
+            woken: false,
             place: Place::Here(shard),
         }
     }
@@ -95,6 +100,7 @@ impl<'a> KeysCtx<'a> {
             now,
             databases,
             park: None,
+            woken: false,
             place: Place::Across(lock),
         }
     }

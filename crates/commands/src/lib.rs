@@ -20,6 +20,7 @@ pub mod connection;
 pub mod generic;
 pub mod hash;
 pub mod list;
+pub mod multi;
 pub mod pubsub;
 pub mod server;
 pub mod set;
@@ -48,6 +49,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     set::COMMANDS,
     zset::COMMANDS,
+    multi::COMMANDS,
     pubsub::COMMANDS,
 ];
 

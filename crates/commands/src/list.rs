@@ -991,9 +991,11 @@ async fn pop_first(
     let (db, now, args) = (cx.db, cx.now, cx.args);
     for key in &args[keys] {
         let k = key.clone();
-        let popped = cx
-            .on(key, move |s| op_pop(s.db_mut(db), &k, end, count, now))
-            .await?;
+        let popped = skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, end, count, now))
+                .await,
+        )?;
         if let Some(values) = popped {
             cx.out.array(2);
             cx.out.bulk(key);
@@ -1009,26 +1011,37 @@ async fn pop_first(
 // Each tries its non-blocking form; when that finds nothing it parks on its source keys (see
 // `crate::ctx::Park`) and is run again once one of them is written, until its timeout.
 
-/// Parses a blocking command's timeout (seconds, fractions allowed) into a deadline in unix ms;
-/// None waits forever (0). Redis's errors.
-fn parse_timeout(arg: &[u8], now: i64) -> Result<Option<i64>, CmdError> {
-    let secs = strata_core::num::parse_f64(arg)
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| CmdError::msg("ERR timeout is not a float or out of range"))?;
-    let ms = secs * 1000.0;
-    if ms < 0.0 {
-        return Err(CmdError::msg("ERR timeout is negative"));
+/// A woken blocking command treats a key of another type as empty (it stays blocked on it, as
+/// Redis serves woken clients only from keys of their type); a first attempt fails with WRONGTYPE.
+pub(crate) fn skip_wrong_type<T>(
+    woken: bool,
+    r: Result<Option<T>, CmdError>,
+) -> Result<Option<T>, CmdError> {
+    match r {
+        Err(CmdError::WrongType) if woken => Ok(None),
+        r => r,
     }
-    if ms >= i64::MAX as f64 {
-        return Err(CmdError::msg("ERR timeout is out of range"));
+}
+
+/// Parses a blocking command's timeout (seconds, fractions allowed) into a deadline in unix ms;
+/// None waits forever. As Redis 7.0 does: the milliseconds are rounded up (0.0001 waits 1 ms, not
+/// forever), a value that rounds to 0 (0, -0.0001) waits forever, and one below zero or too large
+/// to be a count of milliseconds (inf, 1e17) is "negative"; a deadline past the clock's range
+/// waits forever.
+pub(crate) fn parse_timeout(arg: &[u8], now: i64) -> Result<Option<i64>, CmdError> {
+    let secs = strata_core::num::parse_f64(arg)
+        .filter(|v| !v.is_nan())
+        .ok_or_else(|| CmdError::msg("ERR timeout is not a float or out of range"))?;
+    let ms = (secs * 1000.0).ceil();
+    // `i64::MAX as f64` rounds up to 2^63, so `<` keeps every accepted value representable.
+    if !(ms > -1.0 && ms < i64::MAX as f64) {
+        return Err(CmdError::msg("ERR timeout is negative"));
     }
     let ms = ms as i64;
     if ms == 0 {
         return Ok(None);
     }
-    now.checked_add(ms)
-        .map(Some)
-        .ok_or_else(|| CmdError::msg("ERR timeout is out of range"))
+    Ok(now.checked_add(ms))
 }
 
 /// BLPOP / BRPOP key [key ...] timeout → [key, element] from the first non-empty list.
@@ -1039,9 +1052,11 @@ async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {
     let (db, now) = (cx.db, cx.now);
     for key in &args[keys.clone()] {
         let k = key.clone();
-        let popped = cx
-            .on(key, move |s| op_pop(s.db_mut(db), &k, end, 1, now))
-            .await?;
+        let popped = skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, end, 1, now))
+                .await,
+        )?;
         if let Some(mut values) = popped {
             cx.out.array(2);
             cx.out.bulk(key);
@@ -1053,6 +1068,7 @@ async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {
         keys: args[keys].to_vec(),
         deadline,
         timeout: TimeoutReply::NullArray,
+        no_block: TimeoutReply::NullArray,
     });
     Ok(())
 }
@@ -1077,6 +1093,7 @@ async fn bmove(cx: &mut KeysCtx<'_>, from: End, to: End, timeout_arg: usize) -> 
             deadline,
             // Redis answers a timed-out BLMOVE with a null array too, not a null bulk.
             timeout: TimeoutReply::NullArray,
+            no_block: TimeoutReply::NullBulk,
         });
     }
     Ok(())
@@ -1106,6 +1123,7 @@ fn blmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 keys: cx.args[keys].to_vec(),
                 deadline,
                 timeout: TimeoutReply::NullArray,
+                no_block: TimeoutReply::NullArray,
             });
         }
         Ok(())

@@ -35,7 +35,8 @@
 //! They go through the outbox even when replies are off (CLIENT REPLY OFF/SKIP), as Redis 7.0 sends
 //! them. Before a command that pushes to its own client runs, the dispatcher moves the replies of
 //! the earlier commands of its pipeline into the outbox ([`pushes_to_caller`]), so replies and
-//! pushes leave in command order. In RESP2 a subscribed client may only run the commands
+//! pushes leave in command order. Inside EXEC they are written into EXEC's reply instead
+//! ([`Sink::Inline`]), as Redis 7.0 does. In RESP2 a subscribed client may only run the commands
 //! [`subscribed_mode_error`] allows.
 
 use std::collections::{BTreeMap, HashMap};
@@ -49,7 +50,7 @@ use strata_core::glob::glob_match;
 use strata_resp::{Protocol, ReplyBuf};
 
 use crate::ctx::{ClientInfo, ConnCtx, Session};
-use crate::error::CmdResult;
+use crate::error::{CmdError, CmdResult};
 use crate::server::{reply_help, subcommand_syntax_error};
 use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Resolved};
 
@@ -305,8 +306,23 @@ impl PubSub {
     /// PUBLISH (or, for [`Kind::Shard`], SPUBLISH): pushes `message` to every subscriber of
     /// `channel` and, for a channel, to the subscribers of every matching pattern. Returns the
     /// number of pushes (receivers, a client counted once per matching subscription). `now` (unix
-    /// ms) is the command's clock reading, used for the receivers' output-limit timing.
-    pub fn publish(&self, kind: Kind, channel: &[u8], message: &[u8], now: i64) -> usize {
+    /// ms) is the command's clock reading, used for the receivers' output-limit timing. With
+    /// `inline` = (client id, buffer), what that client receives is appended to the buffer instead
+    /// of pushed (a subscriber publishing inside EXEC: Redis puts the message in EXEC's reply).
+    pub fn publish(
+        &self,
+        kind: Kind,
+        channel: &[u8],
+        message: &[u8],
+        now: i64,
+        mut inline: Option<(u64, &mut Vec<u8>)>,
+    ) -> usize {
+        let mut deliver = |c: &ClientInfo, frame: Bytes| match inline.as_mut() {
+            Some((id, buf)) if *id == c.id => buf.extend_from_slice(&frame),
+            _ => {
+                c.push_at(frame, now);
+            }
+        };
         let map = self.channel_map(kind);
         let part = map.part(channel);
         let mut receivers = 0;
@@ -318,7 +334,7 @@ impl PubSub {
             };
             let mut frame = Encoded::new(&[word, channel, message]);
             for c in &subs.clients {
-                c.push_at(frame.for_client(c), now);
+                deliver(c, frame.for_client(c));
             }
             receivers += subs.len();
         }
@@ -330,7 +346,7 @@ impl PubSub {
                 }
                 let mut frame = Encoded::new(&[b"pmessage", pattern, channel, message]);
                 for c in &subs.clients {
-                    c.push_at(frame.for_client(c), now);
+                    deliver(c, frame.for_client(c));
                 }
                 receivers += subs.len();
             }
@@ -499,7 +515,7 @@ impl Subscriptions {
         })
     }
 
-    /// (P|S)SUBSCRIBE: subscribes to each name, pushing a confirmation for each.
+    /// (P|S)SUBSCRIBE: subscribes to each name, confirming each through `sink`.
     fn subscribe(
         &mut self,
         registry: &Arc<PubSub>,
@@ -507,6 +523,7 @@ impl Subscriptions {
         proto: Protocol,
         kind: Kind,
         names: &[Bytes],
+        mut sink: Sink<'_>,
     ) {
         let s = self.state(registry, client);
         for name in names {
@@ -517,23 +534,30 @@ impl Subscriptions {
             s.mirror();
             let confirm = confirmation(proto, kind, true, Some(&name), s.count(kind));
             if added {
-                registry.subscribe(kind, &name, client, Some(confirm));
+                registry.subscribe(kind, &name, client, sink.for_registry(confirm));
             } else {
-                client.push(confirm);
+                sink.send(client, confirm);
             }
         }
     }
 
     /// (P|S)UNSUBSCRIBE: unsubscribes from each name (from all of `kind` when `names` is empty),
-    /// pushing a confirmation for each; with nothing to unsubscribe from, one with a null name.
-    fn unsubscribe(&mut self, client: &ClientInfo, proto: Protocol, kind: Kind, names: &[Bytes]) {
+    /// confirming each through `sink`; with nothing to unsubscribe from, once with a null name.
+    fn unsubscribe(
+        &mut self,
+        client: &ClientInfo,
+        proto: Protocol,
+        kind: Kind,
+        names: &[Bytes],
+        mut sink: Sink<'_>,
+    ) {
         let Some(s) = self.state.as_deref_mut() else {
             // Subscribed to nothing: each name, or a null one, is confirmed with a count of 0.
             if names.is_empty() {
-                client.push(confirmation(proto, kind, false, None, 0));
+                sink.send(client, confirmation(proto, kind, false, None, 0));
             }
             for name in names {
-                client.push(confirmation(proto, kind, false, Some(name), 0));
+                sink.send(client, confirmation(proto, kind, false, Some(name), 0));
             }
             return;
         };
@@ -541,7 +565,10 @@ impl Subscriptions {
         let names = if names.is_empty() {
             all = s.names[kind.index()].all();
             if all.is_empty() {
-                client.push(confirmation(proto, kind, false, None, s.count(kind)));
+                sink.send(
+                    client,
+                    confirmation(proto, kind, false, None, s.count(kind)),
+                );
                 return;
             }
             &all[..]
@@ -553,13 +580,45 @@ impl Subscriptions {
             s.mirror();
             let confirm = confirmation(proto, kind, false, Some(name), s.count(kind));
             if removed {
-                s.registry.unsubscribe(kind, name, client, Some(confirm));
+                s.registry
+                    .unsubscribe(kind, name, client, sink.for_registry(confirm));
             } else {
-                client.push(confirm);
+                sink.send(client, confirm);
             }
         }
         if s.names.iter().all(|n| n.len() == 0) {
             self.state = None;
+        }
+    }
+}
+
+/// Where a command's pushes to its own client go.
+pub enum Sink<'a> {
+    /// Through the client's outbox (the normal case): confirmations are queued under the
+    /// registry's lock, ordered with the messages of the channel.
+    Push,
+    /// Into the reply being built: inside EXEC, where Redis 7.0 writes them into EXEC's reply.
+    Inline(&'a mut Vec<u8>),
+}
+
+impl Sink<'_> {
+    fn send(&mut self, client: &ClientInfo, bytes: Bytes) {
+        match self {
+            Sink::Push => {
+                client.push(bytes);
+            }
+            Sink::Inline(buf) => buf.extend_from_slice(&bytes),
+        }
+    }
+
+    /// The confirmation the registry should push under its lock, or None once written inline.
+    fn for_registry(&mut self, bytes: Bytes) -> Option<Bytes> {
+        match self {
+            Sink::Push => Some(bytes),
+            Sink::Inline(buf) => {
+                buf.extend_from_slice(&bytes);
+                None
+            }
         }
     }
 }
@@ -582,8 +641,11 @@ const ALLOWED_SUBSCRIBED: &[&str] = &[
 /// Redis's RESP2 pub/sub mode: while subscribed, only (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT
 /// and RESET run; any other command is rejected with this error. RESP3 clients may run anything.
 pub fn subscribed_mode_error(cmd: &Resolved, session: &Session) -> Option<String> {
+    // Checked when a command arrives, not for the commands EXEC runs (as Redis checks it in
+    // processCommand, before queueing).
     if session.proto != Protocol::Resp2
         || session.pubsub.total() == 0
+        || session.txn_owner.is_some()
         || ALLOWED_SUBSCRIBED.contains(&cmd.name)
     {
         return None;
@@ -600,7 +662,8 @@ pub fn subscribed_mode_error(cmd: &Resolved, session: &Session) -> Option<String
 /// moves the replies of the earlier commands of the pipeline into the outbox first, so that
 /// everything leaves in command order.
 pub fn pushes_to_caller(spec: &CommandSpec, session: &Session) -> bool {
-    if !spec.flags.has(Flags::PUBSUB) {
+    // Inside EXEC they write into EXEC's reply instead (see [`Sink`]).
+    if !spec.flags.has(Flags::PUBSUB) || session.txn_owner.is_some() {
         return false;
     }
     let publish = matches!(spec.name, "publish" | "spublish");
@@ -745,14 +808,27 @@ static PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
 
 fn subscribe_cmd(cx: &mut ConnCtx<'_>, kind: Kind, subscribe: bool) -> CmdResult {
     let session = &mut *cx.session;
+    // Inside EXEC the replies go into EXEC's array, as in Redis; SSUBSCRIBE is refused there
+    // (Redis's DENY_BLOCKING rule, which exempts only SUBSCRIBE and PSUBSCRIBE in MULTI).
+    let in_exec = session.txn_owner.is_some();
+    if in_exec && subscribe && kind == Kind::Shard {
+        return Err(CmdError::msg(
+            "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client",
+        ));
+    }
+    let sink = if in_exec {
+        Sink::Inline(&mut cx.out.buf)
+    } else {
+        Sink::Push
+    };
     let names = &cx.args[1..];
     let (registry, client, proto) = (&cx.server.pubsub, &session.info, session.proto);
     if subscribe {
         session
             .pubsub
-            .subscribe(registry, client, proto, kind, names);
+            .subscribe(registry, client, proto, kind, names, sink);
     } else {
-        session.pubsub.unsubscribe(client, proto, kind, names);
+        session.pubsub.unsubscribe(client, proto, kind, names, sink);
     }
     Ok(())
 }
@@ -792,20 +868,24 @@ fn sunsubscribe(cx: &mut ConnCtx<'_>) -> CmdResult {
 
 /// PUBLISH channel message → the number of receivers.
 fn publish(cx: &mut ConnCtx<'_>) -> CmdResult {
-    let n = cx
-        .server
-        .pubsub
-        .publish(Kind::Channel, &cx.args[1], &cx.args[2], cx.now);
-    cx.out.int(n as i64);
-    Ok(())
+    publish_cmd(cx, Kind::Channel)
 }
 
 /// SPUBLISH shardchannel message → the number of receivers.
 fn spublish(cx: &mut ConnCtx<'_>) -> CmdResult {
+    publish_cmd(cx, Kind::Shard)
+}
+
+fn publish_cmd(cx: &mut ConnCtx<'_>, kind: Kind) -> CmdResult {
+    let inline = if cx.session.txn_owner.is_some() && cx.session.pubsub.total() > 0 {
+        Some((cx.session.info.id, &mut cx.out.buf))
+    } else {
+        None
+    };
     let n = cx
         .server
         .pubsub
-        .publish(Kind::Shard, &cx.args[1], &cx.args[2], cx.now);
+        .publish(kind, &cx.args[1], &cx.args[2], cx.now, inline);
     cx.out.int(n as i64);
     Ok(())
 }
@@ -924,13 +1004,21 @@ mod tests {
         // HELLO 3 records the protocol in the shared info, which publishers read.
         b.resp.store(3, Ordering::Relaxed);
         let (mut sa, mut sb) = (Subscriptions::default(), Subscriptions::default());
-        sa.subscribe(&reg, &a, Protocol::Resp2, Kind::Channel, &names(&["news"]));
+        sa.subscribe(
+            &reg,
+            &a,
+            Protocol::Resp2,
+            Kind::Channel,
+            &names(&["news"]),
+            Sink::Push,
+        );
         sa.subscribe(
             &reg,
             &a,
             Protocol::Resp2,
             Kind::Pattern,
             &names(&["n*", "*s", "x*"]),
+            Sink::Push,
         );
         sb.subscribe(
             &reg,
@@ -938,10 +1026,11 @@ mod tests {
             Protocol::Resp3,
             Kind::Channel,
             &names(&["news", "news"]),
+            Sink::Push,
         );
         drain(&a);
         drain(&b);
-        assert_eq!(reg.publish(Kind::Channel, b"news", b"hi", 0), 4);
+        assert_eq!(reg.publish(Kind::Channel, b"news", b"hi", 0, None), 4);
         // The channel message first, then one per matching pattern (in the table's order).
         let got = drain(&a);
         let message = "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n";
@@ -956,8 +1045,8 @@ mod tests {
             ">3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\nhi\r\n"
         );
         // Shard channels are apart and ignore patterns.
-        assert_eq!(reg.publish(Kind::Shard, b"news", b"hi", 0), 0);
-        assert_eq!(reg.publish(Kind::Channel, b"other", b"x", 0), 0);
+        assert_eq!(reg.publish(Kind::Shard, b"news", b"hi", 0, None), 0);
+        assert_eq!(reg.publish(Kind::Channel, b"other", b"x", 0, None), 0);
         assert_eq!(reg.count(Kind::Channel), 1);
         assert_eq!(reg.count(Kind::Pattern), 3);
         assert_eq!(reg.numsub(Kind::Channel, b"news"), 2);
@@ -971,8 +1060,14 @@ mod tests {
         let reg = Arc::new(PubSub::new());
         let c = client(1);
         let mut s = Subscriptions::default();
-        s.unsubscribe(&c, Protocol::Resp2, Kind::Channel, &[]);
-        s.unsubscribe(&c, Protocol::Resp3, Kind::Pattern, &names(&["p"]));
+        s.unsubscribe(&c, Protocol::Resp2, Kind::Channel, &[], Sink::Push);
+        s.unsubscribe(
+            &c,
+            Protocol::Resp3,
+            Kind::Pattern,
+            &names(&["p"]),
+            Sink::Push,
+        );
         assert_eq!(
             drain(&c),
             "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n>3\r\n$12\r\npunsubscribe\r\n$1\r\np\r\n:0\r\n"
@@ -983,9 +1078,24 @@ mod tests {
             Protocol::Resp2,
             Kind::Channel,
             &names(&["a", "b"]),
+            Sink::Push,
         );
-        s.subscribe(&reg, &c, Protocol::Resp2, Kind::Pattern, &names(&["p"]));
-        s.subscribe(&reg, &c, Protocol::Resp2, Kind::Shard, &names(&["s"]));
+        s.subscribe(
+            &reg,
+            &c,
+            Protocol::Resp2,
+            Kind::Pattern,
+            &names(&["p"]),
+            Sink::Push,
+        );
+        s.subscribe(
+            &reg,
+            &c,
+            Protocol::Resp2,
+            Kind::Shard,
+            &names(&["s"]),
+            Sink::Push,
+        );
         assert_eq!(
             drain(&c),
             "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n\
@@ -1000,7 +1110,7 @@ mod tests {
             (2, 1, 1)
         );
         // Without names: every name of that kind, in subscription order.
-        s.unsubscribe(&c, Protocol::Resp2, Kind::Channel, &[]);
+        s.unsubscribe(&c, Protocol::Resp2, Kind::Channel, &[], Sink::Push);
         assert_eq!(
             drain(&c),
             "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n"
@@ -1021,6 +1131,7 @@ mod tests {
                 Protocol::Resp2,
                 Kind::Channel,
                 &names(&["all", &format!("c{}", i % 7)]),
+                Sink::Push,
             );
             s.subscribe(
                 &reg,
@@ -1028,10 +1139,18 @@ mod tests {
                 Protocol::Resp2,
                 Kind::Pattern,
                 &names(&["*", &format!("p{i}")]),
+                Sink::Push,
             );
-            s.subscribe(&reg, c, Protocol::Resp2, Kind::Shard, &names(&["sh"]));
+            s.subscribe(
+                &reg,
+                c,
+                Protocol::Resp2,
+                Kind::Shard,
+                &names(&["sh"]),
+                Sink::Push,
+            );
         }
-        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0), 100);
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0, None), 100);
         assert_eq!(reg.count(Kind::Channel), 8);
         assert_eq!(reg.count(Kind::Pattern), 51);
         // Every other client leaves, out of order (the index stays consistent).
@@ -1039,10 +1158,10 @@ mod tests {
             subs[i].clear();
             assert_eq!(clients[i].subscriptions(), 0);
         }
-        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0), 50);
-        assert_eq!(reg.publish(Kind::Shard, b"sh", b"m", 0), 25);
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0, None), 50);
+        assert_eq!(reg.publish(Kind::Shard, b"sh", b"m", 0, None), 25);
         drop(subs);
-        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0), 0);
+        assert_eq!(reg.publish(Kind::Channel, b"all", b"m", 0, None), 0);
         for kind in Kind::ALL {
             assert_eq!(reg.count(kind), 0);
         }
@@ -1062,7 +1181,7 @@ mod tests {
                 Kind::Pattern
             };
             let name = if i % 2 == 0 { "ch" } else { "c?" };
-            s.subscribe(&reg, c, Protocol::Resp2, kind, &names(&[name]));
+            s.subscribe(&reg, c, Protocol::Resp2, kind, &names(&[name]), Sink::Push);
             drain(c);
         }
         std::thread::scope(|scope| {
@@ -1070,8 +1189,13 @@ mod tests {
                 let reg = &reg;
                 scope.spawn(move || {
                     for seq in 0..500 {
-                        let n =
-                            reg.publish(Kind::Channel, b"ch", format!("{p}:{seq}").as_bytes(), 0);
+                        let n = reg.publish(
+                            Kind::Channel,
+                            b"ch",
+                            format!("{p}:{seq}").as_bytes(),
+                            0,
+                            None,
+                        );
                         assert_eq!(n, 4);
                     }
                 });

@@ -1594,7 +1594,9 @@ fn parse_flush_mode(args: &[Bytes]) -> Result<bool, CmdError> {
 /// wait blocks no thread); otherwise at once.
 async fn flush(cx: &ConnCtx<'_>, dbs: Vec<u32>, sync: bool) {
     let set = cx.shards().clone();
-    let lock = set.lock_dbs(&dbs).await;
+    let lock = set
+        .lock_dbs_as(cx.lock_owner(), &dbs, strata_shard::Mode::Exclusive)
+        .await;
     let parts = lock.shards().map(|shard| {
         let dbs: Vec<usize> = dbs.iter().map(|&d| d as usize).collect();
         lock.run(shard, move |s| s.flush(&dbs))
@@ -1644,7 +1646,9 @@ fn swapdb<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         if a != b {
             let (a, b) = (a as u32, b as u32);
             let set = cx.shards().clone();
-            let lock = set.lock_dbs(&[a, b]).await;
+            let lock = set
+                .lock_dbs_as(cx.lock_owner(), &[a, b], strata_shard::Mode::Exclusive)
+                .await;
             let parts = lock
                 .shards()
                 .map(|shard| lock.run(shard, move |s| s.swap_dbs(a as usize, b as usize)));

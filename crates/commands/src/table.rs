@@ -250,6 +250,9 @@ pub enum Handler {
     Async(AsyncHandler),
     /// A container whose subcommands carry the handlers (CLIENT, CONFIG, OBJECT...).
     Container,
+    /// EXEC: runs the connection's queued transaction; the dispatcher implements it (see
+    /// [`crate::multi`]).
+    Exec,
 }
 
 /// An async handler: borrows the connection context for the duration of the command.
@@ -753,7 +756,7 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
             );
             assert!(spec.arity == -2, "{name}: containers have arity -2");
         }
-        Handler::Shard(_) | Handler::Keys(_) => {
+        Handler::Shard(_) | Handler::Keys(_) | Handler::Exec => {
             assert!(
                 spec.subcommands.is_empty(),
                 "{name}: only containers have subcommands"

@@ -1,6 +1,7 @@
 //! Sorted-set commands (Redis's t_zset.c): ZADD, ZINCRBY, ZREM, ZCARD, ZCOUNT, ZLEXCOUNT, ZSCORE,
 //! ZMSCORE, ZRANK, ZREVRANK, the ZRANGE family and ZRANGESTORE, the ZREMRANGEBY* commands, ZPOPMIN,
-//! ZPOPMAX, ZMPOP, ZRANDMEMBER, ZUNION/ZINTER/ZDIFF (and their STORE forms), ZINTERCARD and ZSCAN.
+//! ZPOPMAX, ZMPOP, the blocking BZPOPMIN, BZPOPMAX and BZMPOP, ZRANDMEMBER, ZUNION/ZINTER/ZDIFF
+//! (and their STORE forms), ZINTERCARD and ZSCAN.
 //!
 //! The value is [`strata_core::ZSet`] (listpack or skiplist, converted on writes exactly where
 //! Redis 7.0 converts). The handlers live in [`ops`]; this file is the table, with key specs,
@@ -14,7 +15,9 @@
 //!   `Handler::Keys`: their sources are read on their shards and the result computed and stored
 //!   while the dispatcher holds every key's lock, so they are atomic across shards;
 //! * scores are replied as Redis's `addReplyDouble` does (`%.17g`; a bulk string in RESP2, a
-//!   double in RESP3).
+//!   double in RESP3);
+//! * the blocking pops park on their keys when every one is empty, like the blocking list
+//!   commands (see `strata_shard::park`).
 
 pub mod ops;
 
@@ -218,6 +221,28 @@ const A_ZMPOP: &[Arg] = &[
     Arg::oneof("where", A_ZMPOP_WHERE),
     Arg::integer("count").with_token("COUNT").optional(),
 ];
+const K_BZPOP: &[KeySpec] = &[KeySpec::range(
+    1,
+    -2,
+    1,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
+const A_BZPOP: &[Arg] = &[Arg::key("key", 0).multiple(), Arg::double("timeout")];
+const H_BZPOP: &[(&str, &str)] = &[(
+    "6.0.0",
+    "`timeout` is interpreted as a double instead of an integer.",
+)];
+const K_BZMPOP: &[KeySpec] = &[KeySpec::numkeys(
+    2,
+    KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::DELETE),
+)];
+const A_BZMPOP: &[Arg] = &[
+    Arg::double("timeout"),
+    Arg::integer("numkeys"),
+    Arg::key("key", 0).multiple(),
+    Arg::oneof("where", A_ZMPOP_WHERE),
+    Arg::integer("count").with_token("COUNT").optional(),
+];
 const K_ZRANDMEMBER: &[KeySpec] = &[KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS))];
 const A_ZRANDMEMBER_OPTIONS: &[Arg] = &[
     Arg::integer("count"),
@@ -415,6 +440,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         .with_parts(Parts::Ends),
     cmd("zmpop", -4, W, K_ZMPOP, "Remove and return members with scores in a sorted set", "7.0.0", "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.", Handler::Keys(ops::zmpop))
         .with_args(A_ZMPOP)
+        .with_parts(Parts::Ends),
+    cmd("bzpopmin", -3, W.or(Flags::NOSCRIPT).or(Flags::BLOCKING).or(FAST), K_BZPOP, "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", Handler::Keys(ops::bzpopmin))
+        .with_args(A_BZPOP)
+        .with_history(H_BZPOP)
+        .with_parts(Parts::Ends),
+    cmd("bzpopmax", -3, W.or(Flags::NOSCRIPT).or(Flags::BLOCKING).or(FAST), K_BZPOP, "Remove and return the member with the highest score from one or more sorted sets, or block until one is available", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", Handler::Keys(ops::bzpopmax))
+        .with_args(A_BZPOP)
+        .with_history(H_BZPOP)
+        .with_parts(Parts::Ends),
+    cmd("bzmpop", -5, W.or(Flags::BLOCKING), K_BZMPOP, "Remove and return members with scores in a sorted set or block until one is available", "7.0.0", "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.", Handler::Keys(ops::bzmpop))
+        .with_args(A_BZMPOP)
         .with_parts(Parts::Ends),
     cmd("zrandmember", -2, R, K_ZRANDMEMBER, "Get one or multiple random elements from a sorted set", "6.2.0", "O(N) where N is the number of elements returned", Handler::Shard(ops::zrandmember))
         .with_args(A_ZRANDMEMBER)

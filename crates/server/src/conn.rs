@@ -203,7 +203,7 @@ async fn read_loop(
     let mut unfinished = 0usize;
     with_shard(|s| s.stats.connections_received += 1);
 
-    while !info.killed.load(Ordering::Relaxed) {
+    'conn: while !info.killed.load(Ordering::Relaxed) {
         if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
             rbuf = BytesMut::with_capacity(READ_CHUNK);
         }
@@ -269,7 +269,7 @@ async fn read_loop(
                     "Closing client that reached max query buffer length (id={})",
                     info.id
                 );
-                return;
+                break 'conn;
             }
             info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
 
@@ -289,15 +289,17 @@ async fn read_loop(
                 session.close_after_reply = true;
             }
             if !reply(&mut out, fd, info, local).await {
-                return;
+                break 'conn;
             }
             info.last_active_ms.store(now_ms(), Ordering::Relaxed);
             if session.close_after_reply {
-                return;
+                break 'conn;
             }
             open = more;
         }
     }
+    // Withdraw the client's WATCHes from the shards (MULTI state dies with the session).
+    strata_commands::multi::unwatch_all(&mut session, &state.shards).await;
 }
 
 /// Sends the batch's replies in `out`: straight to the socket when nothing is pending (the common

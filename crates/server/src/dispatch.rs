@@ -29,6 +29,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use strata_commands::connection::is_authenticated;
 use strata_commands::keyed::{run_here, SLICE};
+use strata_commands::multi;
 use strata_commands::pubsub;
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
@@ -111,13 +112,13 @@ impl ShardCmd {
 
     /// True if no lock held or requested by another command stands in the way (outside any lock
     /// context). One branch when the shard's lock table is idle, as it almost always is.
-    fn may_run(&self, locks: &LockTable) -> bool {
+    fn may_run(&self, locks: &LockTable, owner: Option<Owner>) -> bool {
         if locks.is_idle() {
             return true;
         }
         let mut free = true;
         for_each_lock(self.cmd.spec, &self.args, self.db, |db, key, mode| {
-            free = free && locks.may_run(None, db, key, mode)
+            free = free && locks.may_run(owner, db, key, mode)
         });
         free
     }
@@ -150,6 +151,7 @@ impl ShardCmd {
             }
             Run::Keys(handler) => {
                 let mut cx = KeysCtx::here(&mut *shard, self.db, &self.args, &mut *out, now);
+                cx.woken = self.parked.as_ref().is_some_and(|p| p.was_woken());
                 let r = run_here(handler, &mut cx);
                 let park = cx.park.take();
                 match r {
@@ -185,7 +187,7 @@ impl ShardCmd {
     ) -> Option<Park> {
         let Some(p) = &self.parked else {
             if let Some(park) = park {
-                park.timeout.write(out);
+                park.no_block.write(out);
             }
             return None;
         };
@@ -241,15 +243,16 @@ struct Progress {
 }
 
 impl Progress {
-    /// Runs commands on `s` from `next` on while nothing locked stands in their way. True if all ran.
-    fn run_free(&mut self, s: &mut Shard, cmds: &[ShardCmd]) -> bool {
+    /// Runs commands on `s` from `next` on while nothing locked (by another owner than `owner`)
+    /// stands in their way. True if all ran.
+    fn run_free(&mut self, s: &mut Shard, cmds: &[ShardCmd], owner: Option<Owner>) -> bool {
         if self.next == 0 {
             prefetch(s, cmds);
         }
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
         while let Some(cmd) = cmds.get(self.next) {
-            if !cmd.may_run(&s.locks) {
+            if !cmd.may_run(&s.locks, owner) {
                 break;
             }
             self.park = cmd.exec(s, &mut out);
@@ -276,10 +279,16 @@ impl Progress {
     /// Runs the rest of `cmds` on this thread's shard outside any lock context: a command whose keys
     /// another command holds waits for them (this task parks, the thread does not), and the commands
     /// behind it wait with it.
-    async fn finish_free(mut self, set: &ShardSet, cmds: &[ShardCmd]) -> ShardReplies {
-        while !with_shard(|s| self.run_free(s, cmds)) {
+    /// Inside a transaction (`owner`), its own locks stand in nobody's way.
+    async fn finish_free(
+        mut self,
+        set: &ShardSet,
+        cmds: &[ShardCmd],
+        owner: Option<Owner>,
+    ) -> ShardReplies {
+        while !with_shard(|s| self.run_free(s, cmds, owner)) {
             let cmd = &cmds[self.next];
-            let id = acquire_here(set, new_owner(), cmd.lock_set()).await;
+            let id = acquire_here(set, owner.unwrap_or_else(new_owner), cmd.lock_set()).await;
             with_shard(|s| {
                 let mut out = ReplyBuf::new(Protocol::Resp2);
                 out.buf = std::mem::take(&mut self.out);
@@ -420,7 +429,12 @@ async fn run_locked_on(
 }
 
 /// A sub-batch on another shard, outside any lock context: one message there, one back.
-async fn run_free_on(set: &ShardSet, shard: usize, cmds: Vec<ShardCmd>) -> ShardReplies {
+async fn run_free_on(
+    set: &ShardSet,
+    shard: usize,
+    cmds: Vec<ShardCmd>,
+    owner: Option<Owner>,
+) -> ShardReplies {
     let (tx, rx) = oneshot::channel();
     let origin = current_shard_id();
     let shards = set.clone();
@@ -428,12 +442,12 @@ async fn run_free_on(set: &ShardSet, shard: usize, cmds: Vec<ShardCmd>) -> Shard
         shard,
         Box::new(move || {
             let mut p = Progress::default();
-            if with_shard(|s| p.run_free(s, &cmds)) {
+            if with_shard(|s| p.run_free(s, &cmds, owner)) {
                 shards.reply(origin, tx, p.done());
             } else {
                 // A key is locked by another command: become a task that waits for it.
                 monoio::spawn(async move {
-                    let replies = p.finish_free(&shards, &cmds).await;
+                    let replies = p.finish_free(&shards, &cmds, owner).await;
                     shards.reply(origin, tx, replies);
                 });
             }
@@ -493,6 +507,8 @@ enum Route {
     /// A blocking command (BLPOP…): may park until its keys are written. The shard owning all its
     /// keys, or None when they span shards (a keyed command, run by the coordinator).
     Block(Resolved, Vec<Bytes>, Run, Option<usize>),
+    /// EXEC: runs the queued transaction.
+    Exec,
 }
 
 struct Pending {
@@ -528,14 +544,26 @@ impl Batch<'_> {
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
             let start = local.buf.len();
+            if self.session.multi.is_some() && !multi::runs_inside_multi(&name_of(&args)) {
+                match self.queue(args) {
+                    Ok(()) => local.simple("QUEUED"),
+                    Err(msg) => {
+                        self.session.multi_failed = true;
+                        local.error(&msg);
+                    }
+                }
+                slots.push((Slot::Local(start, local.buf.len()), false));
+                continue;
+            }
             let slot = match self.route(args, local_shard) {
                 Route::Reject(msg) => {
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Shard(shard, cmd) if shard == local_shard && single => {
+                    let owner = self.session.txn_owner;
                     let ran = with_shard(|s| {
-                        let free = cmd.may_run(&s.locks);
+                        let free = cmd.may_run(&s.locks, owner);
                         if free {
                             cmd.exec(s, &mut local);
                         }
@@ -545,7 +573,7 @@ impl Batch<'_> {
                     if !ran {
                         let cmds = [cmd];
                         let r = Progress::default()
-                            .finish_free(&self.state.shards, &cmds)
+                            .finish_free(&self.state.shards, &cmds, owner)
                             .await;
                         local.buf.extend_from_slice(&r.buf);
                     }
@@ -588,6 +616,11 @@ impl Batch<'_> {
                 Route::Keys(cmd, args, f) => {
                     self.flush(&mut pending, &mut done).await;
                     self.run_keys(&cmd, &args, f, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Exec => {
+                    self.flush(&mut pending, &mut done).await;
+                    self.run_exec(&mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Block(cmd, args, run, shard) => {
@@ -643,18 +676,19 @@ impl Batch<'_> {
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
         let set = &self.state.shards;
         let me = current_shard_id();
+        let txn = self.session.txn_owner;
         if pending.len() <= 1 {
             if let Some(p) = pending.pop() {
                 let replies = if Some(p.shard) == me {
-                    Progress::default().finish_free(set, &p.cmds).await
+                    Progress::default().finish_free(set, &p.cmds, txn).await
                 } else {
-                    run_free_on(set, p.shard, p.cmds).await
+                    run_free_on(set, p.shard, p.cmds, txn).await
                 };
                 done.push(replies);
             }
             return;
         }
-        let owner = new_owner();
+        let owner = txn.unwrap_or_else(new_owner);
         let mut parts: Vec<Option<Pending>> = pending.drain(..).map(Some).collect();
         let mut order: Vec<usize> = (0..parts.len()).collect();
         order.sort_by_key(|&i| parts[i].as_ref().map_or(0, |p| p.shard));
@@ -672,9 +706,9 @@ impl Batch<'_> {
             // when its keys are free.
             if k + 1 == order.len() {
                 results[i] = Some(if Some(p.shard) == me {
-                    Progress::default().finish_free(set, &p.cmds).await
+                    Progress::default().finish_free(set, &p.cmds, txn).await
                 } else {
-                    run_free_on(set, p.shard, p.cmds).await
+                    run_free_on(set, p.shard, p.cmds, txn).await
                 });
                 break;
             }
@@ -688,6 +722,130 @@ impl Batch<'_> {
         }
         held.release();
         done.extend(results.into_iter().flatten());
+    }
+
+    /// Queues a command inside MULTI, or says why Redis would reject it (the transaction then
+    /// aborts at EXEC).
+    fn queue(&mut self, args: Vec<Bytes>) -> Result<(), String> {
+        let cmd = match table().resolve(&args) {
+            Lookup::Unknown(msg) => return Err(msg),
+            Lookup::BadArity(cmd, msg) => {
+                with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+                return Err(msg);
+            }
+            Lookup::Found(cmd) => cmd,
+        };
+        let why =
+            if !cmd.spec.flags.has(Flags::NO_AUTH) && !is_authenticated(self.session, self.state) {
+                Some("NOAUTH Authentication required.")
+            } else if cmd.spec.flags.has(Flags::NO_MULTI) {
+                Some("ERR Command not allowed inside a transaction")
+            } else {
+                None
+            };
+        if let Some(why) = why {
+            with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+            return Err(why.into());
+        }
+        if let Some(q) = self.session.multi.as_mut() {
+            q.push(args);
+        }
+        Ok(())
+    }
+
+    /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner
+    /// (ascending shard order), checks the watches, runs the queued commands as one pipeline in
+    /// that lock context, and replies with the array of their replies.
+    async fn run_exec(&mut self, out: &mut ReplyBuf) {
+        let set = self.state.shards.clone();
+        let Some(queued) = self.session.multi.take() else {
+            out.error("ERR EXEC without MULTI");
+            return;
+        };
+        if std::mem::take(&mut self.session.multi_failed) {
+            multi::unwatch_all(self.session, &set).await;
+            out.error("EXECABORT Transaction discarded because of previous errors.");
+            return;
+        }
+        let owner = new_owner();
+        let lock = set.lock_plan(owner, self.txn_plan(&queued)).await;
+        if multi::watch_broken(self.session, &set, now_ms()).await {
+            lock.release();
+            multi::unwatch_all(self.session, &set).await;
+            out.null_array();
+            return;
+        }
+        multi::unwatch_all(self.session, &set).await;
+        let n = queued.len();
+        let mut replies = ReplyBuf::new(self.session.proto);
+        self.session.txn_owner = Some(owner);
+        {
+            let mut inner = Batch {
+                state: self.state,
+                session: &mut *self.session,
+                out: &mut replies,
+            };
+            let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(queued));
+            run.await;
+        }
+        self.session.txn_owner = None;
+        lock.release();
+        out.proto = self.session.proto;
+        out.array(n);
+        out.buf.extend_from_slice(&replies.buf);
+    }
+
+    /// The locks a transaction takes before it runs, per shard: every key of every queued command
+    /// (in the database selected at that point of the transaction), and whole databases for the
+    /// commands that read or write all of one.
+    fn txn_plan(&self, queued: &[Vec<Bytes>]) -> Vec<(usize, LockSet)> {
+        let set = &self.state.shards;
+        let databases = self.state.config.get_i64("databases").max(1) as u32;
+        let mut plan: Vec<(usize, LockSet)> = (0..set.len()).map(|s| (s, LockSet::new())).collect();
+        let mut db = self.session.db;
+        let parse_db = |a: Option<&Bytes>| {
+            a.and_then(|a| strata_core::num::parse_i64(a))
+                .filter(|&n| n >= 0 && n < databases as i64)
+                .map(|n| n as u32)
+        };
+        for args in queued {
+            let Lookup::Found(cmd) = table().resolve(args) else {
+                continue;
+            };
+            let mut all = |d: u32, mode: Mode| {
+                for (_, locks) in plan.iter_mut() {
+                    locks.add_db(d, mode);
+                }
+            };
+            match cmd.name {
+                "select" => {
+                    if let Some(n) = parse_db(args.get(1)) {
+                        db = n as usize;
+                    }
+                }
+                "flushall" => (0..databases).for_each(|d| all(d, Mode::Exclusive)),
+                "flushdb" => all(db as u32, Mode::Exclusive),
+                "swapdb" => {
+                    for d in [parse_db(args.get(1)), parse_db(args.get(2))]
+                        .into_iter()
+                        .flatten()
+                    {
+                        all(d, Mode::Exclusive);
+                    }
+                }
+                "keys" | "scan" | "randomkey" | "dbsize" => all(db as u32, Mode::Shared),
+                _ => {
+                    if cmd.spec.reads_db.is_some_and(|f| f(args)) {
+                        all(db as u32, Mode::Shared);
+                    }
+                }
+            }
+            for_each_lock(cmd.spec, args, db, |d, key, mode| {
+                plan[set.shard_of_key(key)].1.add_key(d, key.clone(), mode)
+            });
+        }
+        plan.retain(|(_, locks)| !locks.is_empty());
+        plan
     }
 
     fn route(&self, args: Vec<Bytes>, local_shard: usize) -> Route {
@@ -713,7 +871,8 @@ impl Batch<'_> {
             });
             same.then_some(first.unwrap_or(local_shard))
         };
-        if cmd.spec.flags.has(Flags::BLOCKING) {
+        // Inside EXEC a blocking command does not block: it answers as if it timed out.
+        if cmd.spec.flags.has(Flags::BLOCKING) && self.session.txn_owner.is_none() {
             match cmd.spec.handler {
                 Handler::Shard(handler) => {
                     return match single_shard() {
@@ -757,6 +916,7 @@ impl Batch<'_> {
             Handler::Container => {
                 Route::Reject(format!("ERR unknown subcommand for '{}'", cmd.name))
             }
+            Handler::Exec => Route::Exec,
         }
     }
 
@@ -824,7 +984,8 @@ impl Batch<'_> {
         f: KeysHandler,
         out: &mut ReplyBuf,
     ) {
-        self.run_keys_as(cmd, args, f, out, new_owner(), None).await;
+        let owner = self.session.txn_owner.unwrap_or_else(new_owner);
+        self.run_keys_as(cmd, args, f, out, owner, None).await;
     }
 
     /// [`run_keys`](Self::run_keys) for `owner`; with `parked`, a blocking command that asks to park
@@ -868,6 +1029,7 @@ impl Batch<'_> {
         let lock = set.lock_plan(owner, plan).await;
         let databases = self.state.config.get_i64("databases").max(1) as usize;
         let mut cx = KeysCtx::across(&lock, db, args, out, start / 1000, databases);
+        cx.woken = parked.is_some_and(|p| p.was_woken());
         let result = f(&mut cx).await;
         let mut park = cx.park.take();
         match (&park, parked) {
@@ -881,7 +1043,7 @@ impl Batch<'_> {
                 }
             }
             (Some(pk), None) => {
-                pk.timeout.write(out);
+                pk.no_block.write(out);
                 park = None;
             }
             (None, Some(p)) => p.finish(),
@@ -953,7 +1115,10 @@ impl Batch<'_> {
             let woke = wait_woken(&parked, park.deadline, &info).await;
             info.blocked.store(false, Ordering::Relaxed);
             match woke {
-                Woke::Written => continue,
+                Woke::Written => {
+                    parked.set_retried();
+                    continue;
+                }
                 Woke::Deadline => {
                     out.proto = self.session.proto;
                     park.timeout.write(out);
@@ -1064,6 +1229,13 @@ fn peer_gone(info: &ClientInfo) -> bool {
 }
 
 /// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.
+/// A command's name, lowercased (empty for an empty command).
+fn name_of(args: &[Bytes]) -> String {
+    args.first()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
 fn reject(cmd: &Resolved, msg: String) -> Route {
     with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
     Route::Reject(msg)

@@ -55,6 +55,7 @@ use hashbrown::HashMap;
 use strata_core::{Dict, Drain, Entry, Object, Value, ValueRef};
 
 use crate::park::Parked;
+use crate::watch::{Watch, Watcher};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -209,6 +210,8 @@ struct Hooks {
     parked: HashMap<Box<[u8]>, ParkQueue>,
     /// Parked-on keys written since they were last served.
     ready: Vec<Box<[u8]>>,
+    /// WATCHed keys and the watches on them (see [`crate::watch`]).
+    watched: HashMap<Box<[u8]>, Vec<Watcher>>,
 }
 
 /// The commands parked on one key.
@@ -230,13 +233,17 @@ impl Hooks {
             lazy: LazyFree::default(),
             parked: HashMap::new(),
             ready: Vec::new(),
+            watched: HashMap::new(),
         }
     }
 
     /// True when an event needs its key (someone waits, or the journal is on).
     #[inline]
     fn listening(&self) -> bool {
-        !self.waiters.is_empty() || self.journal.is_some() || !self.parked.is_empty()
+        !self.waiters.is_empty()
+            || self.journal.is_some()
+            || !self.parked.is_empty()
+            || !self.watched.is_empty()
     }
 
     /// Emits `kind` for `key`: the whole cost when nobody listens is the counter and two tests.
@@ -250,6 +257,13 @@ impl Hooks {
 
     #[cold]
     fn notify(&mut self, kind: EventKind, key: &[u8]) {
+        if let Some(list) = self.watched.get(key) {
+            for w in list {
+                if kind != EventKind::Expired || !w.stale {
+                    w.watch.touch();
+                }
+            }
+        }
         if kind == EventKind::Written {
             if let Some(q) = self.parked.get_mut(key).filter(|q| !q.ready) {
                 q.ready = true;
@@ -1087,6 +1101,7 @@ impl Db {
     /// queue unless small. Emits `Flushed`, waking every waiter. Returns a ticket for
     /// [`Db::when_freed`] (0: nothing was queued).
     pub fn clear(&mut self) -> u64 {
+        self.touch_watched_live(None, now_ms());
         let keys = self.dict.len();
         let table = self.dict.take_all();
         let hints = self.ttl.take();
@@ -1102,11 +1117,76 @@ impl Db {
     /// Exchanges this database's keys with `other`'s (SWAPDB). Hooks (waiters, journal, dirty,
     /// lazy-free queue) stay with the index; both databases emit `Swapped`.
     pub fn swap_contents(&mut self, other: &mut Db) {
+        let now = now_ms();
+        self.touch_watched_live(Some(&other.dict), now);
+        other.touch_watched_live(Some(&self.dict), now);
         std::mem::swap(&mut self.dict, &mut other.dict);
         std::mem::swap(&mut self.ttl, &mut other.ttl);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
         self.hooks.emit_all(EventKind::Swapped, 1);
         other.hooks.emit_all(EventKind::Swapped, 1);
+    }
+
+    /// Before a flush (`other` None) or a swap with `other`: touches the watches of watched keys
+    /// alive on either side. A key alive on neither side is no logical change; after a swap it is
+    /// stale if `other` holds it expired, so EXEC does not count its expiry (as Redis 7.0).
+    fn touch_watched_live(&mut self, other: Option<&Dict>, now: i64) {
+        if self.hooks.watched.is_empty() {
+            return;
+        }
+        let alive = |d: &Dict, k: &[u8]| d.get(k).is_some_and(|e| !Self::expired(e, now));
+        for (key, list) in self.hooks.watched.iter_mut() {
+            if alive(&self.dict, key) || other.is_some_and(|o| alive(o, key)) {
+                for w in list.iter() {
+                    w.watch.touch();
+                }
+            } else if let Some(o) = other {
+                let stale = o.get(key).is_some();
+                for w in list.iter_mut() {
+                    w.stale = stale;
+                }
+            }
+        }
+    }
+
+    /// WATCHes `key` for `watch`, noting whether the key is stale (present but expired) now: see
+    /// [`Db::watched_key_expired`].
+    pub fn watch(&mut self, key: &[u8], watch: &Arc<Watch>, now: i64) {
+        let stale = self.dict.get(key).is_some_and(|e| Self::expired(e, now));
+        let list = self.hooks.watched.entry(key.into()).or_default();
+        if !list.iter().any(|w| Arc::ptr_eq(&w.watch, watch)) {
+            list.push(Watcher {
+                watch: watch.clone(),
+                stale,
+            });
+        }
+    }
+
+    /// Withdraws `watch` from `key` (UNWATCH, EXEC, DISCARD, a closed connection).
+    pub fn unwatch(&mut self, key: &[u8], watch: &Arc<Watch>) {
+        if let Some(list) = self.hooks.watched.get_mut(key) {
+            list.retain(|w| !Arc::ptr_eq(&w.watch, watch));
+            if list.is_empty() {
+                self.hooks.watched.remove(key);
+            }
+        }
+    }
+
+    /// True if `key`, watched by `watch` while not stale, has expired since (still present, TTL
+    /// passed): EXEC aborts then, as Redis 7.0 does, even though nothing removed it yet.
+    pub fn watched_key_expired(&self, key: &[u8], watch: &Arc<Watch>, now: i64) -> bool {
+        let watched_stale = self
+            .hooks
+            .watched
+            .get(key)
+            .and_then(|l| l.iter().find(|w| Arc::ptr_eq(&w.watch, watch)))
+            .is_none_or(|w| w.stale);
+        !watched_stale && self.dict.get(key).is_some_and(|e| Self::expired(e, now))
+    }
+
+    /// Number of watched keys (INFO `watching_clients`-style introspection and tests).
+    pub fn watched_keys(&self) -> usize {
+        self.hooks.watched.len()
     }
 
     /// A wait for everything queued up to `ticket` to be freed (done at once if it already is).

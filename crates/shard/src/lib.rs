@@ -7,6 +7,7 @@
 //! * [`park`]: commands that wait on keys (blocking commands), first parked first served.
 //! * [`shard`]: the per-thread shard and its accessor.
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
+//! * [`watch`]: WATCH's touched flags, set from the write path's events.
 
 pub mod db;
 pub mod locks;
@@ -14,6 +15,7 @@ pub mod multi;
 pub mod park;
 pub mod set;
 pub mod shard;
+pub mod watch;
 
 pub use db::{
     lru_clock, now_ms, now_us, Db, DbStats, EntryMut, EventKind, FreeWait, KeyEvent, KeyWait,
@@ -24,3 +26,4 @@ pub use multi::MultiLock;
 pub use park::Parked;
 pub use set::{Inbox, Job, ShardSet};
 pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};
+pub use watch::Watch;

@@ -40,6 +40,8 @@ pub struct Parked {
     single_shard: bool,
     done: AtomicBool,
     woken: AtomicBool,
+    /// Set once it has been woken by a write and runs again (see `was_woken`).
+    retried: AtomicBool,
     waker: AtomicWaker,
     /// Where it is parked: database and keys, recorded once by [`Parked::record`].
     at: Mutex<Option<(usize, Vec<Bytes>)>>,
@@ -53,6 +55,7 @@ impl Parked {
             single_shard,
             done: AtomicBool::new(false),
             woken: AtomicBool::new(false),
+            retried: AtomicBool::new(false),
             waker: AtomicWaker::new(),
             at: Mutex::new(None),
         })
@@ -98,6 +101,16 @@ impl Parked {
     pub fn wake(&self) {
         self.woken.store(true, Ordering::Release);
         self.waker.wake();
+    }
+
+    /// Notes that the command runs again because one of its keys was written.
+    pub fn set_retried(&self) {
+        self.retried.store(true, Ordering::Release);
+    }
+
+    /// True once the command runs again after a wake-up: it then skips keys of another type.
+    pub fn was_woken(&self) -> bool {
+        self.retried.load(Ordering::Acquire)
     }
 
     /// Resolves at the next [`wake`](Self::wake) since the last time it resolved.

@@ -10,7 +10,7 @@ use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::Db;
 
 use crate::args::eq_ci;
-use crate::ctx::ShardCtx;
+use crate::ctx::{Park, ShardCtx, TimeoutReply};
 use crate::error::{CmdError, CmdResult};
 use crate::generic::{parse_cursor, parse_scan};
 use crate::keyed::KeysCtx;
@@ -885,56 +885,145 @@ fn parse_positive(arg: &[u8], msg: &'static str) -> Result<usize, CmdError> {
     }
 }
 
+/// Parses ZMPOP's and BZMPOP's `numkeys key [key ...] MIN|MAX [COUNT count]` from `args[numkeys_idx]`
+/// on, in Redis's order: the key range, MAX (true) or MIN, and the count (1 by default).
+fn parse_mpop(
+    args: &[Bytes],
+    numkeys_idx: usize,
+) -> Result<(std::ops::Range<usize>, bool, usize), CmdError> {
+    let numkeys = parse_positive(&args[numkeys_idx], "ERR numkeys should be greater than 0")?;
+    let where_idx = numkeys.saturating_add(numkeys_idx + 1);
+    let Some(w) = args.get(where_idx) else {
+        return Err(CmdError::Syntax);
+    };
+    let max = if eq_ci(w, "min") {
+        false
+    } else if eq_ci(w, "max") {
+        true
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut count = None;
+    let mut j = where_idx + 1;
+    while j < args.len() {
+        if count.is_none() && eq_ci(&args[j], "count") && j + 1 < args.len() {
+            count = Some(parse_positive(
+                &args[j + 1],
+                "ERR count should be greater than 0",
+            )?);
+            j += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok((numkeys_idx + 1..where_idx, max, count.unwrap_or(1)))
+}
+
+/// Pops up to `count` members from the first non-empty sorted set among `args[keys]` and replies
+/// `[key, [[member, score] ...]]`; false (nothing written) if every key is empty. A key of another
+/// type met before a sorted set fails with WRONGTYPE.
+async fn mpop_first(
+    cx: &mut KeysCtx<'_>,
+    keys: std::ops::Range<usize>,
+    max: bool,
+    count: usize,
+) -> Result<bool, CmdError> {
+    let (db, now, args) = (cx.db, cx.now, cx.args);
+    for key in &args[keys] {
+        let k = key.clone();
+        let popped = crate::list::skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, max, count, now))
+                .await,
+        )?;
+        if let Some(elems) = popped {
+            let out = &mut *cx.out;
+            out.array(2);
+            out.bulk(key);
+            out.array(elems.len());
+            for (m, s) in &elems {
+                out.array(2);
+                out.bulk(m);
+                out.double(*s);
+            }
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count] → [key, [[member, score] ...]] from the first
 /// non-empty key, or null.
 pub fn zmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now, args) = (cx.db, cx.now, cx.args);
-        let numkeys = parse_positive(&args[1], "ERR numkeys should be greater than 0")?;
-        let where_idx = numkeys.saturating_add(2);
-        let Some(w) = args.get(where_idx) else {
-            return Err(CmdError::Syntax);
-        };
-        let max = if eq_ci(w, "min") {
-            false
-        } else if eq_ci(w, "max") {
-            true
-        } else {
-            return Err(CmdError::Syntax);
-        };
-        let mut count = None;
-        let mut j = where_idx + 1;
-        while j < args.len() {
-            if count.is_none() && eq_ci(&args[j], "count") && j + 1 < args.len() {
-                count = Some(parse_positive(
-                    &args[j + 1],
-                    "ERR count should be greater than 0",
-                )?);
-                j += 2;
-            } else {
-                return Err(CmdError::Syntax);
-            }
+        let (keys, max, count) = parse_mpop(cx.args, 1)?;
+        if !mpop_first(cx, keys, max, count).await? {
+            cx.out.null_array();
         }
-        let count = count.unwrap_or(1);
-        for key in &args[2..where_idx] {
-            let k = key.clone();
-            let popped = cx
-                .on(key, move |s| op_pop(s.db_mut(db), &k, max, count, now))
-                .await?;
-            if let Some(elems) = popped {
-                let out = &mut *cx.out;
-                out.array(2);
-                out.bulk(key);
-                out.array(elems.len());
-                for (m, s) in &elems {
-                    out.array(2);
-                    out.bulk(m);
-                    out.double(*s);
-                }
-                return Ok(());
-            }
+        Ok(())
+    })
+}
+
+// ===== blocking pops =====
+//
+// Each tries its non-blocking form; when every key is empty it parks on them (see
+// `crate::ctx::Park`) and runs again once one of them is written, until its timeout, as the
+// blocking list commands do.
+
+/// BZPOPMIN / BZPOPMAX key [key ...] timeout → [key, member, score] from the first non-empty key.
+async fn bzpop(cx: &mut KeysCtx<'_>, max: bool) -> CmdResult {
+    let args = cx.args;
+    let deadline = crate::list::parse_timeout(&args[args.len() - 1], cx.now)?;
+    let keys = 1..args.len() - 1;
+    let (db, now) = (cx.db, cx.now);
+    for key in &args[keys.clone()] {
+        let k = key.clone();
+        let popped = crate::list::skip_wrong_type(
+            cx.woken,
+            cx.on(key, move |s| op_pop(s.db_mut(db), &k, max, 1, now))
+                .await,
+        )?;
+        if let Some((m, score)) = popped.and_then(|mut e| e.pop()) {
+            cx.out.array(3);
+            cx.out.bulk(key);
+            cx.out.bulk(&m);
+            cx.out.double(score);
+            return Ok(());
         }
-        cx.out.null_array();
+    }
+    cx.park = Some(Park {
+        keys: args[keys].to_vec(),
+        deadline,
+        timeout: TimeoutReply::NullArray,
+        no_block: TimeoutReply::NullArray,
+    });
+    Ok(())
+}
+
+/// BZPOPMIN key [key ...] timeout
+pub fn bzpopmin<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(bzpop(cx, false))
+}
+
+/// BZPOPMAX key [key ...] timeout
+pub fn bzpopmax<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(bzpop(cx, true))
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: ZMPOP that waits. Its arguments are
+/// checked before its timeout, as in Redis.
+pub fn bzmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let (keys, max, count) = parse_mpop(cx.args, 2)?;
+        let deadline = crate::list::parse_timeout(&cx.args[1], cx.now)?;
+        if !mpop_first(cx, keys.clone(), max, count).await? {
+            cx.park = Some(Park {
+                keys: cx.args[keys].to_vec(),
+                deadline,
+                timeout: TimeoutReply::NullArray,
+                no_block: TimeoutReply::NullArray,
+            });
+        }
         Ok(())
     })
 }

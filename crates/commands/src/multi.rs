@@ -1,0 +1,185 @@
+//! Transactions (Redis's multi.c): MULTI, EXEC, DISCARD, WATCH and UNWATCH.
+//!
+//! * **Queueing.** After MULTI the dispatcher queues every command but EXEC, DISCARD, MULTI, WATCH,
+//!   QUIT and RESET, answering `+QUEUED`; a command rejected while queueing (unknown, wrong arity,
+//!   NOAUTH, not allowed in a transaction) is answered with its error and makes EXEC abort with
+//!   EXECABORT, as in Redis. The queue lives in the [`Session`].
+//! * **EXEC** is run by the dispatcher (`Handler::Exec`): it takes, as one lock owner, the locks of
+//!   every key the queued commands touch (and whole databases for FLUSHDB, KEYS and the like), shard
+//!   by shard in ascending order; checks the watches; runs the commands as a pipeline inside that
+//!   lock context (each command re-enters the held locks; commands for one shard travel together);
+//!   then releases. No other client can observe a state between two commands of the transaction.
+//! * **WATCH** registers the client's [`Watch`] on each key's shard; the write path touches it
+//!   (see `strata_shard::watch`). EXEC aborts with a null reply if it was touched, or if a key alive
+//!   at WATCH time has expired since. EXEC, DISCARD, UNWATCH, RESET and closing the connection
+//!   withdraw every watch.
+
+use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
+use strata_shard::{ShardSet, Watch};
+
+use crate::ctx::{ConnCtx, Session};
+use crate::error::{CmdError, CmdResult};
+use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+
+const TXN: Flags = Flags::NOSCRIPT
+    .or(Flags::LOADING)
+    .or(Flags::STALE)
+    .or(Flags::FAST)
+    .or(Flags::ALLOW_BUSY);
+
+#[allow(clippy::too_many_arguments)]
+const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    keys: &'static [KeySpec],
+    summary: &'static str,
+    since: &'static str,
+    complexity: &'static str,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec::new(
+        "transactions",
+        name,
+        arity,
+        flags,
+        keys,
+        summary,
+        since,
+        complexity,
+        handler,
+    )
+    .with_acl(&["@transaction"])
+}
+
+const K_WATCH: &[KeySpec] = &[KeySpec::range(1, -1, 1, KeyFlags::RO)];
+const A_WATCH: &[Arg] = &[Arg::key("key", 0).multiple()];
+
+/// The family's commands.
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd("multi", 1, TXN, &[], "Mark the start of a transaction block", "1.2.0", "O(1)", Handler::Conn(multi)),
+    cmd("exec", 1, Flags::NOSCRIPT.or(Flags::LOADING).or(Flags::STALE).or(Flags::SKIP_SLOWLOG), &[], "Execute all commands issued after MULTI", "1.2.0", "Depends on commands in the transaction", Handler::Exec),
+    cmd("discard", 1, TXN, &[], "Discard all commands issued after MULTI", "2.0.0", "O(N), when N is the number of queued commands", Handler::Async(discard)),
+    cmd("watch", -2, TXN, K_WATCH, "Watch the given keys to determine execution of the MULTI/EXEC block", "2.2.0", "O(1) for every key.", Handler::Async(watch))
+        .with_args(A_WATCH),
+    cmd("unwatch", 1, TXN, &[], "Forget about all watched keys", "2.2.0", "O(1)", Handler::Async(unwatch)),
+];
+
+/// Commands that run at once even inside MULTI (everything else is queued).
+pub fn runs_inside_multi(name: &str) -> bool {
+    matches!(
+        name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
+}
+
+/// MULTI
+fn multi(cx: &mut ConnCtx<'_>) -> CmdResult {
+    if cx.session.multi.is_some() {
+        return Err(CmdError::msg("ERR MULTI calls can not be nested"));
+    }
+    cx.session.multi = Some(Vec::new());
+    cx.session.multi_failed = false;
+    cx.out.ok();
+    Ok(())
+}
+
+/// DISCARD
+fn discard<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        if cx.session.multi.is_none() {
+            return Err(CmdError::msg("ERR DISCARD without MULTI"));
+        }
+        cx.session.multi = None;
+        cx.session.multi_failed = false;
+        unwatch_all(cx.session, &cx.server.shards).await;
+        cx.out.ok();
+        Ok(())
+    })
+}
+
+/// WATCH key [key ...]
+fn watch<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        if cx.session.multi.is_some() {
+            return Err(CmdError::msg("ERR WATCH inside MULTI is not allowed"));
+        }
+        let set = cx.server.shards.clone();
+        let w = cx.session.watch.get_or_insert_with(Watch::new).clone();
+        let db = cx.session.db;
+        let now = cx.now;
+        for key in &cx.args[1..] {
+            if cx.session.watched.iter().any(|(d, k)| *d == db && k == key) {
+                continue;
+            }
+            let (k, w) = (key.clone(), w.clone());
+            set.call(set.shard_of_key(key), move |s| {
+                s.db_mut(db).watch(&k, &w, now)
+            })
+            .await;
+            cx.session.watched.push((db, key.clone()));
+        }
+        cx.out.ok();
+        Ok(())
+    })
+}
+
+/// UNWATCH
+fn unwatch<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        unwatch_all(cx.session, &cx.server.shards).await;
+        cx.out.ok();
+        Ok(())
+    })
+}
+
+/// Withdraws every watch of the session (one message per shard) and forgets them.
+pub async fn unwatch_all(session: &mut Session, set: &ShardSet) {
+    let Some(w) = session.watch.take() else {
+        session.watched.clear();
+        return;
+    };
+    let watched = std::mem::take(&mut session.watched);
+    let mut by_shard: Vec<Vec<(usize, Bytes)>> = vec![Vec::new(); set.len()];
+    for (db, key) in watched {
+        by_shard[set.shard_of_key(&key)].push((db, key));
+    }
+    for (shard, keys) in by_shard.into_iter().enumerate() {
+        if keys.is_empty() {
+            continue;
+        }
+        let w = w.clone();
+        set.call(shard, move |s| {
+            for (db, key) in keys {
+                s.db_mut(db).unwatch(&key, &w);
+            }
+        })
+        .await;
+    }
+}
+
+/// True if EXEC must abort because of a watched key: the watch was touched, or a key alive when
+/// watched has expired since (checked on its shard, without removing it).
+/// One message per watched key: WATCH lists are short.
+pub async fn watch_broken(session: &Session, set: &ShardSet, now: i64) -> bool {
+    let Some(w) = &session.watch else {
+        return false;
+    };
+    if w.is_touched() {
+        return true;
+    }
+    for (db, key) in &session.watched {
+        let (db, k, w) = (*db, key.clone(), w.clone());
+        let expired = set
+            .call(set.shard_of_key(key), move |s| {
+                s.db_mut(db).watched_key_expired(&k, &w, now)
+            })
+            .await;
+        if expired {
+            return true;
+        }
+    }
+    w.is_touched()
+}
