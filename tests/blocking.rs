@@ -324,3 +324,60 @@ fn a_woken_client_skips_a_key_that_became_another_type_and_stays_blocked() {
         seen
     });
 }
+
+#[test]
+fn client_unblock_ends_a_blocked_command_or_wait_as_redis_does() {
+    both(|s| {
+        let k = key_in(2, "ub");
+        let mut admin = s.conn();
+        let mut blocked = s.conn();
+        let id = String::from_utf8_lossy(
+            Reply::decode(&blocked.call(&["CLIENT", "ID"]))
+                .as_bytes()
+                .unwrap_or_default(),
+        )
+        .to_string();
+        let id = if id.is_empty() {
+            Reply::decode(&blocked.call(&["CLIENT", "ID"]))
+                .as_int()
+                .expect("an id")
+                .to_string()
+        } else {
+            id
+        };
+        let mut seen = vec![admin.call(&["CLIENT", "UNBLOCK", &id])];
+        for (cmd, how) in [
+            (vec!["BLPOP", k.as_str(), "0"], None),
+            (vec!["BZPOPMIN", k.as_str(), "0"], Some("TIMEOUT")),
+            (
+                vec!["BLMOVE", k.as_str(), "dst", "LEFT", "LEFT", "0"],
+                Some("ERROR"),
+            ),
+            (vec!["WAIT", "1", "0"], Some("error")),
+            (vec!["WAIT", "1", "0"], None),
+        ] {
+            blocked.send(&cmd);
+            wait_blocked(&mut admin, 1);
+            let mut unblock = vec!["CLIENT", "UNBLOCK", id.as_str()];
+            unblock.extend(how);
+            seen.push(admin.call(&unblock));
+            seen.push(blocked.read_reply());
+            wait_blocked(&mut admin, 0);
+        }
+        for bad in [
+            &["CLIENT", "UNBLOCK", "x"][..],
+            &["CLIENT", "UNBLOCK", &id, "sometimes"],
+            &["CLIENT", "UNBLOCK", &id, "TIMEOUT", "x"],
+            &["CLIENT", "UNBLOCK", "999999"],
+            &["WAIT", "x", "0"],
+            &["WAIT", "0", "x"],
+            &["WAIT", "0", "-1"],
+            &["WAIT", "0", "0"],
+            &["WAIT", "-1", "0"],
+            &["WAIT", "1", "10"],
+        ] {
+            seen.push(admin.call(bad));
+        }
+        seen
+    });
+}

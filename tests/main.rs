@@ -1,13 +1,16 @@
 mod harness;
 
 mod atomicity;
+mod bitmap;
 mod blocking;
 mod hash;
+mod hll;
 mod keys;
 mod lifecycle;
 mod list;
 mod multi;
 mod ordering;
+mod pause;
 mod protocol;
 mod pubsub;
 mod server;

@@ -800,3 +800,32 @@ fn inside_exec_confirmations_and_own_messages_are_part_of_exec_reply() {
         ],
     );
 }
+
+#[test]
+fn client_pause_write_holds_publish_but_not_introspection() {
+    for server in [Server::redis(&[]), Server::strata(&["--threads", "4"])] {
+        let name = server.kind().name();
+        let mut admin = server.conn();
+        let mut c = server.conn();
+        assert_eq!(
+            admin.call(&["CLIENT", "PAUSE", "1000", "WRITE"]),
+            b"+OK\r\n"
+        );
+        let t = Instant::now();
+        c.call(&["PUBSUB", "NUMSUB", "x"]);
+        assert!(
+            t.elapsed() < Duration::from_millis(700),
+            "{name}: NUMSUB was held"
+        );
+        for cmd in [["PUBLISH", "x", "m"], ["SPUBLISH", "x", "m"]] {
+            let t = Instant::now();
+            assert_eq!(c.call(&cmd), b":0\r\n");
+            if cmd[0] == "PUBLISH" {
+                assert!(
+                    t.elapsed() >= Duration::from_millis(500),
+                    "{name}: PUBLISH ran paused"
+                );
+            }
+        }
+    }
+}

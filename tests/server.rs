@@ -695,6 +695,14 @@ const SAME_INFO: &[&str] = &[
     "zdiff",
     "zdiffstore",
     "zscan",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
+    "bzpopmin",
+    "bzpopmax",
+    "bzmpop",
 ];
 
 /// Commands whose COMMAND DOCS Strata answers exactly as Redis 7.0 does: every command with keys
@@ -852,6 +860,14 @@ const SAME_DOCS: &[&str] = &[
     "zdiff",
     "zdiffstore",
     "zscan",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
+    "bzpopmin",
+    "bzpopmax",
+    "bzmpop",
 ];
 
 #[test]

@@ -262,6 +262,13 @@ pub static SPECS: &[ConfigSpec] = &[
         "list nodes left uncompressed at each end (0 = no compression)",
     ),
     spec(
+        "hll-sparse-max-bytes",
+        "3000",
+        Kind::Memory,
+        true,
+        "a sparse HyperLogLog that would grow beyond this many bytes becomes dense",
+    ),
+    spec(
         "hz",
         "10",
         Kind::Int {

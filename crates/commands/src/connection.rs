@@ -234,6 +234,36 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         client_kill,
     ),
     client_cmd(
+        "pause",
+        -3,
+        CLIENT_ADMIN,
+        "Stop processing commands from clients for some time",
+        "2.9.50",
+        "O(1)",
+        &[],
+        client_pause,
+    ),
+    client_cmd(
+        "unpause",
+        2,
+        CLIENT_ADMIN,
+        "Resume processing of clients that were paused",
+        "6.2.0",
+        "O(N) Where N is the number of paused clients",
+        &[],
+        client_unpause,
+    ),
+    client_cmd(
+        "unblock",
+        -3,
+        CLIENT_ADMIN,
+        "Unblock a client blocked in a blocking command from a different connection",
+        "5.0.0",
+        "O(log N) where N is the number of client connections",
+        &[],
+        client_unblock,
+    ),
+    client_cmd(
         "no-evict",
         3,
         CLIENT_ADMIN,
@@ -456,6 +486,7 @@ fn reset<'a>(cx: &'a mut ConnCtx<'_>) -> futures_util::future::LocalBoxFuture<'a
     Box::pin(async move {
         cx.session.multi = None;
         cx.session.multi_failed = false;
+        cx.session.info.multi.store(-1, Ordering::Relaxed);
         cx.session.pubsub.clear();
         crate::multi::unwatch_all(cx.session, &cx.server.shards).await;
         reset_settings(cx)
@@ -795,6 +826,81 @@ fn client_kill(cx: &mut ConnCtx<'_>) -> CmdResult {
 }
 
 /// CLIENT NO-EVICT ON|OFF → OK.
+/// Redis's reply to a CLIENT subcommand given too many arguments for its handler.
+fn client_syntax(sub: &[u8]) -> CmdError {
+    let sub = String::from_utf8_lossy(sub);
+    CmdError::Msg(
+        format!(
+            "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."
+        )
+        .into(),
+    )
+}
+
+/// Parses a timeout in milliseconds as Redis's getTimeoutFromObjectOrReply does (an integer, not
+/// negative).
+pub(crate) fn parse_timeout_ms(arg: &[u8]) -> Result<i64, CmdError> {
+    let ms = strata_core::num::parse_i64(arg).ok_or(CmdError::msg(
+        "ERR timeout is not an integer or out of range",
+    ))?;
+    if ms < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    Ok(ms)
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] → OK: until `timeout` ms from now (or CLIENT UNPAUSE), commands
+/// of other clients wait before running: every command (ALL, the default), or only those that
+/// write or may replicate (WRITE). A transaction that started runs to its end first.
+fn client_pause(cx: &mut ConnCtx<'_>) -> CmdResult {
+    if cx.args.len() > 4 {
+        return Err(client_syntax(&cx.args[1]));
+    }
+    let ms = parse_timeout_ms(&cx.args[2])?;
+    let all = match cx.args.get(3) {
+        None => true,
+        Some(m) if eq_ci(m, "all") => true,
+        Some(m) if eq_ci(m, "write") => false,
+        Some(_) => return Err(CmdError::msg("ERR CLIENT PAUSE mode must be WRITE or ALL")),
+    };
+    let until = if ms > 0 { cx.now.saturating_add(ms) } else { 0 };
+    cx.server.pause.pause(until, all, cx.now);
+    cx.out.ok();
+    Ok(())
+}
+
+/// CLIENT UNPAUSE → OK
+fn client_unpause(cx: &mut ConnCtx<'_>) -> CmdResult {
+    cx.server.pause.unpause();
+    cx.out.ok();
+    Ok(())
+}
+
+/// CLIENT UNBLOCK client-id [TIMEOUT|ERROR] → 1 if that client was blocked in a blocking command
+/// (or WAIT) and is now unblocked: it answers as on timeout, or with an UNBLOCKED error.
+fn client_unblock(cx: &mut ConnCtx<'_>) -> CmdResult {
+    if cx.args.len() > 4 {
+        return Err(client_syntax(&cx.args[1]));
+    }
+    let id = strata_core::num::parse_i64(&cx.args[2]).ok_or(CmdError::NotInteger)?;
+    let how = match cx.args.get(3) {
+        None => crate::ctx::UNBLOCK_TIMEOUT,
+        Some(m) if eq_ci(m, "timeout") => crate::ctx::UNBLOCK_TIMEOUT,
+        Some(m) if eq_ci(m, "error") => crate::ctx::UNBLOCK_ERROR,
+        Some(_) => {
+            return Err(CmdError::msg(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let target = live_clients(cx.server)
+        .into_iter()
+        .find(|c| c.id as i64 == id);
+    let done = target.is_some_and(|c| c.request_unblock(how));
+    cx.out.int(done as i64);
+    Ok(())
+}
+
 fn client_no_evict(cx: &mut ConnCtx<'_>) -> CmdResult {
     let v = &cx.args[2];
     let on = if eq_ci(v, "on") {

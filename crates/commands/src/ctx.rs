@@ -79,6 +79,86 @@ impl<'a> ShardCtx<'a> {
     }
 }
 
+/// CLIENT UNBLOCK … TIMEOUT (the default): the blocked command answers as if it timed out.
+pub const UNBLOCK_TIMEOUT: u8 = 1;
+/// CLIENT UNBLOCK … ERROR: the blocked command answers `-UNBLOCKED …`.
+pub const UNBLOCK_ERROR: u8 = 2;
+
+/// CLIENT PAUSE state: until when, and whether everything (ALL) or only writes are paused.
+#[derive(Default)]
+pub struct Pause {
+    state: Mutex<PauseState>,
+    /// The pause's end (unix ms), readable without the lock: 0 when never paused or unpaused, so
+    /// the per-command check is one load when no pause was ever set.
+    until: AtomicI64,
+}
+
+#[derive(Default)]
+struct PauseState {
+    /// Unix ms; 0 = not paused.
+    until: i64,
+    all: bool,
+    /// Paused clients waiting for the end of the pause.
+    waiters: Vec<futures_channel::oneshot::Sender<()>>,
+}
+
+impl Pause {
+    /// CLIENT PAUSE: pauses until `until` (a later end or a stronger mode wins over the current).
+    pub fn pause(&self, until: i64, all: bool, now: i64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.until <= now {
+            st.until = until;
+            st.all = all;
+        } else {
+            st.until = st.until.max(until);
+            st.all |= all;
+        }
+        self.until.store(st.until, Ordering::Release);
+    }
+
+    /// True if a pause may be in force (cheap; [`Pause::wait_for`] decides).
+    pub fn maybe_paused(&self) -> bool {
+        self.until.load(Ordering::Acquire) != 0
+    }
+
+    /// CLIENT UNPAUSE: ends the pause and releases every paused client.
+    pub fn unpause(&self) {
+        let waiters = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.until = 0;
+            st.all = false;
+            self.until.store(0, Ordering::Release);
+            std::mem::take(&mut st.waiters)
+        };
+        for w in waiters {
+            let _ = w.send(());
+        }
+    }
+
+    /// True if a command that writes (`write`) or not must wait now.
+    pub fn applies(&self, write: bool, now: i64) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.until > now && (st.all || write)
+    }
+
+    /// If a command that writes (`write`) or not must wait now: the end of the pause (unix ms) and
+    /// a receiver resolved by CLIENT UNPAUSE. None when it may run.
+    pub fn wait_for(
+        &self,
+        write: bool,
+        now: i64,
+    ) -> Option<(i64, futures_channel::oneshot::Receiver<()>)> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.until <= now || !(st.all || write) {
+            return None;
+        }
+        let (tx, rx) = futures_channel::oneshot::channel();
+        st.waiters.retain(|w| !w.is_canceled());
+        st.waiters.push(tx);
+        Some((st.until, rx))
+    }
+}
+
 /// Context of a command running on the connection's thread.
 pub struct ConnCtx<'a> {
     pub session: &'a mut Session,
@@ -134,6 +214,9 @@ pub struct Session {
     /// The client's WATCH state, and the keys it watches: (database, key).
     pub watch: Option<Arc<Watch>>,
     pub watched: Vec<(usize, Bytes)>,
+    /// Commands of a pipeline held back by CLIENT PAUSE: the connection writes the replies of the
+    /// commands before them, then runs these.
+    pub deferred: Option<Vec<Vec<Bytes>>>,
     /// While EXEC runs: the transaction's lock owner. Commands of the transaction take their locks
     /// as this owner, re-entering what EXEC holds.
     pub txn_owner: Option<Owner>,
@@ -156,6 +239,7 @@ impl Session {
             watch: None,
             watched: Vec::new(),
             txn_owner: None,
+            deferred: None,
             pubsub: Default::default(),
         }
     }
@@ -218,6 +302,12 @@ pub struct ClientInfo {
     /// Waiting in a blocking command (CLIENT LIST flag `b`, INFO `blocked_clients`); set by the
     /// blocking machinery.
     pub blocked: AtomicBool,
+    /// Blocked in a way CLIENT UNBLOCK may end (a blocking command or WAIT; not a client paused by
+    /// CLIENT PAUSE).
+    pub unblockable: AtomicBool,
+    /// CLIENT UNBLOCK's request for this client: 0 none, [`UNBLOCK_TIMEOUT`] or [`UNBLOCK_ERROR`].
+    unblock: std::sync::atomic::AtomicU8,
+    unblock_waker: AtomicWaker,
     /// Commands queued since MULTI, -1 outside a transaction (CLIENT LIST `multi`, flag `x`); set by
     /// the MULTI implementation.
     pub multi: AtomicI64,
@@ -295,6 +385,9 @@ impl ClientInfo {
             no_evict: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
+            unblockable: AtomicBool::new(false),
+            unblock: std::sync::atomic::AtomicU8::new(0),
+            unblock_waker: AtomicWaker::new(),
             multi: AtomicI64::new(-1),
             sub: AtomicU32::new(0),
             psub: AtomicU32::new(0),
@@ -325,6 +418,32 @@ impl ClientInfo {
 
     fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// CLIENT UNBLOCK: ends this client's blocking command or WAIT with `how` ([`UNBLOCK_TIMEOUT`]
+    /// or [`UNBLOCK_ERROR`]). False if it is not blocked in a way that can be ended.
+    pub fn request_unblock(&self, how: u8) -> bool {
+        if !self.unblockable.load(Ordering::Acquire) {
+            return false;
+        }
+        self.unblock.store(how, Ordering::Release);
+        self.unblock_waker.wake();
+        true
+    }
+
+    /// Resolves with the CLIENT UNBLOCK request made for this client (consuming it).
+    pub fn unblocked(&self) -> impl std::future::Future<Output = u8> + '_ {
+        std::future::poll_fn(move |cx| {
+            let how = self.unblock.swap(0, Ordering::AcqRel);
+            if how != 0 {
+                return std::task::Poll::Ready(how);
+            }
+            self.unblock_waker.register(cx.waker());
+            match self.unblock.swap(0, Ordering::AcqRel) {
+                0 => std::task::Poll::Pending,
+                how => std::task::Poll::Ready(how),
+            }
+        })
     }
 
     /// Queues `bytes` (one complete RESP message) for the client, from any thread; the owning
@@ -563,6 +682,8 @@ pub struct ServerState {
     pub sleep: fn(std::time::Duration) -> futures_util::future::LocalBoxFuture<'static, ()>,
     /// The event-loop driver in use ("io_uring" or "epoll"), for INFO.
     pub io_engine: &'static str,
+    /// CLIENT PAUSE.
+    pub pause: Pause,
 }
 
 impl ServerState {

@@ -16,9 +16,11 @@ pub mod memory;
 pub mod table;
 pub mod testing;
 
+pub mod bitmap;
 pub mod connection;
 pub mod generic;
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod multi;
 pub mod pubsub;
@@ -50,6 +52,8 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     set::COMMANDS,
     zset::COMMANDS,
     multi::COMMANDS,
+    bitmap::COMMANDS,
+    hll::COMMANDS,
     pubsub::COMMANDS,
 ];
 

@@ -14,6 +14,8 @@
 //!   at WATCH time has expired since. EXEC, DISCARD, UNWATCH, RESET and closing the connection
 //!   withdraw every watch.
 
+use std::sync::atomic::Ordering;
+
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_shard::{ShardSet, Watch};
@@ -82,6 +84,7 @@ fn multi(cx: &mut ConnCtx<'_>) -> CmdResult {
     }
     cx.session.multi = Some(Vec::new());
     cx.session.multi_failed = false;
+    cx.session.info.multi.store(0, Ordering::Relaxed);
     cx.out.ok();
     Ok(())
 }
@@ -94,6 +97,7 @@ fn discard<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         }
         cx.session.multi = None;
         cx.session.multi_failed = false;
+        cx.session.info.multi.store(-1, Ordering::Relaxed);
         unwatch_all(cx.session, &cx.server.shards).await;
         cx.out.ok();
         Ok(())

@@ -8,11 +8,14 @@
 //! * [`long_double`]: Redis's `long double` INCRBYFLOAT arithmetic, emulated exactly.
 //! * [`hash`], [`list`], [`set`], [`zset`]: the collection values, compact while small.
 //! * [`limits`]: their encoding thresholds (the redis.conf `*-max-listpack-*` settings).
+//! * [`bitops`], [`hll`]: bitmap and HyperLogLog algorithms over string values, byte-exact to Redis.
 
+pub mod bitops;
 pub mod dict;
 pub mod entry;
 pub mod glob;
 pub mod hash;
+pub mod hll;
 pub mod limits;
 pub mod list;
 pub mod long_double;

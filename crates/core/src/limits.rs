@@ -60,9 +60,12 @@ pub static ZSET_MAX_LISTPACK_VALUE: Limit = Limit::new("zset-max-listpack-value"
 pub static LIST_MAX_LISTPACK_SIZE: Limit = Limit::new("list-max-listpack-size", -2);
 /// `list-compress-depth`: list nodes at each end left uncompressed (0 = none compressed).
 pub static LIST_COMPRESS_DEPTH: Limit = Limit::new("list-compress-depth", 0);
+/// `hll-sparse-max-bytes`: a sparse HyperLogLog that would grow beyond this many bytes (header
+/// included) becomes dense.
+pub static HLL_SPARSE_MAX_BYTES: Limit = Limit::new("hll-sparse-max-bytes", 3000);
 
 /// Every threshold.
-pub static ALL: [&Limit; 7] = [
+pub static ALL: [&Limit; 8] = [
     &HASH_MAX_LISTPACK_ENTRIES,
     &HASH_MAX_LISTPACK_VALUE,
     &SET_MAX_INTSET_ENTRIES,
@@ -70,6 +73,7 @@ pub static ALL: [&Limit; 7] = [
     &ZSET_MAX_LISTPACK_VALUE,
     &LIST_MAX_LISTPACK_SIZE,
     &LIST_COMPRESS_DEPTH,
+    &HLL_SPARSE_MAX_BYTES,
 ];
 
 /// The threshold called `name` (its redis.conf name), if any.

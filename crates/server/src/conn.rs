@@ -284,6 +284,21 @@ async fn read_loop(
                 .await;
                 local.busy.set(false);
             }
+            // A pipeline held back by CLIENT PAUSE: answer what ran, then run the rest.
+            while let Some(rest) = session.deferred.take() {
+                if !reply(&mut out, fd, info, local).await {
+                    break 'conn;
+                }
+                local.busy.set(true);
+                Batch {
+                    state,
+                    session: &mut session,
+                    out: &mut out,
+                }
+                .run(rest)
+                .await;
+                local.busy.set(false);
+            }
             if let Some(e) = fatal {
                 out.error(&e.0);
                 session.close_after_reply = true;

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use strata_commands::connection::is_authenticated;
+use strata_commands::ctx::UNBLOCK_ERROR;
 use strata_commands::keyed::{run_here, SLICE};
 use strata_commands::multi;
 use strata_commands::pubsub;
@@ -537,9 +538,23 @@ impl Batch<'_> {
         let mut done: Vec<ShardReplies> = Vec::new();
         let mut starts: Vec<usize> = Vec::new();
 
-        for args in cmds {
+        let mut cmds = cmds.into_iter();
+        while let Some(args) = cmds.next() {
             if self.session.close_after_reply {
                 break;
+            }
+            if self.session.txn_owner.is_none() && self.state.pause.maybe_paused() {
+                if let Some(write) = self.paused(&args) {
+                    if !slots.is_empty() {
+                        // Answer what came before first: the connection writes those replies,
+                        // then runs the rest of the pipeline, starting with this command.
+                        let mut rest = vec![args];
+                        rest.extend(cmds);
+                        self.session.deferred = Some(rest);
+                        break;
+                    }
+                    self.wait_unpaused(write).await;
+                }
             }
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
@@ -724,6 +739,44 @@ impl Batch<'_> {
         done.extend(results.into_iter().flatten());
     }
 
+    /// CLIENT PAUSE: whether the command must wait now (every command under ALL; under WRITE those
+    /// that write or may replicate, and EXEC of a transaction holding one), and if so whether it
+    /// writes. A command Redis would reject (unknown, wrong arity) is not held: it fails at once.
+    fn paused(&self, args: &[Bytes]) -> Option<bool> {
+        let Lookup::Found(cmd) = table().resolve(args) else {
+            return None;
+        };
+        let writes = |spec: &CommandSpec| {
+            spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE)
+        };
+        let write = if matches!(cmd.spec.handler, Handler::Exec) {
+            self.session.multi.as_ref().is_some_and(|q| {
+                q.iter().any(|a| match table().resolve(a) {
+                    Lookup::Found(c) => writes(c.spec),
+                    _ => false,
+                })
+            })
+        } else {
+            writes(cmd.spec)
+        };
+        self.state.pause.applies(write, now_ms()).then_some(write)
+    }
+
+    /// Waits until a command that writes (`write`) or not may run (see [`Batch::paused`]).
+    async fn wait_unpaused(&mut self, write: bool) {
+        while let Some((until, rx)) = self.state.pause.wait_for(write, now_ms()) {
+            let info = self.session.info.clone();
+            info.blocked.store(true, Ordering::Relaxed);
+            let ms = (until - now_ms()).max(0) as u64;
+            let sleep = monoio::time::sleep(std::time::Duration::from_millis(ms));
+            futures_util::future::select(rx, std::pin::pin!(sleep)).await;
+            info.blocked.store(false, Ordering::Relaxed);
+            if peer_gone(&info) {
+                return;
+            }
+        }
+    }
+
     /// Queues a command inside MULTI, or says why Redis would reject it (the transaction then
     /// aborts at EXEC).
     fn queue(&mut self, args: Vec<Bytes>) -> Result<(), String> {
@@ -749,6 +802,10 @@ impl Batch<'_> {
         }
         if let Some(q) = self.session.multi.as_mut() {
             q.push(args);
+            self.session
+                .info
+                .multi
+                .store(q.len() as i64, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -762,6 +819,7 @@ impl Batch<'_> {
             out.error("ERR EXEC without MULTI");
             return;
         };
+        self.session.info.multi.store(-1, Ordering::Relaxed);
         if std::mem::take(&mut self.session.multi_failed) {
             multi::unwatch_all(self.session, &set).await;
             out.error("EXECABORT Transaction discarded because of previous errors.");
@@ -1112,7 +1170,9 @@ impl Batch<'_> {
                 return;
             };
             info.blocked.store(true, Ordering::Relaxed);
+            info.unblockable.store(true, Ordering::Release);
             let woke = wait_woken(&parked, park.deadline, &info).await;
+            info.unblockable.store(false, Ordering::Release);
             info.blocked.store(false, Ordering::Relaxed);
             match woke {
                 Woke::Written => {
@@ -1125,6 +1185,15 @@ impl Batch<'_> {
                     return;
                 }
                 Woke::Gone => return,
+                Woke::Unblocked(how) => {
+                    out.proto = self.session.proto;
+                    if how == UNBLOCK_ERROR {
+                        out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                    } else {
+                        park.timeout.write(out);
+                    }
+                    return;
+                }
             }
         }
     }
@@ -1168,6 +1237,8 @@ enum Woke {
     Written,
     Deadline,
     Gone,
+    /// CLIENT UNBLOCK, with its reason (`UNBLOCK_TIMEOUT` or `UNBLOCK_ERROR`).
+    Unblocked(u8),
 }
 
 /// How often a parked command checks that its client is still there. The check before each
@@ -1196,8 +1267,10 @@ async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -
             }
         }
     };
-    match select(pin!(parked.woken()), select(pin!(until), pin!(gone))).await {
-        Either::Left(_) => Woke::Written,
+    let (w, u) = (pin!(parked.woken()), pin!(info.unblocked()));
+    match select(select(w, u), select(pin!(until), pin!(gone))).await {
+        Either::Left((Either::Left(_), _)) => Woke::Written,
+        Either::Left((Either::Right((how, _)), _)) => Woke::Unblocked(how),
         Either::Right((Either::Left(_), _)) => Woke::Deadline,
         Either::Right((Either::Right(_), _)) => Woke::Gone,
     }

@@ -117,6 +117,7 @@ pub fn run(config: Config) -> i32 {
         shutting_down: AtomicBool::new(false),
         exit_code: AtomicI64::new(0),
         sleep: |d| Box::pin(monoio::time::sleep(d)),
+        pause: Default::default(),
         io_engine: engine.name(),
     });
 

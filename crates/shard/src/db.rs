@@ -744,6 +744,25 @@ impl EntryMut<'_> {
         done
     }
 
+    /// Stores the same logical value in another encoding (a string made "raw" so it can be changed
+    /// in place, as Redis's dbUnshareStringValue does). Not a change: no event is emitted for it.
+    pub fn reencode(&mut self, value: Value) {
+        let old = self.entry.replace_value(value);
+        self.hooks.discard(old);
+    }
+
+    /// Marks the entry as changed (after an in-place change through a reencoded object that the
+    /// caller made with [`EntryMut::object_mut_quiet`]).
+    pub fn mark_changed(&mut self) {
+        self.changed = true;
+    }
+
+    /// The heap object, mutably, without counting as a change: for code that may find nothing to
+    /// change and then calls [`EntryMut::mark_changed`] only if it did.
+    pub fn object_mut_quiet(&mut self) -> Option<&mut Object> {
+        self.entry.object_mut()
+    }
+
     /// Replaces the value, keeping the key's TTL and access clock.
     pub fn set_value(&mut self, value: Value) {
         let old = self.entry.replace_value(value);

@@ -1,0 +1,107 @@
+//! CLIENT PAUSE and UNPAUSE against redis-server: errors, WRITE pausing only writes (and EXEC of a
+//! transaction that writes), ALL pausing everything, earlier commands of a pipeline running before a
+//! paused one, and paused clients counted as blocked and released by UNPAUSE or the timeout.
+
+use std::time::{Duration, Instant};
+
+use crate::harness::{encode_command, Conn, Server};
+
+fn blocked_clients(c: &mut Conn) -> i64 {
+    let info = c.call_decoded(&["INFO", "clients"]);
+    String::from_utf8_lossy(info.as_bytes().unwrap_or_default())
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1)
+}
+
+fn wait_blocked(c: &mut Conn, n: i64) {
+    for _ in 0..500 {
+        if blocked_clients(c) == n {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("never saw {n} blocked clients");
+}
+
+/// Runs `scenario` against both servers and compares what it returns.
+fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) {
+    let redis = Server::redis(&[]);
+    let strata = Server::strata(&["--threads", "4"]);
+    let show = |v: Vec<Vec<u8>>| {
+        v.iter()
+            .map(|b| String::from_utf8_lossy(b).to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(show(scenario(&strata)), show(scenario(&redis)));
+}
+
+#[test]
+fn pause_write_holds_writes_and_lets_reads_through() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut c = s.conn();
+        let mut seen = Vec::new();
+        for bad in [
+            &["CLIENT", "PAUSE", "x"][..],
+            &["CLIENT", "PAUSE", "-1"],
+            &["CLIENT", "PAUSE", "10", "sometimes"],
+            &["CLIENT", "PAUSE", "10", "WRITE", "x"],
+            &["CLIENT", "UNPAUSE", "x"],
+        ] {
+            seen.push(admin.call(bad));
+        }
+        seen.push(admin.call(&["SET", "k", "before"]));
+        seen.push(admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"]));
+        // Reads, and transactions that only read, run.
+        seen.push(c.call(&["GET", "k"]));
+        seen.push(c.call(&["MULTI"]));
+        seen.push(c.call(&["GET", "k"]));
+        seen.push(c.call(&["EXEC"]));
+        // A syntax error is answered at once.
+        seen.push(c.call(&["SET", "k"]));
+        // A pipeline: the read before the write runs, the write waits.
+        let mut raw = encode_command(&["GET", "k"]);
+        raw.extend(encode_command(&["SET", "k", "during"]));
+        c.send_raw(&raw);
+        seen.push(c.read_reply());
+        wait_blocked(&mut admin, 1);
+        seen.push(admin.call(&["GET", "k"]));
+        seen.push(admin.call(&["CLIENT", "UNPAUSE"]));
+        seen.push(c.read_reply());
+        seen.push(admin.call(&["GET", "k"]));
+        seen
+    });
+}
+
+#[test]
+fn pause_all_holds_every_command_until_its_timeout() {
+    let s = Server::strata(&["--threads", "2"]);
+    let mut admin = s.conn();
+    let mut c = s.conn();
+    assert_eq!(admin.call(&["CLIENT", "PAUSE", "300", "ALL"]), b"+OK\r\n");
+    let start = Instant::now();
+    assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
+    assert!(
+        start.elapsed() >= Duration::from_millis(200),
+        "PING was not paused"
+    );
+}
+
+#[test]
+fn a_transaction_that_writes_waits_for_the_pause_as_a_whole() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut c = s.conn();
+        let mut seen = vec![c.call(&["MULTI"]), c.call(&["SET", "t", "1"])];
+        seen.push(admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"]));
+        c.send(&["EXEC"]);
+        wait_blocked(&mut admin, 1);
+        seen.push(admin.call(&["GET", "t"]));
+        seen.push(admin.call(&["CLIENT", "UNPAUSE"]));
+        seen.push(c.read_reply());
+        seen.push(admin.call(&["GET", "t"]));
+        seen
+    });
+}
