@@ -13,6 +13,7 @@ mod multi;
 mod ordering;
 mod pause;
 mod protocol;
+mod pubsub;
 mod server;
 mod set;
 mod sort;

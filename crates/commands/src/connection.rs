@@ -478,15 +478,16 @@ fn quit(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// RESET → +RESET: RESP2, database 0, no name, replies on, and authenticated only if the default
-/// user needs no password (CLIENT NO-EVICT stays, as in Redis 7.0). Transaction and subscription state belong to the
-/// connection layer, which clears them when RESET succeeds.
-/// RESET: leaves MULTI, withdraws watches, then resets the connection's settings.
+/// RESET → +RESET: leaves MULTI, withdraws watches, drops every subscription (without
+/// confirmations), then resets the connection's settings: RESP2, database 0, no name, replies on,
+/// and authenticated only if the default user needs no password (CLIENT NO-EVICT stays, as in
+/// Redis 7.0).
 fn reset<'a>(cx: &'a mut ConnCtx<'_>) -> futures_util::future::LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         cx.session.multi = None;
         cx.session.multi_failed = false;
         cx.session.info.multi.store(-1, Ordering::Relaxed);
+        cx.session.pubsub.clear();
         crate::multi::unwatch_all(cx.session, &cx.server.shards).await;
         reset_settings(cx)
     })

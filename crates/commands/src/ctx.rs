@@ -220,6 +220,8 @@ pub struct Session {
     /// While EXEC runs: the transaction's lock owner. Commands of the transaction take their locks
     /// as this owner, re-entering what EXEC holds.
     pub txn_owner: Option<Owner>,
+    /// Channels, patterns and shard channels subscribed to (see `crate::pubsub`).
+    pub pubsub: crate::pubsub::Subscriptions,
 }
 
 impl Session {
@@ -238,6 +240,7 @@ impl Session {
             watched: Vec::new(),
             txn_owner: None,
             deferred: None,
+            pubsub: Default::default(),
         }
     }
 
@@ -447,7 +450,13 @@ impl ClientInfo {
     /// connection writes it after everything queued before. False if the client is closed or this
     /// message took it over its output-buffer limit (it is then closed).
     pub fn push(&self, bytes: Bytes) -> bool {
-        self.enqueue(bytes, false, now_ms()).is_some()
+        self.push_at(bytes, now_ms())
+    }
+
+    /// [`ClientInfo::push`] with the caller's clock reading (unix ms), for a caller pushing to many
+    /// clients at once (PUBLISH) that reads the clock once.
+    pub fn push_at(&self, bytes: Bytes, now: i64) -> bool {
+        self.enqueue(bytes, false, now).is_some()
     }
 
     /// Closes the client from any thread (CLIENT KILL, SHUTDOWN): drops its pending output, refuses
@@ -658,6 +667,8 @@ pub struct ServerState {
     pub clients: Mutex<std::collections::BTreeMap<u64, Arc<ClientInfo>>>,
     pub next_client_id: AtomicU64,
     pub stats: ServerStats,
+    /// Every pub/sub subscription, reached from any thread (see `crate::pubsub`).
+    pub pubsub: Arc<crate::pubsub::PubSub>,
     /// Process start, unix ms.
     pub started_ms: i64,
     /// 40 hex chars, new at every start (INFO run_id).

@@ -301,7 +301,8 @@ impl KeySpec {
             .iter()
             .filter(|k| f.has(**k))
             .count();
-        if kinds != 1 {
+        // A NOT_KEY spec (SPUBLISH's shard channel) names no key, so it has no access kind.
+        if kinds != 1 && !(kinds == 0 && f.has(KeyFlags::NOT_KEY)) {
             return Err("a key spec says exactly one of RO, RW, OW, RM");
         }
         match self.begin_search {

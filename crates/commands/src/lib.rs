@@ -24,6 +24,7 @@ pub mod hash;
 pub mod hll;
 pub mod list;
 pub mod multi;
+pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -55,6 +56,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     bitmap::COMMANDS,
     hll::COMMANDS,
     geo::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).

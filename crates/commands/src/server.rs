@@ -361,7 +361,7 @@ pub fn reply_help(out: &mut ReplyBuf, cmd: &[u8], lines: &[&str]) {
 
 /// `ERR unknown subcommand or wrong number of arguments for '<sub>'. Try <CMD> HELP.`, for
 /// commands that parse their own subcommands (DEBUG).
-fn subcommand_syntax_error(args: &[Bytes]) -> CmdError {
+pub(crate) fn subcommand_syntax_error(args: &[Bytes]) -> CmdError {
     let sub = String::from_utf8_lossy(&args[1][..args[1].len().min(128)]).into_owned();
     CmdError::Msg(
         format!(
@@ -1019,6 +1019,9 @@ pub struct InfoData {
     pub expired_keys: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    pub pubsub_channels: usize,
+    pub pubsub_patterns: usize,
+    pub pubsubshard_channels: usize,
     pub error_replies: u64,
     pub replid: String,
     pub cpu: CpuTimes,
@@ -1210,6 +1213,9 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "evicted_keys", "0");
                 field!(out, "keyspace_hits", "{}", d.keyspace_hits);
                 field!(out, "keyspace_misses", "{}", d.keyspace_misses);
+                field!(out, "pubsub_channels", "{}", d.pubsub_channels);
+                field!(out, "pubsub_patterns", "{}", d.pubsub_patterns);
+                field!(out, "pubsubshard_channels", "{}", d.pubsubshard_channels);
                 field!(out, "total_error_replies", "{}", d.error_replies);
             }
             "replication" => {
@@ -1506,6 +1512,10 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         d.max_output_buffer = d.max_output_buffer.max(c.omem.load(Ordering::Relaxed));
         d.blocked_clients += c.blocked.load(Ordering::Relaxed) as usize;
     }
+
+    d.pubsub_channels = server.pubsub.count(crate::pubsub::Kind::Channel);
+    d.pubsub_patterns = server.pubsub.count(crate::pubsub::Kind::Pattern);
+    d.pubsubshard_channels = server.pubsub.count(crate::pubsub::Kind::Shard);
 
     let config = &server.config;
     let now = cx.now;

@@ -736,7 +736,8 @@ fn validate(spec: &CommandSpec, parent: Option<&CommandSpec>) {
     }
     validate_args(name, spec.docs.args, spec.keys.len());
     if !spec.docs.args.is_empty() {
-        for i in 0..spec.keys.len() {
+        // NOT_KEY specs (shard channels) are documented as plain strings, as Redis does.
+        for i in (0..spec.keys.len()).filter(|&i| !spec.keys[i].flags.has(KeyFlags::NOT_KEY)) {
             assert!(
                 refers_to_key_spec(spec.docs.args, i),
                 "{name}: no argument documents key spec {i}"

@@ -31,6 +31,7 @@ use strata_commands::connection::is_authenticated;
 use strata_commands::ctx::UNBLOCK_ERROR;
 use strata_commands::keyed::{run_here, SLICE};
 use strata_commands::multi;
+use strata_commands::pubsub;
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
     run_shard_handler, table, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
@@ -535,6 +536,7 @@ impl Batch<'_> {
         let mut slots: Vec<(Slot, bool)> = Vec::with_capacity(cmds.len());
         let mut pending: Vec<Pending> = Vec::new();
         let mut done: Vec<ShardReplies> = Vec::new();
+        let mut starts: Vec<usize> = Vec::new();
 
         let mut cmds = cmds.into_iter();
         while let Some(args) = cmds.next() {
@@ -612,6 +614,12 @@ impl Batch<'_> {
                 Route::Conn(cmd, args, f) => {
                     // A barrier: what came before takes effect first (CLIENT KILL, SHUTDOWN...).
                     self.flush(&mut pending, &mut done).await;
+                    if pubsub::pushes_to_caller(cmd.spec, self.session) {
+                        // It pushes to this client: the replies before it go first.
+                        self.assemble(&mut slots, &local, &done, &mut starts);
+                        let before = Bytes::from(self.out.take());
+                        self.session.info.queue_reply(before, false, now_ms());
+                    }
                     self.run_conn(&cmd, &args, f, &mut local);
                     Slot::Local(start, local.buf.len())
                 }
@@ -647,9 +655,21 @@ impl Batch<'_> {
             slots.push((slot, suppress));
         }
         self.flush(&mut pending, &mut done).await;
+        self.assemble(&mut slots, &local, &done, &mut starts);
+        self.out.proto = self.session.proto;
+    }
 
-        let mut starts = vec![0usize; done.len()];
-        for (slot, suppress) in slots {
+    /// Appends the replies of `slots`, in order, to `out` and empties `slots`. `starts` tracks how
+    /// far each sub-batch's replies have been taken.
+    fn assemble(
+        &mut self,
+        slots: &mut Vec<(Slot, bool)>,
+        local: &ReplyBuf,
+        done: &[ShardReplies],
+        starts: &mut Vec<usize>,
+    ) {
+        starts.resize(done.len(), 0);
+        for (slot, suppress) in slots.drain(..) {
             let bytes = match slot {
                 Slot::Local(s, e) => &local.buf[s..e],
                 Slot::Remote { batch, index } => {
@@ -663,7 +683,6 @@ impl Batch<'_> {
                 self.out.buf.extend_from_slice(bytes);
             }
         }
-        self.out.proto = self.session.proto;
     }
 
     /// Runs every pending sub-batch and waits for all replies, kept in `pending` order. One shard:
@@ -897,6 +916,9 @@ impl Batch<'_> {
             return reject(&cmd, "NOAUTH Authentication required.".into());
         }
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
+        if let Some(msg) = pubsub::subscribed_mode_error(&cmd, self.session) {
+            return reject(&cmd, msg);
+        }
         let set = &self.state.shards;
         let single_shard = || {
             let mut first = None;

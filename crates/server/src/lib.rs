@@ -111,6 +111,7 @@ pub fn run(config: Config) -> i32 {
         clients: Mutex::new(Default::default()),
         next_client_id: AtomicU64::new(1),
         stats: ServerStats::default(),
+        pubsub: Default::default(),
         started_ms: now_ms(),
         run_id: random_run_id(),
         shutting_down: AtomicBool::new(false),
