@@ -5,6 +5,7 @@ mod bitmap;
 mod blocking;
 mod geo;
 mod hash;
+mod jobqueue;
 mod hll;
 mod keys;
 mod lifecycle;

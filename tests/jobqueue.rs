@@ -1,0 +1,149 @@
+//! A job-queue workload, the way Sidekiq/BullMQ-style reliable queues use Redis, run against Strata
+//! with more threads than cores: producers LPUSH jobs; consumers take them with BLMOVE or
+//! BRPOPLPUSH into a per-consumer processing list and complete them with MULTI/EXEC (LREM from the
+//! processing list + SADD to the done set); one consumer dies holding jobs, and a reaper returns its
+//! processing list to the queue with WATCH/MULTI/EXEC. Every job must be done exactly once.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::harness::{hash_slot, Conn, Reply, Server};
+
+const PRODUCERS: usize = 3;
+const JOBS_PER_PRODUCER: usize = 250;
+const CONSUMERS: usize = 4;
+
+/// A key named `<tag>` with a hash tag that lands it in quarter `q` of the slot space.
+fn key_in(q: u16, tag: &str) -> String {
+    (0..)
+        .map(|n| format!("{tag}:{n}"))
+        .find(|k| hash_slot(k) / 4096 == q)
+        .expect("some key lands in every quarter")
+}
+
+fn bulk(r: &Reply) -> Option<String> {
+    r.as_bytes().map(|b| String::from_utf8_lossy(b).to_string())
+}
+
+/// Takes one job into `processing` (BLMOVE or BRPOPLPUSH), waiting up to 0.2 s.
+fn take(c: &mut Conn, queue: &str, processing: &str, legacy: bool) -> Option<String> {
+    let r = if legacy {
+        c.call_decoded(&["BRPOPLPUSH", queue, processing, "0.2"])
+    } else {
+        c.call_decoded(&["BLMOVE", queue, processing, "RIGHT", "LEFT", "0.2"])
+    };
+    assert!(!r.is_error(), "take failed: {r:?}");
+    bulk(&r)
+}
+
+#[test]
+fn no_job_is_lost_or_done_twice() {
+    let s = Server::strata(&["--threads", "5"]);
+    let queue = key_in(0, "jobs");
+    let done = key_in(3, "done");
+    let total = PRODUCERS * JOBS_PER_PRODUCER;
+    let completions = Arc::new(Mutex::new(Vec::<String>::new()));
+    let finished = Arc::new(AtomicBool::new(false));
+
+    // A consumer that dies: takes a few jobs into its processing list and disconnects.
+    let dead_processing = key_in(1, "processing:dead");
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let (port, queue) = (s.port(), queue.clone());
+            thread::spawn(move || {
+                let mut c = Conn::connect(port, &format!("producer{p}"));
+                for n in 0..JOBS_PER_PRODUCER {
+                    let job = format!("p{p}:{n}");
+                    assert!(c.call_decoded(&["LPUSH", &queue, &job]).as_int().is_some());
+                }
+            })
+        })
+        .collect();
+    {
+        let mut dead = s.conn();
+        for _ in 0..5 {
+            // Waits for the producers' first jobs.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while take(&mut dead, &queue, &dead_processing, false).is_none() {
+                assert!(Instant::now() < deadline, "no job arrived");
+            }
+        }
+    } // disconnected with 5 jobs in its processing list
+
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|i| {
+            let (port, queue, done) = (s.port(), queue.clone(), done.clone());
+            let (completions, finished) = (completions.clone(), finished.clone());
+            let processing = key_in((i % 4) as u16, &format!("processing:{i}"));
+            thread::spawn(move || {
+                let mut c = Conn::connect(port, &format!("consumer{i}"));
+                let deadline = Instant::now() + Duration::from_secs(120);
+                while !finished.load(Ordering::Relaxed) {
+                    assert!(Instant::now() < deadline, "consumers did not finish");
+                    let Some(job) = take(&mut c, &queue, &processing, i % 2 == 1) else {
+                        continue;
+                    };
+                    assert_eq!(c.call(&["MULTI"]), b"+OK\r\n");
+                    c.call(&["LREM", &processing, "1", &job]);
+                    c.call(&["SADD", &done, &job]);
+                    let r = c.call_decoded(&["EXEC"]);
+                    let replies = r.as_array().expect("EXEC runs: nothing is watched");
+                    assert_eq!(replies[0].as_int(), Some(1), "{job} not in {processing}");
+                    assert_eq!(replies[1].as_int(), Some(1), "{job} done twice");
+                    completions.lock().unwrap().push(job);
+                }
+                assert_eq!(
+                    c.call_decoded(&["LLEN", &processing]).as_int(),
+                    Some(0),
+                    "jobs left in {processing}"
+                );
+            })
+        })
+        .collect();
+
+    // The reaper: returns the dead consumer's jobs to the queue atomically (WATCH, so a concurrent
+    // change to the processing list makes it retry).
+    let mut reaper = s.conn();
+    loop {
+        reaper.call(&["WATCH", &dead_processing]);
+        let held = reaper.call_decoded(&["LRANGE", &dead_processing, "0", "-1"]);
+        let jobs: Vec<String> = held
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter_map(bulk)
+            .collect();
+        assert_eq!(jobs.len(), 5, "the dead consumer's jobs");
+        reaper.call(&["MULTI"]);
+        let mut push = vec!["RPUSH", queue.as_str()];
+        push.extend(jobs.iter().map(String::as_str));
+        reaper.call(&push);
+        reaper.call(&["DEL", &dead_processing]);
+        if !reaper.call_decoded(&["EXEC"]).is_nil() {
+            break;
+        }
+    }
+
+    for p in producers {
+        p.join().expect("producer");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut check = s.conn();
+    while check.call_decoded(&["SCARD", &done]).as_int() != Some(total as i64) {
+        assert!(Instant::now() < deadline, "jobs were lost");
+        thread::sleep(Duration::from_millis(20));
+    }
+    finished.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.join().expect("consumer");
+    }
+    let completions = completions.lock().unwrap();
+    let unique: HashSet<&String> = completions.iter().collect();
+    assert_eq!(completions.len(), total, "a job was completed twice");
+    assert_eq!(unique.len(), total);
+    assert_eq!(check.call_decoded(&["LLEN", &queue]).as_int(), Some(0));
+    assert_eq!(check.call_decoded(&["EXISTS", &dead_processing]).as_int(), Some(0));
+}
