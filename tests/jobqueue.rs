@@ -145,5 +145,8 @@ fn no_job_is_lost_or_done_twice() {
     assert_eq!(completions.len(), total, "a job was completed twice");
     assert_eq!(unique.len(), total);
     assert_eq!(check.call_decoded(&["LLEN", &queue]).as_int(), Some(0));
-    assert_eq!(check.call_decoded(&["EXISTS", &dead_processing]).as_int(), Some(0));
+    assert_eq!(
+        check.call_decoded(&["EXISTS", &dead_processing]).as_int(),
+        Some(0)
+    );
 }

@@ -279,6 +279,7 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
+                    atomic: false,
                 }
                 .run(cmds)
                 .await;
@@ -294,6 +295,7 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
+                    atomic: false,
                 }
                 .run(rest)
                 .await;

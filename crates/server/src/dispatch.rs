@@ -380,8 +380,24 @@ async fn run_locked_here(
     cmds: &[ShardCmd],
     release: bool,
 ) -> (LockId, ShardReplies) {
+    if release {
+        if let Some(r) = with_shard(|s| run_if_free(s, cmds)) {
+            return (0, r);
+        }
+    }
     let id = acquire_here(set, owner, batch_lock_set(cmds)).await;
     (id, with_shard(|s| run_part(s, cmds, id, release)))
+}
+
+/// Runs all of `cmds` at once if no other command holds or awaits any of their keys (then taking
+/// and releasing their locks would change nothing); None if one does.
+fn run_if_free(s: &mut Shard, cmds: &[ShardCmd]) -> Option<ShardReplies> {
+    if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, None)) {
+        return None;
+    }
+    let mut p = Progress::default();
+    p.run_all(s, cmds);
+    Some(p.done())
 }
 
 /// [`run_locked_here`] on another shard: one message there, one back.
@@ -398,6 +414,12 @@ async fn run_locked_on(
     set.post(
         shard,
         Box::new(move || {
+            if release {
+                if let Some(r) = with_shard(|s| run_if_free(s, &cmds)) {
+                    shards.reply(origin, tx, (0, r));
+                    return;
+                }
+            }
             let lock_set = batch_lock_set(&cmds);
             let (gtx, grx) = oneshot::channel::<()>();
             let ran = with_shard(|s| {
@@ -522,6 +544,9 @@ pub struct Batch<'a> {
     pub state: &'a Arc<ServerState>,
     pub session: &'a mut Session,
     pub out: &'a mut ReplyBuf,
+    /// The batch is a transaction's body (EXEC without locks taken up front): each shard's part
+    /// runs all at once or waits whole for its keys, so nothing interleaves with it.
+    pub atomic: bool,
 }
 
 impl Batch<'_> {
@@ -543,7 +568,7 @@ impl Batch<'_> {
             if self.session.close_after_reply {
                 break;
             }
-            if self.session.txn_owner.is_none() && self.state.pause.maybe_paused() {
+            if self.session.txn_owner.is_none() && !self.atomic && self.state.pause.maybe_paused() {
                 if let Some(write) = self.paused(&args) {
                     if !slots.is_empty() {
                         // Answer what came before first: the connection writes those replies,
@@ -694,7 +719,9 @@ impl Batch<'_> {
         let txn = self.session.txn_owner;
         if pending.len() <= 1 {
             if let Some(p) = pending.pop() {
-                let replies = if Some(p.shard) == me {
+                let replies = if self.atomic {
+                    self.run_whole(p).await
+                } else if Some(p.shard) == me {
                     Progress::default().finish_free(set, &p.cmds, txn).await
                 } else {
                     run_free_on(set, p.shard, p.cmds, txn).await
@@ -720,7 +747,9 @@ impl Batch<'_> {
             // allows (it only forbids acquiring after a release), without touching the lock table
             // when its keys are free.
             if k + 1 == order.len() {
-                results[i] = Some(if Some(p.shard) == me {
+                results[i] = Some(if self.atomic {
+                    self.run_whole(p).await
+                } else if Some(p.shard) == me {
                     Progress::default().finish_free(set, &p.cmds, txn).await
                 } else {
                     run_free_on(set, p.shard, p.cmds, txn).await
@@ -737,6 +766,55 @@ impl Batch<'_> {
         }
         held.release();
         done.extend(results.into_iter().flatten());
+    }
+
+    /// Runs a sub-batch of a transaction's body on its shard all at once: at once if no other
+    /// command holds its keys, else once it holds all of them (then it releases them).
+    async fn run_whole(&self, p: Pending) -> ShardReplies {
+        let set = &self.state.shards;
+        let owner = new_owner();
+        if Some(p.shard) == current_shard_id() {
+            run_locked_here(set, owner, &p.cmds, true).await.1
+        } else {
+            run_locked_on(set, p.shard, owner, p.cmds, true).await.1
+        }
+    }
+
+    /// True if EXEC can run `queued` without taking its locks up front: no WATCH to check, and
+    /// every command is a key command of one shard in the current database (no SELECT, nothing
+    /// database-wide, no connection command), so the body is one pipeline flush — one message per
+    /// shard, each part atomic, parts in two-phase locking — with nothing between parts.
+    fn exec_in_one_flush(&self, queued: &[Vec<Bytes>]) -> bool {
+        if self.session.watch.is_some() {
+            return false;
+        }
+        let set = &self.state.shards;
+        queued.iter().all(|args| {
+            let Lookup::Found(cmd) = table().resolve(args) else {
+                return false;
+            };
+            if !cmd.spec.flags.has(Flags::NO_AUTH) && !is_authenticated(self.session, self.state) {
+                return false;
+            }
+            let mut first = None;
+            let mut same = true;
+            let mut any = false;
+            cmd.spec.for_each_key(args, |i, _| {
+                any = true;
+                let s = set.shard_of_key(&args[i]);
+                same &= *first.get_or_insert(s) == s;
+            });
+            let few = match cmd.spec.handler {
+                Handler::Shard(_) => true,
+                Handler::Keys(_) => {
+                    let mut n = 0;
+                    cmd.spec.for_each_key(args, |_, _| n += 1);
+                    n <= SLICE && (set.len() == 1 || !cmd.spec.reads_db.is_some_and(|f| f(args)))
+                }
+                _ => false,
+            };
+            any && same && few && cmd.spec.other_db_key.is_none_or(|o| o(args).is_none())
+        })
     }
 
     /// CLIENT PAUSE: whether the command must wait now (every command under ALL; under WRITE those
@@ -825,6 +903,24 @@ impl Batch<'_> {
             out.error("EXECABORT Transaction discarded because of previous errors.");
             return;
         }
+        let n = queued.len();
+        if self.exec_in_one_flush(&queued) {
+            let mut replies = ReplyBuf::new(self.session.proto);
+            {
+                let mut inner = Batch {
+                    state: self.state,
+                    session: &mut *self.session,
+                    out: &mut replies,
+                    atomic: true,
+                };
+                let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(queued));
+                run.await;
+            }
+            out.proto = self.session.proto;
+            out.array(n);
+            out.buf.extend_from_slice(&replies.buf);
+            return;
+        }
         let owner = new_owner();
         let lock = set.lock_plan(owner, self.txn_plan(&queued)).await;
         if multi::watch_broken(self.session, &set, now_ms()).await {
@@ -834,7 +930,6 @@ impl Batch<'_> {
             return;
         }
         multi::unwatch_all(self.session, &set).await;
-        let n = queued.len();
         let mut replies = ReplyBuf::new(self.session.proto);
         self.session.txn_owner = Some(owner);
         {
@@ -842,6 +937,7 @@ impl Batch<'_> {
                 state: self.state,
                 session: &mut *self.session,
                 out: &mut replies,
+                atomic: false,
             };
             let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(queued));
             run.await;
@@ -930,7 +1026,7 @@ impl Batch<'_> {
             same.then_some(first.unwrap_or(local_shard))
         };
         // Inside EXEC a blocking command does not block: it answers as if it timed out.
-        if cmd.spec.flags.has(Flags::BLOCKING) && self.session.txn_owner.is_none() {
+        if cmd.spec.flags.has(Flags::BLOCKING) && self.session.txn_owner.is_none() && !self.atomic {
             match cmd.spec.handler {
                 Handler::Shard(handler) => {
                     return match single_shard() {
