@@ -278,7 +278,7 @@ fn write<R>(db: &mut Db, key: &[u8], now: i64, f: impl FnOnce(&mut Hash) -> R) -
             let mut h = Hash::new();
             let r = f(&mut h);
             if !h.is_empty() {
-                db.set(key, Value::Obj(Box::new(Object::Hash(h))), None, now);
+                db.set(key, Value::Obj(Object::Hash(h)), None, now);
             }
             r
         }

@@ -66,7 +66,7 @@ fn read_set<'d>(db: &'d mut Db, key: &[u8], now: i64) -> Result<Option<&'d Set>,
 }
 
 fn set_value(s: Set) -> Value {
-    Value::Obj(Box::new(Object::Set(s)))
+    Value::Obj(Object::Set(s))
 }
 
 /// A small, fast random generator seeded from the shard's (the shard's own cannot be borrowed

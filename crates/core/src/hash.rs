@@ -4,7 +4,8 @@
 //! value's. The header is a single byte when both lengths are under 16 (most small-hash fields and
 //! values), else a marker and two varints; a listpack spends four bytes per pair.
 //!
-//! * **listpack** (small): the pairs packed in one exactly sized buffer, in insertion order —
+//! * **listpack** (small): the pairs packed in one exactly sized buffer ([`PackBuf`], the hash's
+//!   only allocation: a hash is one word, inline in its key's entry), in insertion order —
 //!   Redis's listpack keeps that order and HGETALL/HSCAN answer in it, so Strata's replies match
 //!   byte for byte. Lookups are linear, as in Redis; the thresholds keep the buffer small.
 //! * **hashtable** (big): a [`hashbrown::HashTable`] of [`Cell`]s, each a pair in its own
@@ -39,23 +40,25 @@ use std::sync::OnceLock;
 use hashbrown::HashTable;
 
 use crate::limits::{HASH_MAX_LISTPACK_ENTRIES, HASH_MAX_LISTPACK_VALUE};
+use crate::pack::{PackBuf, PackOr, Packed, Rep, MAX_PACK};
+
+/// The packed buffer's header bytes (counted by `heap_size`).
+const PACK_HEADER: usize = 8;
 
 /// A hash: field → value; "listpack" while small, "hashtable" beyond.
-#[derive(Clone, Default)]
-pub struct Hash {
-    repr: Repr,
-}
-
+///
+/// One word (it lives inline in every hash key's entry): the listpack's own allocation, or the
+/// boxed table.
 #[derive(Clone)]
-enum Repr {
-    Pack(Pack),
-    /// Boxed, so that a hash is three words (it lives in every hash key's object).
-    Table(Box<Table>),
+pub struct Hash {
+    repr: PackOr<Pack, Table>,
 }
 
-impl Default for Repr {
+impl Default for Hash {
     fn default() -> Self {
-        Repr::Pack(Pack::default())
+        Hash {
+            repr: PackOr::pack(Pack(PackBuf::new())),
+        }
     }
 }
 
@@ -147,12 +150,16 @@ fn pair_at(buf: &[u8], at: usize) -> (Range<usize>, Range<usize>) {
 // ===== the listpack encoding =====
 
 /// Packed pairs in insertion order, in an exactly sized buffer (as a listpack reallocates on
-/// every write), so a small hash carries no slack.
-#[derive(Clone, Default, PartialEq, Eq)]
-struct Pack {
-    buf: Box<[u8]>,
-    /// Number of pairs.
-    len: usize,
+/// every write), so a small hash carries no slack. The buffer's count is the number of pairs.
+#[derive(Clone, PartialEq, Eq)]
+#[repr(transparent)]
+struct Pack(PackBuf);
+
+// SAFETY: `Pack` is a transparent wrapper of a PackBuf.
+unsafe impl Packed for Pack {
+    fn into_buf(self) -> PackBuf {
+        self.0
+    }
 }
 
 /// Where a pair lies in a pack.
@@ -162,11 +169,20 @@ struct Slot {
 }
 
 impl Pack {
+    fn buf(&self) -> &[u8] {
+        self.0.bytes()
+    }
+
+    fn len(&self) -> usize {
+        self.0.count()
+    }
+
     fn find(&self, field: &[u8]) -> Option<Slot> {
+        let buf = self.buf();
         let mut at = 0;
-        while at < self.buf.len() {
-            let (f, v) = pair_at(&self.buf, at);
-            if &self.buf[f] == field {
+        while at < buf.len() {
+            let (f, v) = pair_at(buf, at);
+            if &buf[f] == field {
                 return Some(Slot {
                     pair: at..v.end,
                     value: v,
@@ -178,16 +194,13 @@ impl Pack {
     }
 
     fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        self.find(field).map(|s| &self.buf[s.value])
+        self.find(field).map(|s| &self.buf()[s.value])
     }
 
     /// Replaces the bytes in `range` by `with`, keeping the buffer exactly sized (a realloc, in
     /// place when the allocator can, as a listpack does).
     fn splice(&mut self, range: Range<usize>, with: &[u8]) {
-        let mut v = std::mem::take(&mut self.buf).into_vec();
-        v.reserve_exact(with.len().saturating_sub(range.len()));
-        v.splice(range, with.iter().copied());
-        self.buf = v.into_boxed_slice();
+        self.0.splice(range, with);
     }
 
     /// Sets `field` to `value`; true if the field is new (appended at the end).
@@ -200,9 +213,8 @@ impl Pack {
                 false
             }
             None => {
-                let end = self.buf.len();
-                self.splice(end..end, &pair);
-                self.len += 1;
+                self.0.push(&pair);
+                self.0.set_count(self.len() + 1);
                 true
             }
         }
@@ -212,7 +224,7 @@ impl Pack {
         match self.find(field) {
             Some(slot) => {
                 self.splice(slot.pair, &[]);
-                self.len -= 1;
+                self.0.set_count(self.len() - 1);
                 true
             }
             None => false,
@@ -221,7 +233,7 @@ impl Pack {
 
     fn iter(&self) -> PackIter<'_> {
         PackIter {
-            buf: &self.buf,
+            buf: self.buf(),
             at: 0,
         }
     }
@@ -418,9 +430,9 @@ impl Hash {
 
     /// Number of fields.
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::Pack(p) => p.len,
-            Repr::Table(t) => t.table.len(),
+        match self.repr.get() {
+            Rep::Pack(p) => p.len(),
+            Rep::Big(t) => t.table.len(),
         }
     }
 
@@ -431,30 +443,30 @@ impl Hash {
 
     /// The encoding OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
-        match &self.repr {
-            Repr::Pack(_) => "listpack",
-            Repr::Table(_) => "hashtable",
+        match self.repr.get() {
+            Rep::Pack(_) => "listpack",
+            Rep::Big(_) => "hashtable",
         }
     }
 
     /// True while the hash is a listpack.
     pub fn is_listpack(&self) -> bool {
-        matches!(self.repr, Repr::Pack(_))
+        !self.repr.is_big()
     }
 
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
-        match &self.repr {
-            Repr::Pack(p) => p.buf.len(),
-            Repr::Table(t) => t.table.allocation_size() + t.bytes,
+        match self.repr.get() {
+            Rep::Pack(p) => p.0.len() + PACK_HEADER,
+            Rep::Big(t) => t.table.allocation_size() + t.bytes,
         }
     }
 
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        match &self.repr {
-            Repr::Pack(p) => p.get(field),
-            Repr::Table(t) => t.get(field),
+        match self.repr.get() {
+            Rep::Pack(p) => p.get(field),
+            Rep::Big(t) => t.get(field),
         }
     }
 
@@ -476,9 +488,15 @@ impl Hash {
     /// `hash-max-listpack-entries`.
     pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
         self.convert_for_len(field.len().max(value.len()));
-        let new = match &mut self.repr {
-            Repr::Pack(p) => p.insert(field, value),
-            Repr::Table(t) => t.insert(field, value),
+        if let Rep::Pack(p) = self.repr.get() {
+            // Redis's listpack safety size: a pack never grows past it.
+            if p.0.len() + pair_len(field, value) > MAX_PACK {
+                self.convert_to_table();
+            }
+        }
+        let new = match self.repr.get_mut() {
+            Rep::Pack(p) => p.insert(field, value),
+            Rep::Big(t) => t.insert(field, value),
         };
         if self.is_listpack() && self.len() > HASH_MAX_LISTPACK_ENTRIES.count() {
             self.convert_to_table();
@@ -488,26 +506,26 @@ impl Hash {
 
     /// Removes `field`; true if it existed.
     pub fn remove(&mut self, field: &[u8]) -> bool {
-        match &mut self.repr {
-            Repr::Pack(p) => p.remove(field),
-            Repr::Table(t) => t.remove(field),
+        match self.repr.get_mut() {
+            Rep::Pack(p) => p.remove(field),
+            Rep::Big(t) => t.remove(field),
         }
     }
 
     /// The (field, value) pairs: insertion order for a listpack, table order for a hashtable.
     pub fn iter(&self) -> Iter<'_> {
-        Iter(match &self.repr {
-            Repr::Pack(p) => IterRepr::Pack(p.iter()),
-            Repr::Table(t) => IterRepr::Table(t.table.iter()),
+        Iter(match self.repr.get() {
+            Rep::Pack(p) => IterRepr::Pack(p.iter()),
+            Rep::Big(t) => IterRepr::Table(t.table.iter()),
         })
     }
 
     /// A random (field, value) pair, None if empty. `rand` supplies random 64-bit numbers.
     pub fn random(&self, rand: &mut dyn FnMut() -> u64) -> Option<(&[u8], &[u8])> {
-        match &self.repr {
-            Repr::Pack(p) if p.len == 0 => None,
-            Repr::Pack(p) => p.iter().nth((rand() % p.len as u64) as usize),
-            Repr::Table(t) => t.random(rand).map(|c| c.parts()),
+        match self.repr.get() {
+            Rep::Pack(p) if p.len() == 0 => None,
+            Rep::Pack(p) => p.iter().nth((rand() % p.len() as u64) as usize),
+            Rep::Big(t) => t.random(rand).map(|c| c.parts()),
         }
     }
 
@@ -523,8 +541,8 @@ impl Hash {
         let len = self.len();
         let count = count.min(len);
         let mut out = Vec::with_capacity(count);
-        match &self.repr {
-            Repr::Table(t) if count * 3 <= len => {
+        match self.repr.get() {
+            Rep::Big(t) if count * 3 <= len => {
                 let mut seen: HashTable<&Cell> = HashTable::with_capacity(count);
                 while out.len() < count {
                     let Some(c) = t.random(rand) else { break };
@@ -564,15 +582,15 @@ impl Hash {
         if self.is_empty() {
             return;
         }
-        match &self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get() {
+            Rep::Pack(p) => {
                 let pairs: Vec<_> = p.iter().collect();
                 for _ in 0..count {
                     let (k, v) = pairs[(rand() % pairs.len() as u64) as usize];
                     f(k, v);
                 }
             }
-            Repr::Table(t) => {
+            Rep::Big(t) => {
                 for _ in 0..count {
                     if let Some(c) = t.random(rand) {
                         let (k, v) = c.parts();
@@ -593,12 +611,12 @@ impl Hash {
         count: usize,
         mut f: impl FnMut(&'a [u8], &'a [u8]),
     ) -> u64 {
-        match &self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get() {
+            Rep::Pack(p) => {
                 p.iter().for_each(|(k, v)| f(k, v));
                 0
             }
-            Repr::Table(t) => {
+            Rep::Big(t) => {
                 let buckets = t.table.num_buckets();
                 let Ok(mut at) = usize::try_from(cursor) else {
                     return 0;
@@ -625,15 +643,15 @@ impl Hash {
 
     /// Converts to the hashtable encoding (no-op if it is one).
     fn convert_to_table(&mut self) {
-        if let Repr::Pack(p) = &self.repr {
+        if let Rep::Pack(p) = self.repr.get() {
             let mut t = Box::new(Table {
-                table: HashTable::with_capacity(p.len),
+                table: HashTable::with_capacity(p.len()),
                 bytes: 0,
             });
             for (k, v) in p.iter() {
                 t.insert(k, v);
             }
-            self.repr = Repr::Table(t);
+            self.repr = PackOr::big(t);
         }
     }
 }
@@ -819,9 +837,9 @@ mod tests {
             h.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
         assert_eq!(got, model);
         let cells: usize = model.iter().map(|(k, v)| pair_len(k, v)).sum();
-        match &h.repr {
-            Repr::Table(t) => assert_eq!(t.bytes, cells),
-            Repr::Pack(_) => unreachable!(),
+        match h.repr.get() {
+            Rep::Big(t) => assert_eq!(t.bytes, cells),
+            Rep::Pack(_) => unreachable!(),
         }
         // Emptying a big table shrinks it.
         for k in model.keys() {

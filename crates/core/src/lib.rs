@@ -17,6 +17,7 @@ pub mod limits;
 pub mod list;
 pub mod long_double;
 pub mod num;
+pub mod pack;
 pub mod set;
 pub mod slot;
 pub mod zset;

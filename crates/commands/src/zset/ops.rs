@@ -243,7 +243,7 @@ pub fn store(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
     for (m, s) in elems {
         z.add(m, *s);
     }
-    db.set(key, Value::Obj(Box::new(Object::ZSet(z))), None, now);
+    db.set(key, Value::Obj(Object::ZSet(z)), None, now);
 }
 
 /// Stores the result of ZRANGESTORE: built by adding one element at a time to a new listpack, so
@@ -257,7 +257,7 @@ fn store_by_adding(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
     for (m, s) in elems {
         z.add(m, *s);
     }
-    db.set(key, Value::Obj(Box::new(Object::ZSet(z))), None, now);
+    db.set(key, Value::Obj(Object::ZSet(z)), None, now);
 }
 
 // ===== replies =====
@@ -359,7 +359,7 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
         None if f.xx => false,
         None => {
             let z = ZSet::for_first_member(pairs[0].1.len());
-            db.set(key, Value::Obj(Box::new(Object::ZSet(z))), None, now);
+            db.set(key, Value::Obj(Object::ZSet(z)), None, now);
             true
         }
     };
