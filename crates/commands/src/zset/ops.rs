@@ -1011,8 +1011,12 @@ pub fn zrandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
         return Ok(());
     }
     if l < 0 {
-        // Repetitions allowed: `count` independent picks. The reply is as long as the client
-        // asked for (as in Redis), built element by element, never allocated up front.
+        // Repetitions allowed: `count` independent picks, built element by element. Past
+        // MAX_RANDOM_PICKS the reply could not be held in memory (Redis runs out of it), so
+        // Strata refuses, as HRANDFIELD does.
+        if l.unsigned_abs() > crate::hash::MAX_RANDOM_PICKS {
+            return Err(CmdError::msg("ERR value is out of range"));
+        }
         let count = l.unsigned_abs() as usize;
         header(cx.out, count);
         for _ in 0..count {
