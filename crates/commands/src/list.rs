@@ -507,6 +507,7 @@ fn reply_elem(out: &mut ReplyBuf, e: Elem<'_>) {
     match e {
         Elem::Bytes(b) => out.bulk(b),
         Elem::Int(i) => out.bulk_int(i),
+        Elem::Shared(b) => out.bulk(&b),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod hash;
 pub mod limits;
 pub mod list;
 pub mod long_double;
+pub mod lzf;
 pub mod num;
 pub mod pack;
 pub mod set;
