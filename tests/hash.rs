@@ -614,6 +614,42 @@ fn hscan_returns_every_field_present_throughout_a_large_scan() {
     );
 }
 
+#[test]
+fn hscan_returns_every_lasting_field_while_the_hash_grows_and_shrinks() {
+    let mut d = Diff::new();
+    let mut args = vec!["HSET".to_string(), "g".to_string()];
+    for i in 0..1000 {
+        args.push(format!("keep{i}"));
+        args.push("v".into());
+    }
+    d.run(&args);
+    // Between HSCAN calls: 40 × 500 new fields (the table doubles several times), then they are
+    // deleted again 2000 at a time (it shrinks). Fields kept throughout must all come back.
+    d.both(|c| {
+        let mut added = 0usize;
+        let fields = scan_fields(c, "g", 10, |c, round| {
+            if round < 40 {
+                let mut more = vec!["HSET".to_string(), "g".to_string()];
+                for i in added..added + 500 {
+                    more.push(format!("tmp{i}"));
+                    more.push("w".into());
+                }
+                c.call(&more);
+                added += 500;
+            } else if added > 0 {
+                let mut del = vec!["HDEL".to_string(), "g".to_string()];
+                let from = added.saturating_sub(2000);
+                del.extend((from..added).map(|i| format!("tmp{i}")));
+                c.call(&del);
+                added = from;
+            }
+        });
+        let unique: BTreeSet<_> = fields.into_iter().collect();
+        (0..1000).all(|i| unique.contains(format!("keep{i}").as_bytes()))
+    });
+    d.run(&["HLEN", "g"]);
+}
+
 /// One random command over a small field space, so that fields repeat and hashes shrink, grow,
 /// empty and convert.
 fn random_command(rng: &mut Rng, keys: &[&str]) -> Vec<String> {

@@ -536,3 +536,77 @@ fn random_picks_are_members_and_roughly_uniform() {
     }
     assert_eq!(firsts.len(), 4);
 }
+
+/// SRANDMEMBER, ZRANDMEMBER and HRANDFIELD at the edges of the count's range: Redis's errors and
+/// replies where Redis gives them; a repeated-picks count too large for any reply (Redis runs out
+/// of memory building it) is refused, never allocated, and the server keeps serving.
+#[test]
+fn random_picks_with_huge_counts() {
+    let mut d = Diff::new();
+    d.run(&["SADD", "s", "1", "2", "3"]);
+    d.run(&["SADD", "t", "a", "b", "c"]);
+    d.run(&["ZADD", "z", "1", "a", "2", "b"]);
+    d.run(&["HSET", "h", "a", "1", "b", "2"]);
+    d.run(&["SET", "str", "x"]);
+    for proto in [2, 3] {
+        if proto == 3 {
+            hello3(&mut d);
+        }
+        // (Never a huge negative count on an existing key here: Redis would try to answer it.)
+        for count in [
+            "-9223372036854775808",
+            "9223372036854775807",
+            "9223372036854775808",
+            "4611686018427387904",
+            "4611686018427387903",
+            "0",
+            "-0",
+            "x",
+        ] {
+            for key in ["s", "t", "nokey", "str"] {
+                d.run_unordered(&["SRANDMEMBER", key, count]);
+            }
+            for key in ["z", "nokey", "str"] {
+                d.run(&["ZRANDMEMBER", key, count]);
+                d.run(&["ZRANDMEMBER", key, count, "WITHSCORES"]);
+            }
+            for key in ["h", "nokey", "str"] {
+                d.run(&["HRANDFIELD", key, count]);
+                d.run(&["HRANDFIELD", key, count, "WITHVALUES"]);
+            }
+        }
+        // Past ±2^62 with scores or values: out of range before any reply is built.
+        for count in ["-4611686018427387904", "-9223372036854775807"] {
+            for key in ["z", "nokey", "str"] {
+                d.run(&["ZRANDMEMBER", key, count, "WITHSCORES"]);
+            }
+            for key in ["h", "nokey", "str"] {
+                d.run(&["HRANDFIELD", key, count, "WITHVALUES"]);
+            }
+        }
+        // Missing keys answer an empty array whatever the negative count.
+        for count in ["-9223372036854775807", "-4611686018427387903"] {
+            d.run(&["SRANDMEMBER", "nokey", count]);
+            d.run(&["ZRANDMEMBER", "nokey", count, "WITHSCORES"]);
+            d.run(&["HRANDFIELD", "nokey", count, "WITHVALUES"]);
+        }
+    }
+    let mut c = d.strata_server.conn();
+    let out_of_range = b"-ERR value is out of range\r\n".to_vec();
+    for count in ["-9223372036854775807", "-4611686018427387903", "-16777217"] {
+        for args in [
+            vec!["SRANDMEMBER", "s", count],
+            vec!["SRANDMEMBER", "t", count],
+            vec!["ZRANDMEMBER", "z", count],
+            vec!["ZRANDMEMBER", "z", count, "WITHSCORES"],
+            vec!["HRANDFIELD", "h", count],
+            vec!["HRANDFIELD", "h", count, "WITHVALUES"],
+        ] {
+            assert_eq!(c.call(&args), out_of_range, "{args:?}");
+        }
+    }
+    // The largest allowed count is answered in full.
+    let r = c.call_decoded(&["SRANDMEMBER", "s", "-100000"]);
+    assert_eq!(r.as_array().map(<[Reply]>::len), Some(100_000));
+    assert_eq!(c.call(&["PING"]), b"+PONG\r\n");
+}

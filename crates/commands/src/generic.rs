@@ -2101,13 +2101,12 @@ mod tests {
         // Empty collections stand in for real ones: the filter only asks the object its type name.
         let objects = [
             ("h", Object::Hash(Default::default())),
-            ("l", Object::List(Default::default())),
+            ("l", Object::List(Box::default())),
             ("s", Object::Set(Default::default())),
             ("z", Object::ZSet(Default::default())),
         ];
         for (key, o) in objects {
-            s.db_mut(0)
-                .set(key.as_bytes(), Value::Obj(Box::new(o)), None, T);
+            s.db_mut(0).set(key.as_bytes(), Value::Obj(o), None, T);
         }
         for (ty, key) in [
             ("hash", "h"),

@@ -278,7 +278,7 @@ fn write<R>(db: &mut Db, key: &[u8], now: i64, f: impl FnOnce(&mut Hash) -> R) -
             let mut h = Hash::new();
             let r = f(&mut h);
             if !h.is_empty() {
-                db.set(key, Value::Obj(Box::new(Object::Hash(h))), None, now);
+                db.set(key, Value::Obj(Object::Hash(h)), None, now);
             }
             r
         }
@@ -525,9 +525,10 @@ fn hincrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 // ===== HRANDFIELD =====
 
-/// The most picks HRANDFIELD with a negative count answers. Redis builds whatever reply is asked
-/// for (a count near 2^63 exhausts its memory); Strata refuses counts past this with `ERR value is
-/// out of range` rather than allocate an unbounded reply.
+/// The most picks HRANDFIELD, SRANDMEMBER and ZRANDMEMBER with a negative count answer (for an
+/// existing key). Redis builds whatever reply is asked for (a count near 2^63 exhausts its
+/// memory); Strata refuses counts past this with `ERR value is out of range` rather than allocate
+/// an unbounded reply.
 pub const MAX_RANDOM_PICKS: u64 = 1 << 24;
 
 /// A small xorshift generator seeded from the shard's, so the hash can be borrowed meanwhile.

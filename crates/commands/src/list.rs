@@ -434,7 +434,7 @@ fn write_list<R>(
 }
 
 fn store_new(db: &mut Db, key: &[u8], list: List, now: i64) {
-    db.set(key, Value::Obj(Box::new(Object::List(list))), None, now);
+    db.set(key, Value::Obj(Object::List(Box::new(list))), None, now);
 }
 
 /// Pushes `elems` one by one at `end` of the list at `key` (so LPUSH a b c leaves c first). A
@@ -507,6 +507,7 @@ fn reply_elem(out: &mut ReplyBuf, e: Elem<'_>) {
     match e {
         Elem::Bytes(b) => out.bulk(b),
         Elem::Int(i) => out.bulk_int(i),
+        Elem::Shared(b) => out.bulk(&b),
     }
 }
 

@@ -36,3 +36,22 @@ pub fn track(delta: isize) {
 pub fn used_memory() -> usize {
     USED.load(Ordering::Relaxed).max(0) as usize
 }
+
+/// How the binary's allocator returns free memory to the OS (set once at start-up).
+static RELEASE: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Registers the allocator's "give back what you can" call (mimalloc's `mi_collect`).
+pub fn set_release(f: fn()) {
+    let _ = RELEASE.set(f);
+}
+
+/// Asks the allocator to free this thread's empty pages and return memory freed a while ago to
+/// the OS. Shard threads call it from their background tick about once a second, as jemalloc's
+/// background threads purge for Redis: an allocator that purges only while it is being called
+/// would otherwise keep the memory of a finished bulk load (query buffers, argument vectors) in
+/// RSS for as long as the thread stays idle.
+pub fn release_free_memory() {
+    if let Some(f) = RELEASE.get() {
+        f();
+    }
+}

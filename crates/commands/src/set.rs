@@ -66,7 +66,7 @@ fn read_set<'d>(db: &'d mut Db, key: &[u8], now: i64) -> Result<Option<&'d Set>,
 }
 
 fn set_value(s: Set) -> Value {
-    Value::Obj(Box::new(Object::Set(s)))
+    Value::Obj(Object::Set(s))
 }
 
 /// A small, fast random generator seeded from the shard's (the shard's own cannot be borrowed
@@ -235,6 +235,9 @@ fn srandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
     let size = s.len() as u64;
     if count < 0 {
         let n = count.unsigned_abs();
+        if n > crate::hash::MAX_RANDOM_PICKS {
+            return Err(CmdError::msg("ERR value is out of range"));
+        }
         out.array(n as usize);
         for _ in 0..n {
             if let Some(m) = s.random(&mut rand) {

@@ -689,7 +689,7 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
                     db.delete(&d, now);
                 } else {
                     let list = new_list(&elems);
-                    db.set(&d, Value::Obj(Box::new(Object::List(list))), None, now);
+                    db.set(&d, Value::Obj(Object::List(Box::new(list))), None, now);
                 }
             })
             .await;

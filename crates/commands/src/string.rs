@@ -356,7 +356,7 @@ pub fn encode(bytes: &Bytes) -> Value {
 
 /// A raw-encoded string (the result of APPEND and SETRANGE, whatever its length).
 pub fn raw(bytes: Vec<u8>) -> Value {
-    Value::Obj(Box::new(Object::Str(bytes)))
+    Value::Obj(Object::Str(Box::new(bytes)))
 }
 
 /// `ERR string exceeds maximum allowed size` unless `len + extra` fits [`MAX_STRING_LEN`].

@@ -10,11 +10,16 @@
 //!         varint key_len
 //!         [varint val_len]         only for KIND_INLINE
 //!         key bytes
-//!         value: inline bytes | i64 (KIND_INT) | *mut Object (KIND_OBJECT)
+//!         value: inline bytes | i64 (KIND_INT) | Object (KIND_OBJECT, 16 bytes at the next
+//!                multiple of 8)
 //! ```
 //!
+//! A collection's [`Object`] is two words — a tag and the collection's one-word representation —
+//! stored in the entry itself, so a small hash, set or sorted set is its entry plus one packed
+//! allocation (a 14-byte key's entry is 48 bytes: 12 + 1 + 14, padding, 16).
+//!
 //! Invariants: the allocation size is always recomputable from the header (so it is never stored);
-//! an Entry exclusively owns its `Object` box and its chain successor.
+//! an Entry exclusively owns its `Object` and its chain successor.
 //!
 //! Strings written whole (SET and friends) live inline whatever their length: one allocation per
 //! key. Redis's encoding names still come out right: an inline string of at most [`EMBSTR_MAX`]
@@ -37,16 +42,21 @@ const FLAG_TTL: u8 = 0b100;
 const HEADER: usize = 12;
 const LRU_MASK: u32 = 0x00FF_FFFF;
 
-/// A heap-allocated value too large or too rich to live inline.
+/// A value richer than a string written whole: a collection, or a string modified in place. Two
+/// words, stored inline in its entry; every variant is one pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Object {
-    /// A string with Redis's "raw" encoding: longer than [`EMBSTR_MAX`] or modified in place.
-    Str(Vec<u8>),
+    /// A string with Redis's "raw" encoding: modified in place (APPEND, SETRANGE), so growable.
+    Str(Box<Vec<u8>>),
     Hash(crate::Hash),
-    List(crate::List),
+    List(Box<crate::List>),
     Set(crate::Set),
     ZSet(crate::ZSet),
 }
+
+/// Bytes an object takes in its entry.
+const OBJECT_SIZE: usize = std::mem::size_of::<Object>();
+const _: () = assert!(OBJECT_SIZE == 16 && std::mem::align_of::<Object>() == 8);
 
 impl Object {
     /// The name TYPE (and SCAN ... TYPE) gives the value.
@@ -71,12 +81,13 @@ impl Object {
         }
     }
 
-    /// Heap bytes the object owns beyond its own box (approximate for collections, O(1)).
+    /// Heap bytes the object owns beyond its two words in the entry (approximate for
+    /// collections, O(1)).
     pub fn heap_size(&self) -> usize {
         match self {
-            Object::Str(s) => s.capacity(),
+            Object::Str(s) => std::mem::size_of::<Vec<u8>>() + s.capacity(),
             Object::Hash(h) => h.heap_size(),
-            Object::List(l) => l.heap_size(),
+            Object::List(l) => std::mem::size_of::<crate::List>() + l.heap_size(),
             Object::Set(s) => s.heap_size(),
             Object::ZSet(z) => z.heap_size(),
         }
@@ -103,7 +114,7 @@ pub enum Value {
     /// A string holding a canonical 64-bit integer (Redis's "int" encoding).
     Int(i64),
     /// Anything else.
-    Obj(Box<Object>),
+    Obj(Object),
 }
 
 /// A borrowed view of an entry's value.
@@ -171,6 +182,12 @@ unsafe fn get_varint(p: *const u8) -> (usize, usize) {
 }
 
 /// Decoded header: where the key and value live and how big the allocation is.
+/// Where an object's field starts for a key ending at `key_end`: the next multiple of 8, so the
+/// field can be borrowed as an `Object` (the allocation is 8-aligned).
+fn object_offset(key_end: usize) -> usize {
+    (key_end + 7) & !7
+}
+
 struct Parts {
     kind: u8,
     key_off: usize,
@@ -195,20 +212,20 @@ impl Entry {
         }
     }
 
-    fn new_object(key: &[u8], obj: Box<Object>, expire: Option<i64>, lru: u32) -> Entry {
-        let slot = [0u8; std::mem::size_of::<*mut Object>()];
-        let e = Self::build(key, KIND_OBJECT, &slot, expire, lru);
-        let raw = Box::into_raw(obj);
-        // SAFETY: the value field of an object entry is pointer-sized and lies within the
-        // allocation. The pointer is stored as a pointer, not as an integer, so it keeps its
-        // provenance (what Miri checks, and what makes reading it back sound).
+    fn new_object(key: &[u8], obj: Object, expire: Option<i64>, lru: u32) -> Entry {
+        let e = Self::build(key, KIND_OBJECT, &[], expire, lru);
+        // SAFETY: `build` sized the allocation with an 8-aligned, object-sized value field
+        // (`Parts`); the object is moved in, and the entry owns it from here.
         unsafe {
             let v = e.0.as_ptr().add(e.parts().val_off);
-            (v as *mut *mut Object).write_unaligned(raw);
+            (v as *mut Object).write(obj);
         }
         e
     }
 
+    /// Allocates and writes the header and key; the value field gets `val` (inline and int kinds)
+    /// or is left for the caller to fill (KIND_OBJECT: `val` is empty and the field is sized and
+    /// aligned for an [`Object`]).
     fn build(key: &[u8], kind: u8, val: &[u8], expire: Option<i64>, lru: u32) -> Entry {
         let ttl_len = if expire.is_some() { 8 } else { 0 };
         let vlen_len = if kind == KIND_INLINE {
@@ -216,7 +233,12 @@ impl Entry {
         } else {
             0
         };
-        let size = HEADER + ttl_len + varint_len(key.len()) + vlen_len + key.len() + val.len();
+        let key_end = HEADER + ttl_len + varint_len(key.len()) + vlen_len + key.len();
+        let size = if kind == KIND_OBJECT {
+            object_offset(key_end) + OBJECT_SIZE
+        } else {
+            key_end + val.len()
+        };
         let layout = Layout::from_size_align(size, 8).expect("entry size overflows a Layout");
         // SAFETY: size > 0; every byte written below lies within `size`, as computed above.
         unsafe {
@@ -261,18 +283,25 @@ impl Entry {
         unsafe {
             let (key_len, n) = get_varint(p.add(off));
             off += n;
-            let val_len = if kind == KIND_INLINE {
-                let (v, n) = get_varint(p.add(off));
-                off += n;
-                v
+            let val_len = match kind {
+                KIND_INLINE => {
+                    let (v, n) = get_varint(p.add(off));
+                    off += n;
+                    v
+                }
+                KIND_INT => 8,
+                _ => OBJECT_SIZE,
+            };
+            let val_off = if kind == KIND_OBJECT {
+                object_offset(off + key_len)
             } else {
-                8
+                off + key_len
             };
             Parts {
                 kind,
                 key_off: off,
                 key_len,
-                val_off: off + key_len,
+                val_off,
                 val_len,
             }
         }
@@ -288,13 +317,13 @@ impl Entry {
     /// The value.
     pub fn value(&self) -> ValueRef<'_> {
         let parts = self.parts();
-        // SAFETY: value bytes lie within the allocation; KIND_OBJECT stores a live Box pointer.
+        // SAFETY: value bytes lie within the allocation; KIND_OBJECT holds a live, aligned Object.
         unsafe {
             let v = self.0.as_ptr().add(parts.val_off);
             match parts.kind {
                 KIND_INLINE => ValueRef::Inline(std::slice::from_raw_parts(v, parts.val_len)),
                 KIND_INT => ValueRef::Int((v as *const i64).read_unaligned()),
-                _ => ValueRef::Obj(&*(v as *const *const Object).read_unaligned()),
+                _ => ValueRef::Obj(&*(v as *const Object)),
             }
         }
     }
@@ -305,11 +334,8 @@ impl Entry {
         if parts.kind != KIND_OBJECT {
             return None;
         }
-        // SAFETY: KIND_OBJECT stores a live, exclusively owned Box pointer.
-        unsafe {
-            let v = self.0.as_ptr().add(parts.val_off);
-            Some(&mut *(v as *const *mut Object).read_unaligned())
-        }
+        // SAFETY: KIND_OBJECT holds a live, aligned Object, owned by self.
+        unsafe { Some(&mut *(self.0.as_ptr().add(parts.val_off) as *mut Object)) }
     }
 
     /// Overwrites an int-encoded value in place; returns false (doing nothing) for other kinds.
@@ -378,21 +404,21 @@ impl Entry {
     }
 
     /// Consumes the entry, returning its value without copying heap objects.
-    pub fn into_value(self) -> Value {
-        let parts = self.parts();
+    pub fn into_value(mut self) -> Value {
         let v = match self.value() {
             ValueRef::Inline(s) => Value::Str(Bytes::copy_from_slice(s)),
             ValueRef::Int(i) => Value::Int(i),
             ValueRef::Obj(_) => {
-                // SAFETY: KIND_OBJECT stores a live Box pointer; we take ownership and clear the kind
-                // so Drop does not free it again.
+                let parts = self.parts();
+                drop(self.next_mut().take());
+                // SAFETY: KIND_OBJECT holds a live Object: it is moved out, and the allocation
+                // freed without running Drop (which would drop the object again).
                 unsafe {
                     let p = self.0.as_ptr();
-                    let raw = (p.add(parts.val_off) as *const *mut Object).read_unaligned();
-                    let meta =
-                        self.meta() & !((KIND_MASK as u32) << 24) | ((KIND_INT as u32) << 24);
-                    (p.add(8) as *mut u32).write(meta);
-                    Value::Obj(Box::from_raw(raw))
+                    let obj = (p.add(parts.val_off) as *const Object).read();
+                    std::mem::forget(self);
+                    dealloc(p, Layout::from_size_align_unchecked(parts.alloc_size(), 8));
+                    return Value::Obj(obj);
                 }
             }
         };
@@ -405,7 +431,7 @@ impl Entry {
         match self.value() {
             ValueRef::Inline(s) => Value::Str(Bytes::copy_from_slice(s)),
             ValueRef::Int(i) => Value::Int(i),
-            ValueRef::Obj(o) => Value::Obj(Box::new(o.clone())),
+            ValueRef::Obj(o) => Value::Obj(o.clone()),
         }
     }
 
@@ -414,7 +440,7 @@ impl Entry {
         let parts = self.parts();
         let own = parts.alloc_size();
         match self.value() {
-            ValueRef::Obj(o) => own + std::mem::size_of::<Object>() + o.heap_size(),
+            ValueRef::Obj(o) => own + o.heap_size(),
             _ => own,
         }
     }
@@ -439,12 +465,11 @@ impl Drop for Entry {
             next = e.next_mut().take();
         }
         let parts = self.parts();
-        // SAFETY: we own the allocation; KIND_OBJECT holds a live Box pointer.
+        // SAFETY: we own the allocation; KIND_OBJECT holds a live Object.
         unsafe {
             let p = self.0.as_ptr();
             if parts.kind == KIND_OBJECT {
-                let raw = (p.add(parts.val_off) as *const *mut Object).read_unaligned();
-                drop(Box::from_raw(raw));
+                std::ptr::drop_in_place(p.add(parts.val_off) as *mut Object);
             }
             dealloc(p, Layout::from_size_align_unchecked(parts.alloc_size(), 8));
         }
@@ -491,9 +516,12 @@ mod tests {
             (Some(5), 12 + 8 + 1 + 2 + 1 + 300)
         );
         assert_eq!(e.into_value(), Value::Str(long.clone()));
-        let raw = Value::Obj(Box::new(Object::Str(long.to_vec())));
+        let raw = Value::Obj(Object::Str(Box::new(long.to_vec())));
         let e = Entry::new(b"k", raw.clone(), None, 0);
-        assert_eq!(e.value(), ValueRef::Obj(&Object::Str(long.to_vec())));
+        assert_eq!(
+            e.value(),
+            ValueRef::Obj(&Object::Str(Box::new(long.to_vec())))
+        );
         assert_eq!(e.into_value(), raw);
     }
 
@@ -540,5 +568,45 @@ mod tests {
         e.set_lru(11);
         assert_eq!((e.lru(), e.expire()), (11, Some(-1)));
         assert!(e.object_mut().is_none());
+    }
+
+    #[test]
+    fn objects_live_aligned_in_the_entry() {
+        use crate::Hash;
+        for (key_len, ttl) in [
+            (0, None),
+            (1, Some(9)),
+            (14, None),
+            (15, Some(-3)),
+            (200, None),
+        ] {
+            let key = vec![b'k'; key_len];
+            let mut h = Hash::new();
+            h.insert(b"f", b"v");
+            let mut e = Entry::new(&key, Value::Obj(Object::Hash(h.clone())), ttl, 1);
+            let ValueRef::Obj(o) = e.value() else {
+                panic!("an object")
+            };
+            assert_eq!((o as *const Object as usize) % 8, 0);
+            assert_eq!((e.key(), e.expire()), (&key[..], ttl));
+            let Some(Object::Hash(m)) = e.object_mut() else {
+                panic!("a hash")
+            };
+            m.insert(b"g", b"w");
+            let e = e.with_expire(Some(5));
+            let Value::Obj(Object::Hash(back)) = e.into_value() else {
+                panic!("a hash")
+            };
+            h.insert(b"g", b"w");
+            assert_eq!(back, h);
+        }
+        // A 14-byte key's hash entry: 12 + 1 + 14 = 27, padded to 32, + 16.
+        let e = Entry::new(
+            b"hash:000000000",
+            Value::Obj(Object::Hash(Hash::new())),
+            None,
+            0,
+        );
+        assert_eq!(e.parts().alloc_size(), 48);
     }
 }

@@ -4,7 +4,8 @@
 //! value's. The header is a single byte when both lengths are under 16 (most small-hash fields and
 //! values), else a marker and two varints; a listpack spends four bytes per pair.
 //!
-//! * **listpack** (small): the pairs packed in one exactly sized buffer, in insertion order —
+//! * **listpack** (small): the pairs packed in one exactly sized buffer ([`PackBuf`], the hash's
+//!   only allocation: a hash is one word, inline in its key's entry), in insertion order —
 //!   Redis's listpack keeps that order and HGETALL/HSCAN answer in it, so Strata's replies match
 //!   byte for byte. Lookups are linear, as in Redis; the thresholds keep the buffer small.
 //! * **hashtable** (big): a [`hashbrown::HashTable`] of [`Cell`]s, each a pair in its own
@@ -24,12 +25,15 @@
 //! * The table shrinks when a delete leaves it under 1/8 full, so random probing (HRANDFIELD)
 //!   finds an element in a few tries.
 //!
-//! SCAN over the table walks bucket indexes in order; the cursor is the next bucket. Entries never
-//! move in hashbrown except when the table is restructured (it grows when an insert finds it full, or
-//! shrinks after deletes), so a scan during which the table is not restructured returns every field
-//! present for its whole duration exactly once. Across a restructure a field may be missed or
-//! repeated — unlike Redis's reverse-binary cursor, which survives resizes of its chained table; the
-//! guarantee is documented and tested for the no-restructure case only.
+//! HSCAN over the table walks bucket indexes in order; its cursor is the next bucket with the table's
+//! *layout epoch* in the low 16 bits. Cells never move in hashbrown except when the table is
+//! restructured (it grows or rehashes its tombstones in place when an insert finds it full, and
+//! shrinks after deletes); each restructure bumps the epoch, and a cursor from another epoch restarts
+//! the walk at bucket 0. So every field present for the whole scan is returned at least once, even if
+//! the hash grows or shrinks meanwhile — Redis's guarantee (SSCAN does the same, see set.rs). Where
+//! Redis does better: its reverse-binary cursor never restarts, so a scan of a hash that keeps
+//! growing repeats fields (each doubling can restart it once, so the total work stays within a few
+//! times the final size), and 2^16 restructures exactly between two calls would go unseen.
 
 use std::hash::BuildHasher;
 use std::ops::Range;
@@ -39,23 +43,25 @@ use std::sync::OnceLock;
 use hashbrown::HashTable;
 
 use crate::limits::{HASH_MAX_LISTPACK_ENTRIES, HASH_MAX_LISTPACK_VALUE};
+use crate::pack::{PackBuf, PackOr, Packed, Rep, MAX_PACK};
+
+/// The packed buffer's header bytes (counted by `heap_size`).
+const PACK_HEADER: usize = 8;
 
 /// A hash: field → value; "listpack" while small, "hashtable" beyond.
-#[derive(Clone, Default)]
-pub struct Hash {
-    repr: Repr,
-}
-
+///
+/// One word (it lives inline in every hash key's entry): the listpack's own allocation, or the
+/// boxed table.
 #[derive(Clone)]
-enum Repr {
-    Pack(Pack),
-    /// Boxed, so that a hash is three words (it lives in every hash key's object).
-    Table(Box<Table>),
+pub struct Hash {
+    repr: PackOr<Pack, Table>,
 }
 
-impl Default for Repr {
+impl Default for Hash {
     fn default() -> Self {
-        Repr::Pack(Pack::default())
+        Hash {
+            repr: PackOr::pack(Pack(PackBuf::new())),
+        }
     }
 }
 
@@ -147,12 +153,16 @@ fn pair_at(buf: &[u8], at: usize) -> (Range<usize>, Range<usize>) {
 // ===== the listpack encoding =====
 
 /// Packed pairs in insertion order, in an exactly sized buffer (as a listpack reallocates on
-/// every write), so a small hash carries no slack.
-#[derive(Clone, Default, PartialEq, Eq)]
-struct Pack {
-    buf: Box<[u8]>,
-    /// Number of pairs.
-    len: usize,
+/// every write), so a small hash carries no slack. The buffer's count is the number of pairs.
+#[derive(Clone, PartialEq, Eq)]
+#[repr(transparent)]
+struct Pack(PackBuf);
+
+// SAFETY: `Pack` is a transparent wrapper of a PackBuf.
+unsafe impl Packed for Pack {
+    fn into_buf(self) -> PackBuf {
+        self.0
+    }
 }
 
 /// Where a pair lies in a pack.
@@ -162,11 +172,20 @@ struct Slot {
 }
 
 impl Pack {
+    fn buf(&self) -> &[u8] {
+        self.0.bytes()
+    }
+
+    fn len(&self) -> usize {
+        self.0.count()
+    }
+
     fn find(&self, field: &[u8]) -> Option<Slot> {
+        let buf = self.buf();
         let mut at = 0;
-        while at < self.buf.len() {
-            let (f, v) = pair_at(&self.buf, at);
-            if &self.buf[f] == field {
+        while at < buf.len() {
+            let (f, v) = pair_at(buf, at);
+            if &buf[f] == field {
                 return Some(Slot {
                     pair: at..v.end,
                     value: v,
@@ -178,16 +197,13 @@ impl Pack {
     }
 
     fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        self.find(field).map(|s| &self.buf[s.value])
+        self.find(field).map(|s| &self.buf()[s.value])
     }
 
     /// Replaces the bytes in `range` by `with`, keeping the buffer exactly sized (a realloc, in
     /// place when the allocator can, as a listpack does).
     fn splice(&mut self, range: Range<usize>, with: &[u8]) {
-        let mut v = std::mem::take(&mut self.buf).into_vec();
-        v.reserve_exact(with.len().saturating_sub(range.len()));
-        v.splice(range, with.iter().copied());
-        self.buf = v.into_boxed_slice();
+        self.0.splice(range, with);
     }
 
     /// Sets `field` to `value`; true if the field is new (appended at the end).
@@ -200,9 +216,8 @@ impl Pack {
                 false
             }
             None => {
-                let end = self.buf.len();
-                self.splice(end..end, &pair);
-                self.len += 1;
+                self.0.push(&pair);
+                self.0.set_count(self.len() + 1);
                 true
             }
         }
@@ -212,7 +227,7 @@ impl Pack {
         match self.find(field) {
             Some(slot) => {
                 self.splice(slot.pair, &[]);
-                self.len -= 1;
+                self.0.set_count(self.len() - 1);
                 true
             }
             None => false,
@@ -221,7 +236,7 @@ impl Pack {
 
     fn iter(&self) -> PackIter<'_> {
         PackIter {
-            buf: &self.buf,
+            buf: self.buf(),
             at: 0,
         }
     }
@@ -320,6 +335,9 @@ struct Table {
     table: HashTable<Cell>,
     /// Sum of the cells' lengths (for heap_size).
     bytes: usize,
+    /// Layout epoch: bumped whenever cells may have moved between buckets (growth, hashbrown's
+    /// in-place rehash of tombstones, shrinking); HSCAN cursors carry it (see the module docs).
+    epoch: u32,
 }
 
 /// Tables at most this many buckets are never shrunk.
@@ -335,6 +353,10 @@ impl Table {
     fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
         let new = Cell::new(field, value);
         self.bytes += new.bytes().len();
+        if self.table.len() == self.table.capacity() {
+            // `entry` reserves room first: it grows or rehashes the table in place, cells move.
+            self.epoch = self.epoch.wrapping_add(1);
+        }
         match self
             .table
             .entry(hash_of(field), |c| c.field() == field, rehash)
@@ -362,6 +384,7 @@ impl Table {
                 let buckets = self.table.num_buckets();
                 if buckets > MIN_SHRINK_BUCKETS && self.table.len() * 8 < buckets {
                     self.table.shrink_to(self.table.len() * 2, rehash);
+                    self.epoch = self.epoch.wrapping_add(1);
                 }
                 true
             }
@@ -418,9 +441,9 @@ impl Hash {
 
     /// Number of fields.
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::Pack(p) => p.len,
-            Repr::Table(t) => t.table.len(),
+        match self.repr.get() {
+            Rep::Pack(p) => p.len(),
+            Rep::Big(t) => t.table.len(),
         }
     }
 
@@ -431,30 +454,30 @@ impl Hash {
 
     /// The encoding OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
-        match &self.repr {
-            Repr::Pack(_) => "listpack",
-            Repr::Table(_) => "hashtable",
+        match self.repr.get() {
+            Rep::Pack(_) => "listpack",
+            Rep::Big(_) => "hashtable",
         }
     }
 
     /// True while the hash is a listpack.
     pub fn is_listpack(&self) -> bool {
-        matches!(self.repr, Repr::Pack(_))
+        !self.repr.is_big()
     }
 
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
-        match &self.repr {
-            Repr::Pack(p) => p.buf.len(),
-            Repr::Table(t) => t.table.allocation_size() + t.bytes,
+        match self.repr.get() {
+            Rep::Pack(p) => p.0.len() + PACK_HEADER,
+            Rep::Big(t) => t.table.allocation_size() + t.bytes,
         }
     }
 
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        match &self.repr {
-            Repr::Pack(p) => p.get(field),
-            Repr::Table(t) => t.get(field),
+        match self.repr.get() {
+            Rep::Pack(p) => p.get(field),
+            Rep::Big(t) => t.get(field),
         }
     }
 
@@ -476,9 +499,15 @@ impl Hash {
     /// `hash-max-listpack-entries`.
     pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
         self.convert_for_len(field.len().max(value.len()));
-        let new = match &mut self.repr {
-            Repr::Pack(p) => p.insert(field, value),
-            Repr::Table(t) => t.insert(field, value),
+        if let Rep::Pack(p) = self.repr.get() {
+            // Redis's listpack safety size: a pack never grows past it.
+            if p.0.len() + pair_len(field, value) > MAX_PACK {
+                self.convert_to_table();
+            }
+        }
+        let new = match self.repr.get_mut() {
+            Rep::Pack(p) => p.insert(field, value),
+            Rep::Big(t) => t.insert(field, value),
         };
         if self.is_listpack() && self.len() > HASH_MAX_LISTPACK_ENTRIES.count() {
             self.convert_to_table();
@@ -488,26 +517,26 @@ impl Hash {
 
     /// Removes `field`; true if it existed.
     pub fn remove(&mut self, field: &[u8]) -> bool {
-        match &mut self.repr {
-            Repr::Pack(p) => p.remove(field),
-            Repr::Table(t) => t.remove(field),
+        match self.repr.get_mut() {
+            Rep::Pack(p) => p.remove(field),
+            Rep::Big(t) => t.remove(field),
         }
     }
 
     /// The (field, value) pairs: insertion order for a listpack, table order for a hashtable.
     pub fn iter(&self) -> Iter<'_> {
-        Iter(match &self.repr {
-            Repr::Pack(p) => IterRepr::Pack(p.iter()),
-            Repr::Table(t) => IterRepr::Table(t.table.iter()),
+        Iter(match self.repr.get() {
+            Rep::Pack(p) => IterRepr::Pack(p.iter()),
+            Rep::Big(t) => IterRepr::Table(t.table.iter()),
         })
     }
 
     /// A random (field, value) pair, None if empty. `rand` supplies random 64-bit numbers.
     pub fn random(&self, rand: &mut dyn FnMut() -> u64) -> Option<(&[u8], &[u8])> {
-        match &self.repr {
-            Repr::Pack(p) if p.len == 0 => None,
-            Repr::Pack(p) => p.iter().nth((rand() % p.len as u64) as usize),
-            Repr::Table(t) => t.random(rand).map(|c| c.parts()),
+        match self.repr.get() {
+            Rep::Pack(p) if p.len() == 0 => None,
+            Rep::Pack(p) => p.iter().nth((rand() % p.len() as u64) as usize),
+            Rep::Big(t) => t.random(rand).map(|c| c.parts()),
         }
     }
 
@@ -523,8 +552,8 @@ impl Hash {
         let len = self.len();
         let count = count.min(len);
         let mut out = Vec::with_capacity(count);
-        match &self.repr {
-            Repr::Table(t) if count * 3 <= len => {
+        match self.repr.get() {
+            Rep::Big(t) if count * 3 <= len => {
                 let mut seen: HashTable<&Cell> = HashTable::with_capacity(count);
                 while out.len() < count {
                     let Some(c) = t.random(rand) else { break };
@@ -564,15 +593,15 @@ impl Hash {
         if self.is_empty() {
             return;
         }
-        match &self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get() {
+            Rep::Pack(p) => {
                 let pairs: Vec<_> = p.iter().collect();
                 for _ in 0..count {
                     let (k, v) = pairs[(rand() % pairs.len() as u64) as usize];
                     f(k, v);
                 }
             }
-            Repr::Table(t) => {
+            Rep::Big(t) => {
                 for _ in 0..count {
                     if let Some(c) = t.random(rand) {
                         let (k, v) = c.parts();
@@ -593,15 +622,19 @@ impl Hash {
         count: usize,
         mut f: impl FnMut(&'a [u8], &'a [u8]),
     ) -> u64 {
-        match &self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get() {
+            Rep::Pack(p) => {
                 p.iter().for_each(|(k, v)| f(k, v));
                 0
             }
-            Repr::Table(t) => {
+            Rep::Big(t) => {
+                let epoch = u64::from(t.epoch & 0xffff);
                 let buckets = t.table.num_buckets();
-                let Ok(mut at) = usize::try_from(cursor) else {
-                    return 0;
+                // A cursor from another layout restarts the walk (see the module docs).
+                let mut at = if cursor & 0xffff == epoch {
+                    usize::try_from(cursor >> 16).unwrap_or(usize::MAX)
+                } else {
+                    0
                 };
                 let (mut visited, mut steps) = (0, 0);
                 let budget = count.max(1).saturating_mul(10);
@@ -617,7 +650,7 @@ impl Hash {
                 if at >= buckets {
                     0
                 } else {
-                    at as u64
+                    ((at as u64) << 16) | epoch
                 }
             }
         }
@@ -625,15 +658,16 @@ impl Hash {
 
     /// Converts to the hashtable encoding (no-op if it is one).
     fn convert_to_table(&mut self) {
-        if let Repr::Pack(p) = &self.repr {
+        if let Rep::Pack(p) = self.repr.get() {
             let mut t = Box::new(Table {
-                table: HashTable::with_capacity(p.len),
+                table: HashTable::with_capacity(p.len()),
                 bytes: 0,
+                epoch: 0,
             });
             for (k, v) in p.iter() {
                 t.insert(k, v);
             }
-            self.repr = Repr::Table(t);
+            self.repr = PackOr::big(t);
         }
     }
 }
@@ -713,8 +747,8 @@ mod tests {
     }
 
     #[test]
-    fn a_hash_is_three_words() {
-        assert!(std::mem::size_of::<Hash>() <= 24);
+    fn a_hash_is_one_word() {
+        assert_eq!(std::mem::size_of::<Hash>(), 8);
         assert_eq!(std::mem::size_of::<Cell>(), 8);
     }
 
@@ -819,9 +853,9 @@ mod tests {
             h.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
         assert_eq!(got, model);
         let cells: usize = model.iter().map(|(k, v)| pair_len(k, v)).sum();
-        match &h.repr {
-            Repr::Table(t) => assert_eq!(t.bytes, cells),
-            Repr::Pack(_) => unreachable!(),
+        match h.repr.get() {
+            Rep::Big(t) => assert_eq!(t.bytes, cells),
+            Rep::Pack(_) => unreachable!(),
         }
         // Emptying a big table shrinks it.
         for k in model.keys() {
@@ -855,6 +889,43 @@ mod tests {
         assert_eq!(unique.len(), seen.len(), "no duplicates");
         for i in 0..4000 {
             assert!(unique.contains(format!("f{i}").as_bytes()), "f{i} missed");
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn scan_returns_every_lasting_field_across_growth_and_shrinking() {
+        // Fields f0..f999 stay for the whole scan; between calls the hash grows to 20,000 fields
+        // (several doublings), then shrinks back below its starting size (shrinks of the table).
+        let mut h = Hash::new();
+        for i in 0..1000 {
+            h.insert(format!("f{i}").as_bytes(), b"v");
+        }
+        let mut seen = HashSet::new();
+        let (mut cursor, mut calls, mut extra) = (0, 0, 0);
+        loop {
+            cursor = h.scan(cursor, 5, |k, _| {
+                seen.insert(k.to_vec());
+            });
+            calls += 1;
+            if calls <= 40 {
+                for _ in 0..500 {
+                    h.insert(format!("g{extra}").as_bytes(), b"w");
+                    extra += 1;
+                }
+            } else if extra > 0 {
+                for _ in 0..2000.min(extra) {
+                    extra -= 1;
+                    h.remove(format!("g{extra}").as_bytes());
+                }
+            }
+            if cursor == 0 {
+                break;
+            }
+            assert!(calls < 1_000_000, "the scan finishes");
+        }
+        for i in 0..1000 {
+            assert!(seen.contains(format!("f{i}").as_bytes()), "f{i} missed");
         }
     }
 

@@ -31,12 +31,21 @@
 //!   element joins such a node.
 //! * `heap` is the sum of the node buffers' capacities, kept up to date by every write, so
 //!   [`List::heap_size`] is O(1).
-//! * `list-compress-depth` is accepted by CONFIG but not applied: nodes are never compressed.
+//! * Compression (`list-compress-depth` d > 0, as of the list's creation): the d nodes at each end
+//!   are stored raw, every node between them compressed with [`crate::lzf`] — unless it is under 48
+//!   bytes or compression would not save 8 (then it stays raw until its bytes change), as Redis.
+//!   Every write restores this ([`List::settle`]): the node it edits is decompressed first, and
+//!   nodes crossing the depth boundary are (de)compressed. Reads never change the list: a read
+//!   that reaches a compressed node walks a decompressed copy, and its string elements come out
+//!   as [`Elem::Shared`] slices of that copy.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limits::LIST_MAX_LISTPACK_SIZE;
+use bytes::Bytes;
+
+use crate::limits::{LIST_COMPRESS_DEPTH, LIST_MAX_LISTPACK_SIZE};
 use crate::num::parse_i64;
 
 /// Either end of a list (LEFT is the head, index 0).
@@ -47,10 +56,12 @@ pub enum End {
 }
 
 /// One element as stored: bytes, or an integer that reads back as its decimal form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Elem<'a> {
     Bytes(&'a [u8]),
     Int(i64),
+    /// Bytes of a compressed node, read from the node's decompressed copy.
+    Shared(Bytes),
 }
 
 impl Elem<'_> {
@@ -59,6 +70,7 @@ impl Elem<'_> {
         match self {
             Elem::Bytes(b) => b.to_vec(),
             Elem::Int(i) => i.to_string().into_bytes(),
+            Elem::Shared(b) => b.to_vec(),
         }
     }
 
@@ -67,7 +79,17 @@ impl Elem<'_> {
         match self {
             Elem::Bytes(b) => b == needle.bytes,
             Elem::Int(i) => needle.int == Some(i),
+            Elem::Shared(b) => b == needle.bytes,
         }
+    }
+}
+
+/// An element decoded from `buf` (a compressed node's decompressed copy), owning its bytes.
+fn shared(buf: &Bytes, e: Elem<'_>) -> Elem<'static> {
+    match e {
+        Elem::Bytes(b) => Elem::Shared(buf.slice_ref(b)),
+        Elem::Int(i) => Elem::Int(i),
+        Elem::Shared(b) => Elem::Shared(b),
     }
 }
 
@@ -273,28 +295,80 @@ fn splice(buf: &mut Vec<u8>, start: usize, end: usize, enc: &Enc<'_>) {
 
 #[derive(Clone, Debug, Default)]
 struct Node {
+    /// The entries, or while `zipped` is set, their compressed form.
     buf: Vec<u8>,
     count: u32,
     /// Holds one large element that no other element may join.
     plain: bool,
+    /// Set while the node is compressed: the entries' byte length.
+    zipped: Option<u32>,
+    /// Compression was tried on these exact bytes and did not pay (cleared by every change).
+    incompressible: bool,
+}
+
+/// Nodes smaller than this are never compressed, and compression must save at least
+/// `MIN_COMPRESS_IMPROVE` bytes (Redis's MIN_COMPRESS_BYTES and MIN_COMPRESS_IMPROVE).
+const MIN_COMPRESS_BYTES: usize = 48;
+const MIN_COMPRESS_IMPROVE: usize = 8;
+
+/// The start offset of entry `k` (< count) of a node's entries, walking from the nearer end.
+fn offset_in(buf: &[u8], count: usize, k: usize) -> usize {
+    if k <= count / 2 {
+        let mut p = 0;
+        for _ in 0..k {
+            p += decode(buf, p).1;
+        }
+        p
+    } else {
+        let mut p = buf.len();
+        for _ in k..count {
+            p = prev_start(buf, p);
+        }
+        p
+    }
 }
 
 impl Node {
-    /// The start offset of entry `k` (< count), walking from the nearer end of the node.
+    /// The start offset of entry `k` (< count) of an uncompressed node.
     fn offset_of(&self, k: usize) -> usize {
-        let count = self.count as usize;
-        if k <= count / 2 {
-            let mut p = 0;
-            for _ in 0..k {
-                p += decode(&self.buf, p).1;
+        debug_assert!(self.zipped.is_none());
+        offset_in(&self.buf, self.count as usize, k)
+    }
+
+    /// Byte length of the entries.
+    fn raw_len(&self) -> usize {
+        self.zipped.map_or(self.buf.len(), |l| l as usize)
+    }
+
+    /// A decompressed copy of a compressed node's entries (None when it is not compressed): what
+    /// reads walk, so that a read never changes the list.
+    fn unzipped(&self) -> Option<Bytes> {
+        let len = self.zipped? as usize;
+        let raw = crate::lzf::decompress(&self.buf, len).expect("a node compressed by `zip`");
+        Some(Bytes::from(raw))
+    }
+
+    /// Stores the node uncompressed.
+    fn unzip(&mut self) {
+        if let Some(raw) = self.unzipped() {
+            self.buf = raw.into();
+            self.zipped = None;
+        }
+    }
+
+    /// Stores the node compressed, if that saves enough (as Redis's __quicklistCompressNode).
+    fn zip(&mut self) {
+        let len = self.buf.len();
+        if self.zipped.is_some() || self.incompressible || len < MIN_COMPRESS_BYTES {
+            return;
+        }
+        match crate::lzf::compress(&self.buf, len - MIN_COMPRESS_IMPROVE - 1) {
+            Some(c) => {
+                self.buf = c;
+                self.buf.shrink_to_fit();
+                self.zipped = Some(len as u32);
             }
-            p
-        } else {
-            let mut p = self.buf.len();
-            for _ in k..count {
-                p = prev_start(&self.buf, p);
-            }
-            p
+            None => self.incompressible = true,
         }
     }
 
@@ -325,12 +399,25 @@ fn fits(bytes: usize, count: usize) -> bool {
 // ===== the list =====
 
 /// A list; see the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct List {
     nodes: VecDeque<Node>,
     len: usize,
     /// Sum of the node buffers' capacities.
     heap: usize,
+    /// `list-compress-depth` when the list was created (Redis fixes it per list the same way).
+    depth: u32,
+}
+
+impl Default for List {
+    fn default() -> List {
+        List {
+            nodes: VecDeque::new(),
+            len: 0,
+            heap: 0,
+            depth: LIST_COMPRESS_DEPTH.count().min(u16::MAX as usize) as u32,
+        }
+    }
 }
 
 impl Clone for List {
@@ -343,6 +430,7 @@ impl Clone for List {
             nodes,
             len: self.len,
             heap,
+            depth: self.depth,
         }
     }
 }
@@ -357,9 +445,17 @@ impl PartialEq for List {
 impl Eq for List {}
 
 impl List {
-    /// An empty list.
+    /// An empty list, compressed as `list-compress-depth` says now.
     pub fn new() -> List {
         List::default()
+    }
+
+    /// An empty list keeping `depth` raw nodes at each end and compressing those between (0: none).
+    pub fn with_compress_depth(depth: u32) -> List {
+        List {
+            depth,
+            ..List::default()
+        }
     }
 
     /// Number of elements.
@@ -382,9 +478,12 @@ impl List {
         self.heap + self.nodes.capacity() * std::mem::size_of::<Node>()
     }
 
-    /// Runs `f` on node `i`, keeping the byte count right; removes the node if `f` emptied it.
+    /// Runs `f` on node `i` (uncompressed first), keeping the byte count right; removes the node
+    /// if `f` emptied it.
     fn edit<R>(&mut self, i: usize, f: impl FnOnce(&mut Node) -> R) -> R {
+        self.unzip_node(i);
         let node = &mut self.nodes[i];
+        node.incompressible = false;
         let before = node.buf.capacity();
         let r = f(node);
         let after = node.buf.capacity();
@@ -396,6 +495,41 @@ impl List {
             self.shrink_nodes();
         }
         r
+    }
+
+    /// Stores node `i` uncompressed, keeping the byte count right.
+    fn unzip_node(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        if n.zipped.is_some() {
+            let before = n.buf.capacity();
+            n.unzip();
+            self.heap = self.heap + n.buf.capacity() - before;
+        }
+    }
+
+    /// Restores the compression invariant after a write: with depth d, the d nodes at each end
+    /// are stored raw and every node between them compressed (when that pays). Writes change the
+    /// node sequence only locally, so checking the d + 1 nodes at each end (where nodes cross the
+    /// boundary as nodes come and go) plus the `touched` ones suffices.
+    fn settle(&mut self, touched: Range<usize>) {
+        let depth = self.depth as usize;
+        let n = self.nodes.len();
+        if depth == 0 {
+            return;
+        }
+        let head = 0..(depth + 1).min(n);
+        let tail = n.saturating_sub(depth + 1)..n;
+        let touched = touched.start.min(n)..touched.end.min(n);
+        for i in head.chain(tail).chain(touched) {
+            if i >= depth && i + depth < n {
+                let node = &mut self.nodes[i];
+                let before = node.buf.capacity();
+                node.zip();
+                self.heap = self.heap + node.buf.capacity() - before;
+            } else {
+                self.unzip_node(i);
+            }
+        }
     }
 
     /// Makes room for one more node, growing the deque by a quarter rather than doubling (most
@@ -425,6 +559,8 @@ impl List {
                 buf,
                 count: 1,
                 plain,
+                zipped: None,
+                incompressible: false,
             },
         );
     }
@@ -435,6 +571,7 @@ impl List {
         if k == 0 {
             return i;
         }
+        self.unzip_node(i);
         let n = &self.nodes[i];
         let moved = n.count as usize - k;
         let at = n.offset_of(k);
@@ -452,6 +589,8 @@ impl List {
                 buf: tail,
                 count: moved as u32,
                 plain: false,
+                zipped: None,
+                incompressible: false,
             },
         );
         i + 1
@@ -493,10 +632,10 @@ impl List {
         let (i, room) = match (end, self.nodes.front(), self.nodes.back()) {
             _ if large => (0, false),
             (End::Left, Some(n), _) | (End::Right, _, Some(n)) if n.plain => (0, false),
-            (End::Left, Some(n), _) => (0, fits(n.buf.len() + enc.len(), n.count as usize + 1)),
+            (End::Left, Some(n), _) => (0, fits(n.raw_len() + enc.len(), n.count as usize + 1)),
             (End::Right, _, Some(n)) => (
                 self.nodes.len() - 1,
-                fits(n.buf.len() + enc.len(), n.count as usize + 1),
+                fits(n.raw_len() + enc.len(), n.count as usize + 1),
             ),
             _ => (0, false),
         };
@@ -523,6 +662,7 @@ impl List {
             };
             self.insert_node(at, &enc, large, extra);
         }
+        self.settle(0..0);
     }
 
     /// Adds `v` at the head (LPUSH).
@@ -546,7 +686,7 @@ impl List {
         } else {
             self.nodes.len() - 1
         };
-        Some(self.edit(i, |n| {
+        let v = self.edit(i, |n| {
             let (start, stop) = if end == End::Left {
                 (0, decode(&n.buf, 0).1)
             } else {
@@ -557,7 +697,9 @@ impl List {
             n.count -= 1;
             n.trim_capacity();
             v
-        }))
+        });
+        self.settle(0..0);
+        Some(v)
     }
 
     /// Removes and returns the head element (LPOP).
@@ -606,14 +748,19 @@ impl List {
                 node: 0,
                 off: 0,
                 left: 0,
+                cur: None,
             };
         }
         let (node, k) = self.locate(index);
+        let n = &self.nodes[node];
+        let cur = n.unzipped();
+        let off = offset_in(cur.as_deref().unwrap_or(&n.buf), n.count as usize, k);
         Iter {
             list: self,
             node,
-            off: self.nodes[node].offset_of(k),
+            off,
             left: self.len - index,
+            cur,
         }
     }
 
@@ -630,16 +777,21 @@ impl List {
                 node: 0,
                 end: 0,
                 left: 0,
+                cur: None,
             };
         }
         let (node, k) = self.locate(index);
         let n = &self.nodes[node];
-        let start = n.offset_of(k);
+        let cur = n.unzipped();
+        let buf = cur.as_deref().unwrap_or(&n.buf);
+        let start = offset_in(buf, n.count as usize, k);
+        let end = start + decode(buf, start).1;
         RevIter {
             list: self,
             node,
-            end: start + decode(&n.buf, start).1,
+            end,
             left: index + 1,
+            cur,
         }
     }
 
@@ -659,7 +811,7 @@ impl List {
     /// Splits node `i` in two halves if it breaks the size limit (after an insert or a replace).
     fn split_if_needed(&mut self, i: usize) {
         let n = &self.nodes[i];
-        if n.count < 2 || fits(n.buf.len(), n.count as usize) {
+        if n.count < 2 || fits(n.raw_len(), n.count as usize) {
             return;
         }
         let keep = n.count as usize / 2;
@@ -687,6 +839,7 @@ impl List {
                 enc.write(&mut n.buf);
                 n.plain = large;
             });
+            self.settle(i..at + 2);
             return true;
         }
         self.edit(i, |n| {
@@ -695,6 +848,7 @@ impl List {
             splice(&mut n.buf, start, end, &enc);
         });
         self.split_if_needed(i);
+        self.settle(i..i + 2);
         true
     }
 
@@ -713,6 +867,7 @@ impl List {
         if large || self.nodes[i].plain {
             let at = self.split_at(i, k);
             self.insert_node(at, &enc, large, 0);
+            self.settle(i..at + 2);
             return;
         }
         self.edit(i, |n| {
@@ -721,6 +876,7 @@ impl List {
             n.count += 1;
         });
         self.split_if_needed(i);
+        self.settle(i..i + 2);
     }
 
     /// Removes `count` elements from `start` on (LTRIM); whole nodes are dropped without decoding.
@@ -766,6 +922,7 @@ impl List {
             });
             left -= take;
         }
+        self.settle(0..self.nodes.len());
     }
 
     /// Keeps only elements `start..=stop` (indices already clamped, as LTRIM computes them); an
@@ -808,6 +965,7 @@ impl List {
                 limit - removed
             };
             // Entry spans of this node that match, in the scan's direction.
+            self.unzip_node(i);
             let n = &self.nodes[i];
             let mut spans = Vec::new();
             let mut p = 0;
@@ -852,6 +1010,7 @@ impl List {
         }
         self.len -= removed;
         self.merge_small_nodes();
+        self.settle(0..self.nodes.len());
         removed
     }
 
@@ -860,8 +1019,9 @@ impl List {
         let mut i = 0;
         while i + 1 < self.nodes.len() {
             let (a, b) = (&self.nodes[i], &self.nodes[i + 1]);
-            if !a.plain && !b.plain && fits(a.buf.len() + b.buf.len(), (a.count + b.count) as usize)
+            if !a.plain && !b.plain && fits(a.raw_len() + b.raw_len(), (a.count + b.count) as usize)
             {
+                self.unzip_node(i + 1);
                 let b = self.nodes.remove(i + 1).expect("node i + 1 exists");
                 self.heap -= b.buf.capacity();
                 self.edit(i, |a| {
@@ -882,6 +1042,8 @@ pub struct Iter<'a> {
     node: usize,
     off: usize,
     left: usize,
+    /// The current node's entries when it is compressed.
+    cur: Option<Bytes>,
 }
 
 impl<'a> Iterator for Iter<'a> {
@@ -893,12 +1055,19 @@ impl<'a> Iterator for Iter<'a> {
         }
         let list: &'a List = self.list;
         let mut n = &list.nodes[self.node];
-        if self.off == n.buf.len() {
+        if self.off == n.raw_len() {
             self.node += 1;
             self.off = 0;
             n = &list.nodes[self.node];
+            self.cur = n.unzipped();
         }
-        let (e, size) = decode(&n.buf, self.off);
+        let (e, size) = match &self.cur {
+            None => decode(&n.buf, self.off),
+            Some(buf) => {
+                let (e, size) = decode(buf, self.off);
+                (shared(buf, e), size)
+            }
+        };
         self.off += size;
         self.left -= 1;
         Some(e)
@@ -916,6 +1085,8 @@ pub struct RevIter<'a> {
     /// End offset of the next entry to return, in `node`.
     end: usize,
     left: usize,
+    /// The current node's entries when it is compressed.
+    cur: Option<Bytes>,
 }
 
 impl<'a> Iterator for RevIter<'a> {
@@ -928,13 +1099,24 @@ impl<'a> Iterator for RevIter<'a> {
         let list: &'a List = self.list;
         if self.end == 0 {
             self.node -= 1;
-            self.end = list.nodes[self.node].buf.len();
+            let n = &list.nodes[self.node];
+            self.end = n.raw_len();
+            self.cur = n.unzipped();
         }
-        let buf = &list.nodes[self.node].buf;
-        let start = prev_start(buf, self.end);
-        self.end = start;
         self.left -= 1;
-        Some(decode(buf, start).0)
+        match &self.cur {
+            None => {
+                let buf = &list.nodes[self.node].buf;
+                let start = prev_start(buf, self.end);
+                self.end = start;
+                Some(decode(buf, start).0)
+            }
+            Some(buf) => {
+                let start = prev_start(buf, self.end);
+                self.end = start;
+                Some(shared(buf, decode(buf, start).0))
+            }
+        }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -965,6 +1147,22 @@ mod tests {
             l.heap,
             l.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>()
         );
+        // Compression: raw at the ends, compressed between them whenever that pays.
+        let (n, d) = (l.nodes.len(), l.depth as usize);
+        for (i, node) in l.nodes.iter().enumerate() {
+            let inner = d > 0 && i >= d && i + d < n;
+            if !inner {
+                assert!(
+                    node.zipped.is_none(),
+                    "node {i} of {n} (depth {d}) compressed"
+                );
+            } else if node.zipped.is_none() {
+                let worth = node.buf.len() >= MIN_COMPRESS_BYTES
+                    && crate::lzf::compress(&node.buf, node.buf.len() - MIN_COMPRESS_IMPROVE - 1)
+                        .is_some();
+                assert!(!worth, "inner node {i} of {n} (depth {d}) left raw");
+            }
+        }
         let fwd = values(l);
         assert_eq!(fwd, model.iter().cloned().collect::<Vec<_>>());
         let mut rev: Vec<Vec<u8>> = l.iter_rev().map(Elem::to_vec).collect();
@@ -1021,7 +1219,7 @@ mod tests {
         let mut ends = Vec::new();
         for c in &cases {
             let (e, size) = decode(&buf, p);
-            assert_eq!(&e.to_vec(), c);
+            assert_eq!(&e.clone().to_vec(), c);
             assert!(e.matches(&Needle::new(c)));
             p += size;
             ends.push(p);
@@ -1059,6 +1257,9 @@ mod tests {
         assert_eq!(l.heap, 0);
     }
 
+    /// Held by the tests that set or depend on `list-max-listpack-size` (a process-wide limit).
+    static LIMIT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// A small xorshift so the test is deterministic without a dependency.
     struct Rng(u64);
     impl Rng {
@@ -1073,13 +1274,21 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)]
     fn random_operations_match_a_model() {
+        let _limit = LIMIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // Without compression, and with 1 and 2 raw nodes at each end.
+        for depth in [0, 1, 2] {
+            random_operations(depth);
+        }
+    }
+
+    fn random_operations(depth: u32) {
         // Tiny nodes so every operation crosses node boundaries. Other tests may change the limit
         // concurrently; the list is correct under any limit, only its layout differs.
         LIST_MAX_LISTPACK_SIZE.set(3);
         // And 3 KiB elements get plain nodes of their own.
         assert!(set_packed_threshold(1000));
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        let mut l = List::new();
+        let mut l = List::with_compress_depth(depth);
         let mut m: VecDeque<Vec<u8>> = VecDeque::new();
         // Elements of 3 KiB make nodes overflow their 8 KiB limit on LSET and LINSERT.
         let pool: Vec<Vec<u8>> = ["a", "b", "1", "-7", "300", "long-element-xxxxxxxx"]
@@ -1088,6 +1297,7 @@ mod tests {
             .chain([vec![b'k'; 3000]])
             .collect();
         let mut saw_plain = false;
+        let mut saw_zipped = false;
         for step in 0..20_000 {
             let v = &pool[rng.next(pool.len())];
             match rng.next(9) {
@@ -1154,6 +1364,7 @@ mod tests {
             if step % 97 == 0 || m.len() < 8 {
                 check(&l, &m);
                 saw_plain |= l.nodes.iter().any(|n| n.plain);
+                saw_zipped |= l.nodes.iter().any(|n| n.zipped.is_some());
                 if !m.is_empty() {
                     let i = rng.next(m.len());
                     assert_eq!(l.get(i).map(Elem::to_vec).as_ref(), Some(&m[i]));
@@ -1164,9 +1375,87 @@ mod tests {
             }
         }
         assert!(saw_plain);
+        if depth > 0 {
+            assert!(saw_zipped, "compressible nodes were compressed");
+        }
         LIST_MAX_LISTPACK_SIZE.set(-2);
         assert!(set_packed_threshold(0));
         assert!(!set_packed_threshold(1 << 32));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn compression_keeps_the_ends_raw_and_saves_memory() {
+        // 8 KiB nodes (the default), which no other test changes meanwhile.
+        let _limit = LIMIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        LIST_MAX_LISTPACK_SIZE.set(-2);
+        let elems: Vec<String> = (0..20_000)
+            .map(|i| format!("element-{:04}", i % 500))
+            .collect();
+        let mut sizes = Vec::new();
+        for depth in [0, 1, 2] {
+            let mut l = List::with_compress_depth(depth);
+            l.push_all(End::Right, &elems);
+            for i in 0..500 {
+                l.push_front(format!("head-{i}").as_bytes());
+                l.push_back(format!("tail-{i}").as_bytes());
+            }
+            let model: VecDeque<Vec<u8>> = (0..500)
+                .rev()
+                .map(|i| format!("head-{i}").into_bytes())
+                .chain(elems.iter().map(|e| e.clone().into_bytes()))
+                .chain((0..500).map(|i| format!("tail-{i}").into_bytes()))
+                .collect();
+            check(&l, &model);
+            assert_eq!(l.get(10_000).map(Elem::to_vec), Some(model[10_000].clone()));
+            let zipped = l.nodes.iter().filter(|n| n.zipped.is_some()).count();
+            assert_eq!(
+                zipped,
+                if depth == 0 {
+                    0
+                } else {
+                    l.nodes.len() - 2 * depth as usize
+                }
+            );
+            // Edits in the middle decompress one node and compress it again.
+            assert!(l.set(9_000, b"changed"));
+            l.insert(12_000, b"inserted");
+            assert_eq!(
+                l.get(9_000),
+                Some(Elem::Shared(Bytes::from_static(b"changed")))
+                    .filter(|_| depth > 0)
+                    .or(l.get(9_000))
+            );
+            assert_eq!(l.get(12_000).map(Elem::to_vec), Some(b"inserted".to_vec()));
+            assert_eq!(
+                l.nodes.iter().filter(|n| n.zipped.is_some()).count(),
+                if depth == 0 {
+                    0
+                } else {
+                    l.nodes.len() - 2 * depth as usize
+                }
+            );
+            // Popping everything moves every node across the boundary and back to raw.
+            let all: Vec<Vec<u8>> = l.iter().map(Elem::to_vec).collect();
+            sizes.push(l.heap_size());
+            let mut popped = Vec::new();
+            while let Some(v) = l.pop_front() {
+                popped.push(v);
+                assert_eq!(
+                    l.heap,
+                    l.nodes.iter().map(|n| n.buf.capacity()).sum::<usize>(),
+                    "depth {depth} after {} pops",
+                    popped.len()
+                );
+            }
+            assert_eq!(popped, all);
+            assert_eq!(l.heap, 0);
+        }
+        // Repetitive elements compress well: depth 1 and 2 take far less than raw nodes.
+        assert!(
+            sizes[1] * 2 < sizes[0] && sizes[2] * 2 < sizes[0],
+            "{sizes:?}"
+        );
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! Two representations, as in Redis 7.0:
 //! * **intset**: the members as sorted, packed little-endian integers of one width (2, 4 or 8
 //!   bytes, the smallest that holds every member; widened when a member needs more, never
-//!   narrowed). Stored as one `Box<[u8]>`: a width byte, then the values; the empty intset is the
-//!   empty box (width 2, no allocation). Five small integers take 11 bytes.
+//!   narrowed). Stored as one [`PackBuf`]: a width byte, then the values; the empty intset is the
+//!   empty buffer (width 2). Five small integers take 11 bytes plus the buffer's 8-byte header.
 //! * **hashtable**: a `hashbrown::HashTable<Box<[u8]>>` hashed with foldhash (one per-process random
-//!   seed), boxed so that a `Set` stays 16 bytes whichever representation it holds.
+//!   seed), boxed so that a `Set` is one word whichever representation it holds (it lives inline
+//!   in its key's entry).
 //!
 //! Invariants:
 //! * An intset holds only members whose text is a canonical integer (Redis's `string2ll`), and at
@@ -34,6 +35,10 @@ use std::sync::OnceLock;
 use hashbrown::HashTable;
 
 use crate::limits::SET_MAX_INTSET_ENTRIES;
+use crate::pack::{PackBuf, PackOr, Packed, Rep, MAX_PACK};
+
+/// The packed buffer's header bytes (counted by `heap_size`).
+const PACK_HEADER: usize = 8;
 use crate::num::parse_i64;
 
 /// A member as stored: an integer of an intset, or the bytes of a hashtable member.
@@ -62,15 +67,12 @@ impl Member<'_> {
 }
 
 /// A set (Redis's t_set.c): "intset" while small and all-integer, "hashtable" otherwise.
+///
+/// One word (it lives inline in every set key's entry): the intset's own allocation, or the boxed
+/// table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Set {
-    repr: Repr,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Repr {
-    Ints(IntSet),
-    Table(Box<Table>),
+    repr: PackOr<IntSet, Table>,
 }
 
 impl Default for Set {
@@ -83,15 +85,15 @@ impl Set {
     /// An empty set (an intset until a write says otherwise, as Redis's `createIntsetObject`).
     pub fn new() -> Set {
         Set {
-            repr: Repr::Ints(IntSet::default()),
+            repr: PackOr::pack(IntSet::default()),
         }
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::Ints(i) => i.len(),
-            Repr::Table(t) => t.map.len(),
+        match self.repr.get() {
+            Rep::Pack(i) => i.len(),
+            Rep::Big(t) => t.map.len(),
         }
     }
 
@@ -102,17 +104,17 @@ impl Set {
 
     /// The encoding OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
-        match &self.repr {
-            Repr::Ints(_) => "intset",
-            Repr::Table(_) => "hashtable",
+        match self.repr.get() {
+            Rep::Pack(_) => "intset",
+            Rep::Big(_) => "hashtable",
         }
     }
 
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
-        match &self.repr {
-            Repr::Ints(i) => i.bytes.len(),
-            Repr::Table(t) => {
+        match self.repr.get() {
+            Rep::Pack(i) => i.0.len() + PACK_HEADER,
+            Rep::Big(t) => {
                 std::mem::size_of::<Table>()
                     + t.map.allocation_size()
                     + t.bytes
@@ -124,13 +126,13 @@ impl Set {
     /// Adds `m`; false if it was already a member. Converts an intset to a hashtable when `m` is
     /// not an integer or the intset would exceed `set-max-intset-entries`.
     pub fn insert(&mut self, m: &[u8]) -> bool {
-        match &mut self.repr {
-            Repr::Ints(ints) => match parse_i64(m) {
+        match self.repr.get_mut() {
+            Rep::Pack(ints) => match parse_i64(m) {
                 Some(v) => {
                     if !ints.insert(v) {
                         return false;
                     }
-                    if ints.len() > SET_MAX_INTSET_ENTRIES.count() {
+                    if ints.len() > SET_MAX_INTSET_ENTRIES.count() || ints.near_max() {
                         self.convert();
                     }
                     true
@@ -140,48 +142,48 @@ impl Set {
                     self.insert(m)
                 }
             },
-            Repr::Table(t) => t.insert(m),
+            Rep::Big(t) => t.insert(m),
         }
     }
 
     /// Adds a member read from another set (no re-parsing for integers).
     pub fn insert_member(&mut self, m: Member<'_>) -> bool {
-        match (m, &mut self.repr) {
-            (Member::Int(v), Repr::Ints(ints)) => {
+        match (m, self.repr.get_mut()) {
+            (Member::Int(v), Rep::Pack(ints)) => {
                 if !ints.insert(v) {
                     return false;
                 }
-                if ints.len() > SET_MAX_INTSET_ENTRIES.count() {
+                if ints.len() > SET_MAX_INTSET_ENTRIES.count() || ints.near_max() {
                     self.convert();
                 }
                 true
             }
-            (Member::Int(v), Repr::Table(t)) => t.insert(v.to_string().as_bytes()),
+            (Member::Int(v), Rep::Big(t)) => t.insert(v.to_string().as_bytes()),
             (Member::Str(s), _) => self.insert(s),
         }
     }
 
     /// Removes `m`; false if it was not a member.
     pub fn remove(&mut self, m: &[u8]) -> bool {
-        match &mut self.repr {
-            Repr::Ints(ints) => parse_i64(m).is_some_and(|v| ints.remove(v)),
-            Repr::Table(t) => t.remove(m),
+        match self.repr.get_mut() {
+            Rep::Pack(ints) => parse_i64(m).is_some_and(|v| ints.remove(v)),
+            Rep::Big(t) => t.remove(m),
         }
     }
 
     /// True if `m` is a member.
     pub fn contains(&self, m: &[u8]) -> bool {
-        match &self.repr {
-            Repr::Ints(ints) => parse_i64(m).is_some_and(|v| ints.search(v).is_ok()),
-            Repr::Table(t) => t.find(m).is_some(),
+        match self.repr.get() {
+            Rep::Pack(ints) => parse_i64(m).is_some_and(|v| ints.search(v).is_ok()),
+            Rep::Big(t) => t.find(m).is_some(),
         }
     }
 
     /// True if `m` (read from another set) is a member.
     pub fn contains_member(&self, m: Member<'_>) -> bool {
-        match (m, &self.repr) {
-            (Member::Int(v), Repr::Ints(ints)) => ints.search(v).is_ok(),
-            (Member::Int(v), Repr::Table(t)) => t.find(v.to_string().as_bytes()).is_some(),
+        match (m, self.repr.get()) {
+            (Member::Int(v), Rep::Pack(ints)) => ints.search(v).is_ok(),
+            (Member::Int(v), Rep::Big(t)) => t.find(v.to_string().as_bytes()).is_some(),
             (Member::Str(s), _) => self.contains(s),
         }
     }
@@ -198,20 +200,20 @@ impl Set {
 
     /// The members: ascending for an intset, table order for a hashtable.
     pub fn iter(&self) -> Iter<'_> {
-        match &self.repr {
-            Repr::Ints(ints) => Iter::Ints(ints, 0),
-            Repr::Table(t) => Iter::Table(t.map.iter()),
+        match self.repr.get() {
+            Rep::Pack(ints) => Iter::Ints(ints, 0),
+            Rep::Big(t) => Iter::Table(t.map.iter()),
         }
     }
 
     /// A uniformly random member (None if the set is empty). `rand` gives random 64-bit numbers.
     pub fn random(&self, rand: &mut impl FnMut() -> u64) -> Option<Member<'_>> {
-        match &self.repr {
-            Repr::Ints(ints) => {
+        match self.repr.get() {
+            Rep::Pack(ints) => {
                 let n = ints.len();
                 (n > 0).then(|| Member::Int(ints.get((rand() % n as u64) as usize)))
             }
-            Repr::Table(t) => t
+            Rep::Big(t) => t
                 .random_bucket(rand)
                 .and_then(|b| t.map.get_bucket(b))
                 .map(|m| Member::Str(m)),
@@ -220,8 +222,8 @@ impl Set {
 
     /// Removes and returns a uniformly random member (None if the set is empty).
     pub fn pop_random(&mut self, rand: &mut impl FnMut() -> u64) -> Option<Box<[u8]>> {
-        match &mut self.repr {
-            Repr::Ints(ints) => {
+        match self.repr.get_mut() {
+            Rep::Pack(ints) => {
                 let n = ints.len();
                 if n == 0 {
                     return None;
@@ -230,7 +232,7 @@ impl Set {
                 ints.remove(v);
                 Some(v.to_string().into_bytes().into_boxed_slice())
             }
-            Repr::Table(t) => {
+            Rep::Big(t) => {
                 let b = t.random_bucket(rand)?;
                 let m = t.map.get_bucket_entry(b).ok()?.remove().0;
                 t.bytes -= m.len();
@@ -244,12 +246,12 @@ impl Set {
     /// returns the next cursor (0 when the walk is complete). An intset is returned whole, with
     /// cursor 0, as Redis does for its compact encodings. See the module docs for the guarantee.
     pub fn scan<'s>(&'s self, cursor: u64, count: usize, mut f: impl FnMut(Member<'s>)) -> u64 {
-        match &self.repr {
-            Repr::Ints(_) => {
+        match self.repr.get() {
+            Rep::Pack(_) => {
                 self.iter().for_each(f);
                 0
             }
-            Repr::Table(t) => {
+            Rep::Big(t) => {
                 let epoch = u64::from(t.epoch & 0xffff);
                 let start = if cursor & 0xffff == epoch {
                     (cursor >> 16) as usize
@@ -281,15 +283,15 @@ impl Set {
     /// sets in such slices so that no message occupies a shard for long.
     pub fn slice(&self, pos: usize, max: usize) -> (Vec<Box<[u8]>>, Option<usize>) {
         let mut out = Vec::new();
-        match &self.repr {
-            Repr::Ints(ints) => {
+        match self.repr.get() {
+            Rep::Pack(ints) => {
                 let end = pos.saturating_add(max).min(ints.len());
                 for i in pos.min(end)..end {
                     out.push(Member::Int(ints.get(i)).to_boxed());
                 }
                 (out, (end < ints.len()).then_some(end))
             }
-            Repr::Table(t) => {
+            Rep::Big(t) => {
                 let buckets = t.map.num_buckets();
                 let mut p = pos;
                 while p < buckets && out.len() < max {
@@ -304,12 +306,12 @@ impl Set {
     }
 
     fn convert(&mut self) {
-        if let Repr::Ints(ints) = &self.repr {
+        if let Rep::Pack(ints) = self.repr.get() {
             let mut t = Table::with_capacity(ints.len() + 1);
             for i in 0..ints.len() {
                 t.insert(ints.get(i).to_string().as_bytes());
             }
-            self.repr = Repr::Table(Box::new(t));
+            self.repr = PackOr::big(Box::new(t));
         }
     }
 }
@@ -344,10 +346,16 @@ impl<'a> Iterator for Iter<'a> {
 // ===== intset =====
 
 /// Sorted packed integers: `bytes[0]` is the width (2, 4 or 8), then the values little-endian.
-/// Empty is the empty box.
+/// Empty is the empty buffer. The buffer's count is unused (the width gives the length).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IntSet {
-    bytes: Box<[u8]>,
+#[repr(transparent)]
+pub struct IntSet(PackBuf);
+
+// SAFETY: `IntSet` is a transparent wrapper of a PackBuf.
+unsafe impl Packed for IntSet {
+    fn into_buf(self) -> PackBuf {
+        self.0
+    }
 }
 
 /// The smallest width that holds `v`.
@@ -363,17 +371,23 @@ fn width_of(v: i64) -> usize {
 
 impl IntSet {
     fn width(&self) -> usize {
-        self.bytes.first().map_or(2, |w| *w as usize)
+        self.0.bytes().first().map_or(2, |w| *w as usize)
     }
 
     fn len(&self) -> usize {
-        self.bytes.len().saturating_sub(1) / self.width()
+        self.0.len().saturating_sub(1) / self.width()
+    }
+
+    /// True when one more member, widened to 8 bytes, could pass the packed buffer's safety
+    /// size: the set then converts to a hashtable, as Redis 7.2 bounds its intsets.
+    fn near_max(&self) -> bool {
+        (self.len() + 2) * 8 + 1 > MAX_PACK
     }
 
     fn get(&self, i: usize) -> i64 {
         let w = self.width();
         let at = 1 + i * w;
-        let b = &self.bytes[at..at + w];
+        let b = &self.0.bytes()[at..at + w];
         match w {
             2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
             4 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
@@ -405,14 +419,10 @@ impl IntSet {
             Err(at) => at,
         };
         let w = self.width().max(width_of(v));
-        if w == self.width() && !self.bytes.is_empty() {
+        if w == self.width() && !self.0.is_empty() {
             // Same width: splice the new value's bytes in.
             let split = 1 + at * w;
-            let mut out = Vec::with_capacity(self.bytes.len() + w);
-            out.extend_from_slice(&self.bytes[..split]);
-            out.extend_from_slice(&v.to_le_bytes()[..w]);
-            out.extend_from_slice(&self.bytes[split..]);
-            self.bytes = out.into_boxed_slice();
+            self.0.splice(split..split, &v.to_le_bytes()[..w]);
             return true;
         }
         // First member, or a wider one: re-encode every value at the new width.
@@ -428,7 +438,7 @@ impl IntSet {
         if at == n {
             out.extend_from_slice(&v.to_le_bytes()[..w]);
         }
-        self.bytes = out.into_boxed_slice();
+        self.0 = PackBuf::from_slice(&out, 0);
         true
     }
 
@@ -438,13 +448,10 @@ impl IntSet {
         };
         let w = self.width();
         if self.len() == 1 {
-            self.bytes = Box::default();
+            self.0 = PackBuf::new();
             return true;
         }
-        let mut out = Vec::with_capacity(self.bytes.len() - w);
-        out.extend_from_slice(&self.bytes[..1 + at * w]);
-        out.extend_from_slice(&self.bytes[1 + (at + 1) * w..]);
-        self.bytes = out.into_boxed_slice();
+        self.0.splice(1 + at * w..1 + (at + 1) * w, &[]);
         true
     }
 }
@@ -560,8 +567,8 @@ mod tests {
     }
 
     #[test]
-    fn set_is_16_bytes() {
-        assert_eq!(std::mem::size_of::<Set>(), 16);
+    fn set_is_one_word() {
+        assert_eq!(std::mem::size_of::<Set>(), 8);
     }
 
     #[test]
@@ -578,16 +585,16 @@ mod tests {
         assert!(s.remove(b"-9223372036854775808") && !s.remove(b"x"));
         assert_eq!(s.len(), 4);
         // Width never narrows, as in Redis.
-        assert_eq!(s.heap_size(), 1 + 4 * 8);
+        assert_eq!(s.heap_size(), PACK_HEADER + 1 + 4 * 8);
     }
 
     #[test]
-    fn five_small_integers_take_eleven_bytes() {
+    fn five_small_integers_take_eleven_bytes_and_a_header() {
         let mut s = Set::new();
         for v in 1..=5 {
             s.insert(v.to_string().as_bytes());
         }
-        assert_eq!(s.heap_size(), 11);
+        assert_eq!(s.heap_size(), PACK_HEADER + 11);
     }
 
     #[test]

@@ -38,6 +38,10 @@ use std::ops::Range;
 use hashbrown::HashTable;
 
 use crate::limits::{ZSET_MAX_LISTPACK_ENTRIES, ZSET_MAX_LISTPACK_VALUE};
+use crate::pack::{PackBuf, PackOr, Packed, Rep, MAX_PACK};
+
+/// The packed buffer's header bytes (counted by `heap_size`).
+const PACK_HEADER: usize = 8;
 
 /// Compares two (score, member) pairs in sorted-set order.
 #[inline]
@@ -52,15 +56,12 @@ pub fn cmp_entry(a_score: f64, a_member: &[u8], b_score: f64, b_member: &[u8]) -
 }
 
 /// A sorted set.
+///
+/// One word (it lives inline in every sorted-set key's entry): the listpack's own allocation, or
+/// the boxed skiplist.
 #[derive(Clone, Debug)]
 pub struct ZSet {
-    repr: Repr,
-}
-
-#[derive(Clone, Debug)]
-enum Repr {
-    Pack(Pack),
-    Skip(Box<Skip>),
+    repr: PackOr<Pack, Skip>,
 }
 
 impl Default for ZSet {
@@ -96,14 +97,14 @@ impl ZSet {
     /// An empty set in the small encoding.
     pub fn new() -> ZSet {
         ZSet {
-            repr: Repr::Pack(Pack::default()),
+            repr: PackOr::pack(Pack::default()),
         }
     }
 
     /// An empty set in the skiplist encoding (Redis creates one when the limits say so up front).
     pub fn new_skiplist() -> ZSet {
         ZSet {
-            repr: Repr::Skip(Box::new(Skip::new())),
+            repr: PackOr::big(Box::new(Skip::new())),
         }
     }
 
@@ -121,9 +122,9 @@ impl ZSet {
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::Pack(p) => p.len,
-            Repr::Skip(s) => s.len,
+        match self.repr.get() {
+            Rep::Pack(p) => p.len(),
+            Rep::Big(s) => s.len,
         }
     }
 
@@ -134,50 +135,56 @@ impl ZSet {
 
     /// The encoding OBJECT ENCODING reports.
     pub fn encoding(&self) -> &'static str {
-        match &self.repr {
-            Repr::Pack(_) => "listpack",
-            Repr::Skip(_) => "skiplist",
+        match self.repr.get() {
+            Rep::Pack(_) => "listpack",
+            Rep::Big(_) => "skiplist",
         }
     }
 
     /// True in the small ("listpack") encoding.
     pub fn is_packed(&self) -> bool {
-        matches!(self.repr, Repr::Pack(_))
+        !self.repr.is_big()
     }
 
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
-        match &self.repr {
-            Repr::Pack(p) => p.buf.capacity(),
-            Repr::Skip(s) => std::mem::size_of::<Skip>() + s.heap,
+        match self.repr.get() {
+            Rep::Pack(p) => p.0.len() + PACK_HEADER,
+            Rep::Big(s) => std::mem::size_of::<Skip>() + s.heap,
         }
     }
 
     /// The score of `member`.
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        match &self.repr {
-            Repr::Pack(p) => p.find(member).map(|(_, _, s)| s),
-            Repr::Skip(s) => s.find(member).map(|x| s.nodes[x].score),
+        match self.repr.get() {
+            Rep::Pack(p) => p.find(member).map(|(_, _, s)| s),
+            Rep::Big(s) => s.find(member).map(|x| s.nodes[x].score),
         }
     }
 
     /// Converts to the skiplist encoding (no-op if already there).
     pub fn convert_to_skiplist(&mut self) {
-        if let Repr::Pack(p) = &self.repr {
+        if let Rep::Pack(p) = self.repr.get() {
             let mut s = Skip::new();
             for (m, sc) in p.iter() {
                 s.insert(m, sc);
             }
-            self.repr = Repr::Skip(Box::new(s));
+            self.repr = PackOr::big(Box::new(s));
         }
     }
 
     /// True if adding a new member of `member_len` bytes must first convert the set to a skiplist
     /// (Redis checks the count and the member length before inserting into a listpack).
     pub fn needs_skip(&self, member_len: usize) -> bool {
-        self.is_packed()
-            && (self.len() + 1 > ZSET_MAX_LISTPACK_ENTRIES.count()
-                || member_len > ZSET_MAX_LISTPACK_VALUE.count())
+        match self.repr.get() {
+            Rep::Pack(p) => {
+                p.len() + 1 > ZSET_MAX_LISTPACK_ENTRIES.count()
+                    || member_len > ZSET_MAX_LISTPACK_VALUE.count()
+                    // Redis's listpack safety size (an entry adds at most 20 bytes to the member).
+                    || p.0.len() + member_len + 20 > MAX_PACK
+            }
+            Rep::Big(_) => false,
+        }
     }
 
     /// Sets `member`'s score, adding it if absent (converting to a skiplist first when the limits
@@ -202,9 +209,9 @@ impl ZSet {
         if self.needs_skip(member.len()) {
             self.convert_to_skiplist();
         }
-        match &mut self.repr {
-            Repr::Pack(p) => p.insert(member, score),
-            Repr::Skip(s) => s.insert(member, score),
+        match self.repr.get_mut() {
+            Rep::Pack(p) => p.insert(member, score),
+            Rep::Big(s) => s.insert(member, score),
         }
     }
 
@@ -214,32 +221,32 @@ impl ZSet {
         if old.to_bits() == score.to_bits() {
             return;
         }
-        match &mut self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get_mut() {
+            Rep::Pack(p) => {
                 p.remove(member);
                 p.insert(member, score);
             }
-            Repr::Skip(s) => s.rescore(member, score),
+            Rep::Big(s) => s.rescore(member, score),
         }
     }
 
     /// Removes `member`; returns its score.
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        match &mut self.repr {
-            Repr::Pack(p) => p.remove(member),
-            Repr::Skip(s) => s.remove(member),
+        match self.repr.get_mut() {
+            Rep::Pack(p) => p.remove(member),
+            Rep::Big(s) => s.remove(member),
         }
     }
 
     /// The 0-based ascending rank of `member`, and its score.
     pub fn rank(&self, member: &[u8]) -> Option<(usize, f64)> {
-        match &self.repr {
-            Repr::Pack(p) => p
+        match self.repr.get() {
+            Rep::Pack(p) => p
                 .iter()
                 .enumerate()
                 .find(|(_, (m, _))| *m == member)
                 .map(|(i, (_, s))| (i, s)),
-            Repr::Skip(s) => {
+            Rep::Big(s) => {
                 let x = s.find(member)?;
                 let score = s.nodes[x].score;
                 Some((s.rank_of(score, member), score))
@@ -249,9 +256,9 @@ impl ZSet {
 
     /// The element at 0-based ascending rank `rank`.
     pub fn get(&self, rank: usize) -> Option<(&[u8], f64)> {
-        match &self.repr {
-            Repr::Pack(p) => p.iter().nth(rank),
-            Repr::Skip(s) => {
+        match self.repr.get() {
+            Rep::Pack(p) => p.iter().nth(rank),
+            Rep::Big(s) => {
                 let x = s.select(rank)?;
                 Some((&s.nodes[x].member, s.nodes[x].score))
             }
@@ -262,9 +269,9 @@ impl ZSet {
     /// be monotone over the order (true, then false): "score < min", "member <= max" and so on. This
     /// turns every score or lex bound into a rank in O(log N).
     pub fn count_while(&self, mut before: impl FnMut(&[u8], f64) -> bool) -> usize {
-        match &self.repr {
-            Repr::Pack(p) => p.iter().take_while(|(m, s)| before(m, *s)).count(),
-            Repr::Skip(s) => s.count_while(before),
+        match self.repr.get() {
+            Rep::Pack(p) => p.iter().take_while(|(m, s)| before(m, *s)).count(),
+            Rep::Big(s) => s.count_while(before),
         }
     }
 
@@ -276,8 +283,8 @@ impl ZSet {
         before: impl FnMut(&[u8], f64) -> bool,
         mut f: impl FnMut(&'s [u8], f64) -> bool,
     ) {
-        match &self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get() {
+            Rep::Pack(p) => {
                 let mut before = before;
                 for (m, s) in p.iter().skip_while(|(m, s)| before(m, *s)) {
                     if !f(m, s) {
@@ -285,7 +292,7 @@ impl ZSet {
                     }
                 }
             }
-            Repr::Skip(s) => {
+            Rep::Big(s) => {
                 let mut x = s.first_after(before);
                 while x != NIL {
                     let n = &s.nodes[x];
@@ -305,8 +312,8 @@ impl ZSet {
         if ranks.start >= end {
             return;
         }
-        match &self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get() {
+            Rep::Pack(p) => {
                 if rev {
                     let items: Vec<(&[u8], f64)> =
                         p.iter().skip(ranks.start).take(end - ranks.start).collect();
@@ -319,7 +326,7 @@ impl ZSet {
                     }
                 }
             }
-            Repr::Skip(s) => {
+            Rep::Big(s) => {
                 let Some(mut x) = s.select(if rev { end - 1 } else { ranks.start }) else {
                     return;
                 };
@@ -359,14 +366,14 @@ impl ZSet {
     /// Redis does. In the skiplist the cursor is an arena slot: a member present for the whole scan
     /// keeps its slot, so it is returned at least once.
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
-        match &self.repr {
-            Repr::Pack(p) => {
+        match self.repr.get() {
+            Rep::Pack(p) => {
                 for (m, s) in p.iter() {
                     f(m, s);
                 }
                 0
             }
-            Repr::Skip(s) => {
+            Rep::Big(s) => {
                 // A cursor from before a compaction restarts the walk: members present
                 // throughout are then returned (some twice, which SCAN allows).
                 let gen = (cursor >> 32) as u32;
@@ -403,10 +410,16 @@ impl ZSet {
 /// Integers up to 2^53 are exact in f64, so they round-trip through the varint form.
 const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
 
+/// The entries in order, in an exactly sized buffer whose count is the number of entries.
 #[derive(Clone, Debug, Default)]
-struct Pack {
-    buf: Vec<u8>,
-    len: usize,
+#[repr(transparent)]
+struct Pack(PackBuf);
+
+// SAFETY: `Pack` is a transparent wrapper of a PackBuf.
+unsafe impl Packed for Pack {
+    fn into_buf(self) -> PackBuf {
+        self.0
+    }
 }
 
 fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
@@ -490,9 +503,13 @@ impl<'a> Iterator for PackIter<'a> {
 }
 
 impl Pack {
+    fn len(&self) -> usize {
+        self.0.count()
+    }
+
     fn iter(&self) -> PackIter<'_> {
         PackIter {
-            buf: &self.buf,
+            buf: self.0.bytes(),
             pos: 0,
         }
     }
@@ -510,7 +527,7 @@ impl Pack {
 
     fn insert(&mut self, member: &[u8], score: f64) {
         let mut it = self.iter();
-        let mut at = self.buf.len();
+        let mut at = self.0.len();
         while let Some((start, m, s)) = it.next_at() {
             if cmp_entry(score, member, s, m) == Ordering::Less {
                 at = start;
@@ -519,17 +536,14 @@ impl Pack {
         }
         let mut entry = Vec::with_capacity(member.len() + 12);
         encode_entry(&mut entry, member, score);
-        self.buf.splice(at..at, entry);
-        self.len += 1;
+        self.0.splice(at..at, &entry);
+        self.0.set_count(self.len() + 1);
     }
 
     fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let (start, end, score) = self.find(member)?;
-        self.buf.drain(start..end);
-        self.len -= 1;
-        if self.buf.capacity() > 2 * self.buf.len() + 64 {
-            self.buf.shrink_to_fit();
-        }
+        self.0.splice(start..end, &[]);
+        self.0.set_count(self.len() - 1);
         Some(score)
     }
 }
@@ -557,7 +571,62 @@ struct Node {
     /// A copy of `levels[0].next`, kept beside the score for forward walks.
     next0: u32,
     /// Empty for a free slot.
-    levels: Box<[Level]>,
+    levels: Levels,
+}
+
+/// Levels kept inside the node: with p = 1/4 all but one node in 256 fit, so a search step reads
+/// one node rather than a node and then its tower.
+const INLINE_LEVELS: usize = 4;
+
+/// A node's levels (dereferences to the slice of them): inline up to [`INLINE_LEVELS`], else boxed.
+#[derive(Clone, Debug)]
+enum Levels {
+    Inline(u8, [Level; INLINE_LEVELS]),
+    Boxed(Box<[Level]>),
+}
+
+impl Levels {
+    fn new(n: usize) -> Levels {
+        if n <= INLINE_LEVELS {
+            Levels::Inline(n as u8, [Level::default(); INLINE_LEVELS])
+        } else {
+            Levels::Boxed(vec![Level::default(); n].into_boxed_slice())
+        }
+    }
+
+    /// Bytes allocated outside the node.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Levels::Inline(..) => 0,
+            Levels::Boxed(b) => b.len() * LEVEL_BYTES,
+        }
+    }
+}
+
+impl Default for Levels {
+    fn default() -> Levels {
+        Levels::new(0)
+    }
+}
+
+impl std::ops::Deref for Levels {
+    type Target = [Level];
+
+    fn deref(&self) -> &[Level] {
+        match self {
+            Levels::Inline(n, a) => &a[..usize::from(*n)],
+            Levels::Boxed(b) => b,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Levels {
+    fn deref_mut(&mut self) -> &mut [Level] {
+        match self {
+            Levels::Inline(n, a) => &mut a[..usize::from(*n)],
+            Levels::Boxed(b) => b,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -585,7 +654,7 @@ impl Skip {
             score: 0.0,
             backward: NIL as u32,
             next0: NIL as u32,
-            levels: vec![Level::default(); MAX_LEVEL].into_boxed_slice(),
+            levels: Levels::new(MAX_LEVEL),
         };
         Skip {
             nodes: vec![head],
@@ -646,7 +715,7 @@ impl Skip {
             score,
             backward: NIL as u32,
             next0: NIL as u32,
-            levels: vec![Level::default(); lvl].into_boxed_slice(),
+            levels: Levels::new(lvl),
         };
         let table_before = self.table_bytes();
         let nodes_before = self.nodes.capacity() * NODE_BYTES;
@@ -668,7 +737,7 @@ impl Skip {
             hasher.hash_one(&*nodes[i as usize].member)
         });
         self.len += 1;
-        self.heap += member.len() + lvl * LEVEL_BYTES;
+        self.heap += member.len() + self.nodes[x].levels.heap_bytes();
         self.heap = self.heap + self.table_bytes() + self.nodes.capacity() * NODE_BYTES
             - table_before
             - nodes_before;
@@ -807,12 +876,12 @@ impl Skip {
                 score: 0.0,
                 backward: NIL as u32,
                 next0: NIL as u32,
-                levels: Box::default(),
+                levels: Levels::default(),
             },
         );
         self.free.push(x as u32);
         self.len -= 1;
-        self.heap -= n.member.len() + n.levels.len() * LEVEL_BYTES;
+        self.heap -= n.member.len() + n.levels.heap_bytes();
         if self.nodes.len() > COMPACT_MIN_SLOTS && self.len * 8 < self.nodes.len() {
             self.compact();
         }
@@ -997,7 +1066,7 @@ mod tests {
                 }
             }
             assert_eq!(z.len(), model.len());
-            if let Repr::Skip(sk) = &z.repr {
+            if let Rep::Big(sk) = z.repr.get() {
                 for n in &sk.nodes {
                     assert_eq!(n.next0, n.levels.first().map_or(0, |l| l.next));
                 }

@@ -265,10 +265,16 @@ async fn reject(mut stream: monoio::net::TcpStream) {
 }
 
 /// Background work per shard: active expiry and incremental rehashing, every 1000/hz ms (sooner
-/// while a backlog remains).
+/// while a backlog remains), and once a second the allocator's purge of this thread's free memory.
 async fn expire_loop(state: Arc<ServerState>) {
+    let mut last_release = now_ms();
     loop {
-        let backlog = with_shard(|s| s.cron(now_ms()));
+        let now = now_ms();
+        let backlog = with_shard(|s| s.cron(now));
+        if !backlog && now - last_release >= 1000 {
+            last_release = now;
+            strata_commands::memory::release_free_memory();
+        }
         let pause = if backlog {
             1
         } else {

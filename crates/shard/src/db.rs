@@ -1668,11 +1668,11 @@ mod tests {
 
     #[test]
     fn free_effort_counts_strings_as_one() {
-        let big = Object::Str(vec![b'x'; LAZYFREE_THRESHOLD + 1]);
+        let big = Object::Str(Box::new(vec![b'x'; LAZYFREE_THRESHOLD + 1]));
         assert_eq!(free_effort(&big), 1);
         let mut db = Db::default();
         // A big string is queued for its bytes and freed on the tick for one unit of work.
-        db.set(b"k", Value::Obj(Box::new(big)), None, 0);
+        db.set(b"k", Value::Obj(big), None, 0);
         assert!(db.delete(b"k", 0));
         assert_eq!(db.lazyfree_pending(), 1);
         assert_eq!(db.free_garbage(10), 1);

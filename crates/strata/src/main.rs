@@ -71,7 +71,14 @@ fn help() -> String {
     s
 }
 
+/// Frees the calling thread's empty pages and purges memory freed long enough ago.
+fn release_free_memory() {
+    // SAFETY: mi_collect has no preconditions.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 fn main() {
+    strata_commands::memory::set_release(release_free_memory);
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         print!("{}", help());

@@ -28,6 +28,31 @@ pub type Elem = (Bytes, f64);
 /// Parses a score like Redis's `getDoubleFromObject` (strtod): the whole argument, no leading
 /// space, no NaN, and no overflow or underflow to a value the text does not spell (`1e400`).
 pub fn parse_score(s: &[u8]) -> Option<f64> {
+    if let Some(v) = short_integer_score(s) {
+        return Some(v);
+    }
+    parse_score_text(s)
+}
+
+/// The common case of [`parse_score`]: an optional sign and at most 15 decimal digits, a value
+/// below 2^53 that strtod returns exactly (so `-0` is -0.0, as strtod gives).
+fn short_integer_score(s: &[u8]) -> Option<f64> {
+    let (neg, digits) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = digits
+        .iter()
+        .fold(0i64, |v, d| v * 10 + i64::from(d - b'0')) as f64;
+    Some(if neg { -v } else { v })
+}
+
+/// [`parse_score`] for every other text: strtod's full grammar (hex floats, exponents, inf).
+fn parse_score_text(s: &[u8]) -> Option<f64> {
     if s.first().is_some_and(|c| !c.is_ascii_whitespace()) {
         if let Some(v) = parse_hex_f64(s) {
             return v.is_finite().then_some(v);
@@ -243,7 +268,7 @@ pub fn store(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
     for (m, s) in elems {
         z.add(m, *s);
     }
-    db.set(key, Value::Obj(Box::new(Object::ZSet(z))), None, now);
+    db.set(key, Value::Obj(Object::ZSet(z)), None, now);
 }
 
 /// Stores the result of ZRANGESTORE: built by adding one element at a time to a new listpack, so
@@ -257,7 +282,7 @@ fn store_by_adding(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
     for (m, s) in elems {
         z.add(m, *s);
     }
-    db.set(key, Value::Obj(Box::new(Object::ZSet(z))), None, now);
+    db.set(key, Value::Obj(Object::ZSet(z)), None, now);
 }
 
 // ===== replies =====
@@ -359,7 +384,7 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
         None if f.xx => false,
         None => {
             let z = ZSet::for_first_member(pairs[0].1.len());
-            db.set(key, Value::Obj(Box::new(Object::ZSet(z))), None, now);
+            db.set(key, Value::Obj(Object::ZSet(z)), None, now);
             true
         }
     };
@@ -1100,8 +1125,12 @@ pub fn zrandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
         return Ok(());
     }
     if l < 0 {
-        // Repetitions allowed: `count` independent picks. The reply is as long as the client
-        // asked for (as in Redis), built element by element, never allocated up front.
+        // Repetitions allowed: `count` independent picks, built element by element. Past
+        // MAX_RANDOM_PICKS the reply could not be held in memory (Redis runs out of it), so
+        // Strata refuses, as HRANDFIELD does.
+        if l.unsigned_abs() > crate::hash::MAX_RANDOM_PICKS {
+            return Err(CmdError::msg("ERR value is out of range"));
+        }
         let count = l.unsigned_abs() as usize;
         header(cx.out, count);
         for _ in 0..count {
@@ -1495,6 +1524,32 @@ mod tests {
             ("0x", None),
         ] {
             assert_eq!(parse_score(text.as_bytes()), want, "{text:?}");
+        }
+        // The integer fast path answers exactly as the full parser.
+        for text in [
+            "0",
+            "-0",
+            "+0",
+            "7",
+            "-12",
+            "+12",
+            "000000012345",
+            "999999999999999",
+            "-999999999999999",
+            "1000000000000000",
+            "12345678901234567890",
+            "-",
+            "+",
+            "1a",
+            "١",
+        ] {
+            let full = parse_score_text(text.as_bytes());
+            let got = parse_score(text.as_bytes());
+            assert_eq!(
+                got.map(f64::to_bits),
+                full.map(f64::to_bits),
+                "{text:?}: {got:?} vs {full:?}"
+            );
         }
     }
 
