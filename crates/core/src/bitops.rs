@@ -278,7 +278,8 @@ pub fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> (i32, 
     }
 }
 
-#[cfg(test)]
+// No unsafe code in this module: Miri (scripts/test.sh) would only make its long loops slow.
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 

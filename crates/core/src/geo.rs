@@ -579,7 +579,8 @@ fn pqsort<T>(
     }
 }
 
-#[cfg(test)]
+// No unsafe code in this module: Miri (scripts/test.sh) would only make its long loops slow.
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 

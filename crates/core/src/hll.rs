@@ -621,7 +621,8 @@ pub fn self_test(sparse_max: usize, mut rand: impl FnMut() -> u32) -> Result<(),
     Ok(())
 }
 
-#[cfg(test)]
+// No unsafe code in this module: Miri (scripts/test.sh) would only make its long loops slow.
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 

@@ -110,7 +110,8 @@ pub fn decompress(input: &[u8], len: usize) -> Option<Vec<u8>> {
     (out.len() == len).then_some(out)
 }
 
-#[cfg(test)]
+// No unsafe code in this module: Miri (scripts/test.sh) would only make its long loops slow.
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 
