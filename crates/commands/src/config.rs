@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use strata_core::glob::glob_match;
+use strata_shard::notify;
 
 /// The type of a setting, which decides how values are parsed and validated.
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +28,8 @@ pub enum Kind {
     /// `client-output-buffer-limit`: `<class> <hard> <soft> <seconds>` groups; a CONFIG SET changes
     /// only the classes it names.
     OutputBufferLimit,
+    /// `notify-keyspace-events`: class characters (see `strata_shard::notify`).
+    KeyspaceEvents,
 }
 
 /// One setting.
@@ -267,6 +270,13 @@ pub static SPECS: &[ConfigSpec] = &[
         Kind::Memory,
         true,
         "a sparse HyperLogLog that would grow beyond this many bytes becomes dense",
+    ),
+    spec(
+        "notify-keyspace-events",
+        "",
+        Kind::KeyspaceEvents,
+        true,
+        "keyspace notification classes (K E g $ l s h z x e t m d n A)",
     ),
     spec(
         "hz",
@@ -571,6 +581,9 @@ fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, St
 fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
     Ok(match spec.kind {
         Kind::OutputBufferLimit => normalize_output_limits(value, current)?,
+        Kind::KeyspaceEvents => notify::flags_to_string(notify::parse_flags(value).ok_or_else(
+            || "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string(),
+        )?),
         Kind::Int { min, max } => {
             let v: i64 = value
                 .parse()
@@ -700,6 +713,9 @@ impl Config {
     ) {
         if matches!(spec.kind, Kind::OutputBufferLimit) {
             self.output_limits.store(&value);
+        }
+        if matches!(spec.kind, Kind::KeyspaceEvents) {
+            notify::set_flags(notify::parse_flags(&value).unwrap_or(0));
         }
         if let (Some(limit), Ok(v)) = (strata_core::limits::by_name(spec.name), value.parse()) {
             limit.set(v);
