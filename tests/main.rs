@@ -10,6 +10,7 @@ mod keys;
 mod lifecycle;
 mod list;
 mod multi;
+mod notifications;
 mod ordering;
 mod pause;
 mod protocol;

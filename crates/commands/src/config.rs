@@ -623,6 +623,14 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
     })
 }
 
+/// Settings whose effect the canonical text does not capture: `notify-keyspace-events` lists
+/// 'A' without 'n' (as Redis's CONFIG GET does) though 'n' stays on.
+fn apply_raw(spec: &ConfigSpec, raw: &str) {
+    if matches!(spec.kind, Kind::KeyspaceEvents) {
+        notify::set_flags(notify::parse_flags(raw).unwrap_or(0));
+    }
+}
+
 fn find(name: &str) -> Option<&'static ConfigSpec> {
     let name = ALIASES
         .iter()
@@ -700,6 +708,7 @@ impl Config {
         let current = table.get(spec.name).cloned().unwrap_or_default();
         let normalized = normalize(spec, value, &current)?;
         self.apply(&mut table, spec, normalized);
+        apply_raw(spec, value);
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -713,9 +722,6 @@ impl Config {
     ) {
         if matches!(spec.kind, Kind::OutputBufferLimit) {
             self.output_limits.store(&value);
-        }
-        if matches!(spec.kind, Kind::KeyspaceEvents) {
-            notify::set_flags(notify::parse_flags(&value).unwrap_or(0));
         }
         if let (Some(limit), Ok(v)) = (strata_core::limits::by_name(spec.name), value.parse()) {
             limit.set(v);
@@ -771,8 +777,9 @@ impl Config {
                 .map_err(|why| (i, ConfigSetError::Invalid(spec.name, why)))?;
             values.push(v);
         }
-        for (spec, v) in specs.iter().zip(values) {
+        for ((spec, v), (_, raw)) in specs.iter().zip(values).zip(pairs) {
             self.apply(&mut table, spec, v);
+            apply_raw(spec, raw);
         }
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
