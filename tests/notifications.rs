@@ -232,6 +232,28 @@ fn script() -> Vec<Vec<String>> {
         vec!["BZPOPMAX", b, "0"],
         vec!["ZMPOP", "2", "nokey", c, "MIN", "COUNT", "10"],
         vec!["FLUSHALL"],
+        // bitmaps, HyperLogLog, geo
+        vec!["SETBIT", a, "7", "1"],
+        vec!["SETBIT", a, "7", "1"],
+        vec!["SETBIT", a, "100", "0"],
+        vec!["BITFIELD", a, "SET", "u8", "0", "1"],
+        vec!["BITFIELD", a, "SET", "u8", "0", "1"],
+        vec!["BITFIELD", a, "GET", "u8", "0"],
+        vec!["BITFIELD", b, "INCRBY", "u8", "0", "1"],
+        vec!["BITOP", "OR", c, a, b],
+        vec!["BITOP", "OR", c, "nokey"],
+        vec!["PFADD", d, "x", "y"],
+        vec!["PFADD", d, "x"],
+        vec!["PFADD", "hll2", "z"],
+        vec!["PFMERGE", d, "hll2"],
+        vec!["PFMERGE", "hll3"],
+        vec!["FLUSHALL"],
+        vec!["GEOADD", a, "13.361389", "38.115556", "Palermo"],
+        vec!["GEOADD", a, "15.087269", "37.502669", "Catania"],
+        vec!["GEOSEARCHSTORE", b, a, "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC"],
+        vec!["GEOSEARCHSTORE", b, a, "FROMLONLAT", "0", "0", "BYRADIUS", "1", "km", "ASC"],
+        vec!["GEORADIUS", a, "15", "37", "200", "km", "STORE", c],
+        vec!["FLUSHALL"],
     ];
     s.push(vec!["SELECT", "0"]);
     s.into_iter()
