@@ -250,8 +250,30 @@ fn script() -> Vec<Vec<String>> {
         vec!["FLUSHALL"],
         vec!["GEOADD", a, "13.361389", "38.115556", "Palermo"],
         vec!["GEOADD", a, "15.087269", "37.502669", "Catania"],
-        vec!["GEOSEARCHSTORE", b, a, "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC"],
-        vec!["GEOSEARCHSTORE", b, a, "FROMLONLAT", "0", "0", "BYRADIUS", "1", "km", "ASC"],
+        vec![
+            "GEOSEARCHSTORE",
+            b,
+            a,
+            "FROMLONLAT",
+            "15",
+            "37",
+            "BYRADIUS",
+            "200",
+            "km",
+            "ASC",
+        ],
+        vec![
+            "GEOSEARCHSTORE",
+            b,
+            a,
+            "FROMLONLAT",
+            "0",
+            "0",
+            "BYRADIUS",
+            "1",
+            "km",
+            "ASC",
+        ],
         vec!["GEORADIUS", a, "15", "37", "200", "km", "STORE", c],
         vec!["FLUSHALL"],
     ];
@@ -276,8 +298,31 @@ fn every_family_emits_redis_events_in_order_with_all_classes() {
 
 #[test]
 fn new_key_events_and_narrow_flag_sets_match_redis() {
-    for flags in ["KEAn", "Kl", "Eg", "Ex", "KEn", "K$", "Eh", "Ks", "Ez", "gE"] {
+    for flags in [
+        "KEAn", "Kl", "Eg", "Ex", "KEn", "K$", "Eh", "Ks", "Ez", "gE",
+    ] {
         run_script(flags);
+    }
+}
+
+#[test]
+fn key_misses_match_redis() {
+    let mut w = Watched::new("KEm");
+    for cmd in [
+        &["GET", "nokey"][..],
+        &["EXISTS", "nokey"],
+        &["TYPE", "nokey"],
+        &["STRLEN", "nokey"],
+        &["HGET", "nokey", "f"],
+        &["LRANGE", "nokey", "0", "-1"],
+        &["SMEMBERS", "nokey"],
+        &["ZSCORE", "nokey", "m"],
+        &["TTL", "nokey"],
+        &["SET", "k", "v"],
+        &["GET", "k"],
+        &["MGET", "{x}a", "{x}b"],
+    ] {
+        w.run(cmd);
     }
 }
 
@@ -310,7 +355,9 @@ fn lazy_and_active_expiry_emit_expired() {
     sleep(Duration::from_millis(400));
     let got = w.sync(&["<active expiry>"]);
     assert_eq!(got.len(), 2, "{got:?}");
-    assert!(got.iter().all(|m| m.contains("expired") || m.contains("active")));
+    assert!(got
+        .iter()
+        .all(|m| m.contains("expired") || m.contains("active")));
 }
 
 #[test]
@@ -326,7 +373,18 @@ fn resp3_subscriber_gets_the_same_pushes() {
 fn config_parsing_canonical_text_and_errors_match_redis() {
     let mut d = Diff::new();
     for flags in [
-        "KEA", "nK", "Eg$lshzxetdmn", "A", "", "gKE", "Kl", "AKEn", "m", "EKg$", "xeKE", "tdK",
+        "KEA",
+        "nK",
+        "Eg$lshzxetdmn",
+        "A",
+        "",
+        "gKE",
+        "Kl",
+        "AKEn",
+        "m",
+        "EKg$",
+        "xeKE",
+        "tdK",
     ] {
         d.run(&["CONFIG", "SET", "notify-keyspace-events", flags]);
         d.run(&["CONFIG", "GET", "notify-keyspace-events"]);

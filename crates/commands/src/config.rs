@@ -581,9 +581,11 @@ fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, St
 fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
     Ok(match spec.kind {
         Kind::OutputBufferLimit => normalize_output_limits(value, current)?,
-        Kind::KeyspaceEvents => notify::flags_to_string(notify::parse_flags(value).ok_or_else(
-            || "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string(),
-        )?),
+        Kind::KeyspaceEvents => {
+            notify::flags_to_string(notify::parse_flags(value).ok_or_else(|| {
+                "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string()
+            })?)
+        }
         Kind::Int { min, max } => {
             let v: i64 = value
                 .parse()

@@ -1021,8 +1021,10 @@ async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant, specs: &'static [KeySpec
     } else {
         "georadiusstore"
     };
-    cx.on(&dst_key, move |s| store(s.db_mut(db), &dst, &elems, event, now))
-        .await;
+    cx.on(&dst_key, move |s| {
+        store(s.db_mut(db), &dst, &elems, event, now)
+    })
+    .await;
     cx.out.int(n as i64);
     Ok(())
 }

@@ -521,7 +521,9 @@ pub fn op_hincrbyfloat(
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }
     let text = sum.to_human();
-    write(db, key, now, "hincrbyfloat", |h| h.insert(field, text.as_bytes()));
+    write(db, key, now, "hincrbyfloat", |h| {
+        h.insert(field, text.as_bytes())
+    });
     Ok(text)
 }
 

@@ -517,10 +517,12 @@ pub fn op_pop(
         let n = count.min(l.len());
         (0..n).filter_map(|_| l.pop(end)).collect()
     };
-    Ok(match write_list(db, key, now, pop, |_| Some(pop_event(end)))? {
-        Found::Done(v) => Some(v),
-        Found::Missing => None,
-    })
+    Ok(
+        match write_list(db, key, now, pop, |_| Some(pop_event(end)))? {
+            Found::Done(v) => Some(v),
+            Found::Missing => None,
+        },
+    )
 }
 
 /// LMOVE with the same source and destination: moves one element from `from` to `to` in place

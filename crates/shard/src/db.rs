@@ -905,6 +905,8 @@ impl Db {
             }
             None => {
                 self.stats.misses += 1;
+                // Redis raises "keymiss" where it counts a keyspace miss.
+                notify::emit(notify::KEY_MISS, "keymiss", key, self.hooks.index);
                 None
             }
         }
@@ -921,6 +923,8 @@ impl Db {
             }
             None => {
                 self.stats.misses += 1;
+                // Redis raises "keymiss" where it counts a keyspace miss.
+                notify::emit(notify::KEY_MISS, "keymiss", key, self.hooks.index);
                 None
             }
         }

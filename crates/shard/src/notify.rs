@@ -30,7 +30,8 @@ pub const KEY_MISS: u32 = 1 << 11;
 pub const MODULE: u32 = 1 << 13;
 pub const NEW: u32 = 1 << 14;
 /// What 'A' stands for (not m, not n, as in Redis).
-pub const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+pub const ALL: u32 =
+    GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
 /// The live setting, as flags.
 static FLAGS: AtomicU32 = AtomicU32::new(0);
