@@ -11,6 +11,7 @@ mod keys;
 mod lifecycle;
 mod list;
 mod multi;
+mod notifications;
 mod ordering;
 mod pause;
 mod protocol;

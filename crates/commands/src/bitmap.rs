@@ -22,7 +22,7 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::bitops::{self, BitOp, Overflow};
 use strata_core::num::parse_i64;
 use strata_core::{Object, ValueRef};
-use strata_shard::Db;
+use strata_shard::{notify, Db};
 
 use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
@@ -305,6 +305,7 @@ fn modify_bits<R>(
         let mut s = vec![0u8; len];
         let (r, _) = f(&mut s);
         db.set(key, raw(s), None, now);
+        db.notify(notify::STRING, "setbit", key);
         return Ok(r);
     };
     if !matches!(e.value(), ValueRef::Obj(Object::Str(_))) {
@@ -321,6 +322,8 @@ fn modify_bits<R>(
     let (r, changed) = f(s);
     if grew || changed {
         e.mark_changed();
+        drop(e);
+        db.notify(notify::STRING, "setbit", key);
     }
     Ok(r)
 }
@@ -523,9 +526,12 @@ fn bitop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         cx.on(&args[2], move |s| {
             let db = s.db_mut(db);
             if res.is_empty() {
-                db.delete(&dest, now);
+                if db.delete(&dest, now) {
+                    db.notify(notify::GENERIC, "del", &dest);
+                }
             } else {
                 db.set(&dest, raw(res), None, now);
+                db.notify(notify::STRING, "set", &dest);
             }
         })
         .await;

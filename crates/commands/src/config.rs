@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use strata_core::glob::glob_match;
+use strata_shard::notify;
 
 /// The type of a setting, which decides how values are parsed and validated.
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +28,8 @@ pub enum Kind {
     /// `client-output-buffer-limit`: `<class> <hard> <soft> <seconds>` groups; a CONFIG SET changes
     /// only the classes it names.
     OutputBufferLimit,
+    /// `notify-keyspace-events`: class characters (see `strata_shard::notify`).
+    KeyspaceEvents,
 }
 
 /// One setting.
@@ -267,6 +270,13 @@ pub static SPECS: &[ConfigSpec] = &[
         Kind::Memory,
         true,
         "a sparse HyperLogLog that would grow beyond this many bytes becomes dense",
+    ),
+    spec(
+        "notify-keyspace-events",
+        "",
+        Kind::KeyspaceEvents,
+        true,
+        "keyspace notification classes (K E g $ l s h z x e t m d n A)",
     ),
     spec(
         "hz",
@@ -571,6 +581,11 @@ fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, St
 fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
     Ok(match spec.kind {
         Kind::OutputBufferLimit => normalize_output_limits(value, current)?,
+        Kind::KeyspaceEvents => {
+            notify::flags_to_string(notify::parse_flags(value).ok_or_else(|| {
+                "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string()
+            })?)
+        }
         Kind::Int { min, max } => {
             let v: i64 = value
                 .parse()
@@ -608,6 +623,14 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
         }
         Kind::Str => value.to_string(),
     })
+}
+
+/// Settings whose effect the canonical text does not capture: `notify-keyspace-events` lists
+/// 'A' without 'n' (as Redis's CONFIG GET does) though 'n' stays on.
+fn apply_raw(spec: &ConfigSpec, raw: &str) {
+    if matches!(spec.kind, Kind::KeyspaceEvents) {
+        notify::set_flags(notify::parse_flags(raw).unwrap_or(0));
+    }
 }
 
 fn find(name: &str) -> Option<&'static ConfigSpec> {
@@ -687,6 +710,7 @@ impl Config {
         let current = table.get(spec.name).cloned().unwrap_or_default();
         let normalized = normalize(spec, value, &current)?;
         self.apply(&mut table, spec, normalized);
+        apply_raw(spec, value);
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -755,8 +779,9 @@ impl Config {
                 .map_err(|why| (i, ConfigSetError::Invalid(spec.name, why)))?;
             values.push(v);
         }
-        for (spec, v) in specs.iter().zip(values) {
+        for ((spec, v), (_, raw)) in specs.iter().zip(values).zip(pairs) {
             self.apply(&mut table, spec, v);
+            apply_raw(spec, raw);
         }
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())

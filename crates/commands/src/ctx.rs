@@ -73,6 +73,13 @@ impl<'a> ShardCtx<'a> {
         self.shard.db_mut(self.db)
     }
 
+    /// Redis's notifyKeyspaceEvent for `key` of the selected database (see
+    /// `strata_shard::notify`).
+    #[inline]
+    pub fn notify(&self, class: u32, event: &'static str, key: &[u8]) {
+        strata_shard::notify::emit(class, event, key, self.db as u32);
+    }
+
     /// A cursor over the arguments after the command name.
     pub fn args(&self) -> Args<'a> {
         Args::new(self.args, 1)

@@ -119,6 +119,7 @@ pub fn configuration_markdown() -> String {
             Kind::Str => "string".into(),
             Kind::Enum(options) => options.join(" / "),
             Kind::OutputBufferLimit => "class hard soft seconds, ...".into(),
+            Kind::KeyspaceEvents => "event classes".into(),
         };
         s.push_str(&format!(
             "| `{}` | `{}` | {} | {} | {} | {} |\n",

@@ -29,7 +29,7 @@ use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
 use strata_core::{Entry, Value, ValueRef};
 use strata_shard::db::{lfu_decayed, Access};
-use strata_shard::{lru_clock, Db, Mode, MultiLock, Shard};
+use strata_shard::{lru_clock, notify, Db, Mode, MultiLock, Shard};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::{ConnCtx, ShardCtx};
@@ -585,7 +585,15 @@ impl Detached {
 
 /// Deletes `keys`, returning how many existed.
 pub fn op_del(db: &mut Db, keys: &[Bytes], now: i64) -> i64 {
-    keys.iter().filter(|k| db.delete(k, now)).count() as i64
+    keys.iter()
+        .filter(|k| {
+            let deleted = db.delete(k, now);
+            if deleted {
+                db.notify(notify::GENERIC, "del", k);
+            }
+            deleted
+        })
+        .count() as i64
 }
 
 /// How many of `keys` exist; a key named twice counts twice.
@@ -705,7 +713,14 @@ fn rename_cmd<'a>(cx: &'a mut KeysCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdRe
             Taken::Moved(moved) => {
                 let d = dst.clone();
                 cx.on(&dst, move |s| {
-                    s.db_mut(db).insert_entry(moved.into_entry(&d), now);
+                    let db = s.db_mut(db);
+                    // Redis deletes a taken destination and adds the key anew ("new" either way);
+                    // both events are raised here so they follow the insertion in Redis's order.
+                    if db.insert_entry(moved.into_entry(&d), now) {
+                        db.notify(notify::NEW, "new", &d);
+                    }
+                    db.notify(notify::GENERIC, "rename_from", &src);
+                    db.notify(notify::GENERIC, "rename_to", &d);
                 })
                 .await;
                 true
@@ -813,7 +828,10 @@ pub fn op_copy_in(
     if !replace && db.contains(key, now) {
         return false;
     }
-    db.set(key, value, expire, now);
+    if db.set(key, value, expire, now) {
+        db.notify(notify::NEW, "new", key);
+    }
+    db.notify(notify::GENERIC, "copy_to", key);
     true
 }
 
@@ -853,6 +871,8 @@ pub fn op_move(dbs: &mut [Db], src: usize, dst: usize, key: &[u8], now: i64) -> 
     match Detached::take(&mut dbs[src], key, now) {
         Some(moved) => {
             dbs[dst].insert_entry(moved.into_entry(key), now);
+            dbs[src].notify(notify::GENERIC, "move_from", key);
+            dbs[dst].notify(notify::GENERIC, "move_to", key);
             true
         }
         None => false,
@@ -937,8 +957,10 @@ pub fn op_expire(db: &mut Db, key: &[u8], when: i64, cond: ExpireCond, now: i64)
     }
     if when <= now {
         db.delete(key, now);
+        db.notify(notify::GENERIC, "del", key);
     } else {
         db.set_expire(key, Some(when), now);
+        db.notify(notify::GENERIC, "expire", key);
     }
     true
 }
@@ -992,7 +1014,9 @@ pub fn op_persist(db: &mut Db, key: &[u8], now: i64) -> bool {
     if db.modify(key, now).and_then(|e| e.expire()).is_none() {
         return false;
     }
-    db.set_expire(key, None, now)
+    db.set_expire(key, None, now);
+    db.notify(notify::GENERIC, "persist", key);
+    true
 }
 
 /// PERSIST key → 1 or 0.

@@ -1016,8 +1016,15 @@ async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant, specs: &'static [KeySpec
     }
     let n = elems.len();
     let dst_key = dst.clone();
-    cx.on(&dst_key, move |s| store(s.db_mut(db), &dst, &elems, now))
-        .await;
+    let event = if v.searchstore {
+        "geosearchstore"
+    } else {
+        "georadiusstore"
+    };
+    cx.on(&dst_key, move |s| {
+        store(s.db_mut(db), &dst, &elems, event, now)
+    })
+    .await;
     cx.out.int(n as i64);
     Ok(())
 }

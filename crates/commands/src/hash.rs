@@ -18,7 +18,7 @@ use strata_core::long_double::LongDouble;
 use strata_core::num::parse_i64;
 use strata_core::{Hash, Object, Value, ValueRef};
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::Db;
+use strata_shard::{notify, Db};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::ShardCtx;
@@ -256,8 +256,15 @@ fn op_peek<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<&'a Hash>,
 
 /// Runs `f` on the hash at `key` (an empty one, stored afterwards, if the key is absent) and deletes
 /// the key if `f` left the hash empty. Callers check the type first (see [`op_read`]) and call this
-/// only for a change they know will happen.
-fn write<R>(db: &mut Db, key: &[u8], now: i64, f: impl FnOnce(&mut Hash) -> R) -> R {
+/// only for a change they know will happen, which is announced as `event` (then "del" if the key
+/// went), as Redis does.
+fn write<R>(
+    db: &mut Db,
+    key: &[u8],
+    now: i64,
+    event: &'static str,
+    f: impl FnOnce(&mut Hash) -> R,
+) -> R {
     let done = match db.modify(key, now) {
         Some(mut e) => {
             let Some(Object::Hash(h)) = e.object_mut() else {
@@ -269,8 +276,10 @@ fn write<R>(db: &mut Db, key: &[u8], now: i64, f: impl FnOnce(&mut Hash) -> R) -
     };
     match done {
         Ok((r, empty)) => {
+            db.notify(notify::HASH, event, key);
             if empty {
                 db.delete(key, now);
+                db.notify(notify::GENERIC, "del", key);
             }
             r
         }
@@ -279,6 +288,7 @@ fn write<R>(db: &mut Db, key: &[u8], now: i64, f: impl FnOnce(&mut Hash) -> R) -
             let r = f(&mut h);
             if !h.is_empty() {
                 db.set(key, Value::Obj(Object::Hash(h)), None, now);
+                db.notify(notify::HASH, event, key);
             }
             r
         }
@@ -292,7 +302,7 @@ fn write<R>(db: &mut Db, key: &[u8], now: i64, f: impl FnOnce(&mut Hash) -> R) -
 pub fn op_hset(db: &mut Db, key: &[u8], pairs: &[Bytes], now: i64) -> Result<usize, CmdError> {
     op_peek(db, key, now)?;
     let longest = pairs.iter().map(|a| a.len()).max().unwrap_or(0);
-    Ok(write(db, key, now, |h| {
+    Ok(write(db, key, now, "hset", |h| {
         h.convert_for_len(longest);
         pairs
             .chunks_exact(2)
@@ -339,7 +349,7 @@ pub fn op_hsetnx(
     if op_peek(db, key, now)?.is_some_and(|h| h.contains(field)) {
         return Ok(false);
     }
-    Ok(write(db, key, now, |h| h.insert(field, value)))
+    Ok(write(db, key, now, "hset", |h| h.insert(field, value)))
 }
 
 /// HSETNX key field value → 1 if set, 0 if the field existed.
@@ -445,7 +455,7 @@ pub fn op_hdel(db: &mut Db, key: &[u8], fields: &[Bytes], now: i64) -> Result<us
         Some(h) if fields.iter().any(|f| h.contains(f)) => {}
         _ => return Ok(0),
     }
-    Ok(write(db, key, now, |h| {
+    Ok(write(db, key, now, "hdel", |h| {
         fields.iter().filter(|f| h.remove(f)).count()
     }))
 }
@@ -473,7 +483,7 @@ pub fn op_hincrby(
         None => 0,
     };
     let new = cur.checked_add(by).ok_or(CmdError::Overflow)?;
-    write(db, key, now, |h| {
+    write(db, key, now, "hincrby", |h| {
         h.insert(field, new.to_string().as_bytes())
     });
     Ok(new)
@@ -511,7 +521,9 @@ pub fn op_hincrbyfloat(
         return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
     }
     let text = sum.to_human();
-    write(db, key, now, |h| h.insert(field, text.as_bytes()));
+    write(db, key, now, "hincrbyfloat", |h| {
+        h.insert(field, text.as_bytes())
+    });
     Ok(text)
 }
 

@@ -20,7 +20,7 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::hll::{self, Corrupt};
 use strata_core::limits::HLL_SPARSE_MAX_BYTES;
 use strata_core::{Object, ValueRef};
-use strata_shard::{Db, EntryMut};
+use strata_shard::{notify, Db, EntryMut};
 
 use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
@@ -197,6 +197,9 @@ fn pfadd(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
     let args = cx.args;
     let updated = op_pfadd(cx.db(), &args[1], &args[2..], now)?;
+    if updated {
+        cx.notify(notify::STRING, "pfadd", &args[1]);
+    }
     cx.out.int(i64::from(updated));
     Ok(())
 }
@@ -323,11 +326,16 @@ pub fn op_pfmerge_store(
         let mut v = hll::new_sparse();
         write(&mut v)?;
         db.set(key, raw(v), None, now);
+        db.notify(notify::STRING, "pfadd", key);
         return Ok(());
     };
     let v = hll_mut(&mut e)?;
     let r = write(v);
     e.mark_changed();
+    drop(e);
+    if r.is_ok() {
+        db.notify(notify::STRING, "pfadd", key);
+    }
     r
 }
 

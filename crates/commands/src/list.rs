@@ -18,7 +18,7 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::list::{Elem, End, Needle};
 use strata_core::{List, Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
-use strata_shard::Db;
+use strata_shard::{notify, Db};
 
 use crate::args::eq_ci;
 use crate::ctx::{Park, ShardCtx, TimeoutReply};
@@ -410,12 +410,14 @@ enum Found<R> {
 }
 
 /// Runs `f` on the list at `key` in place, deleting the key if `f` emptied it. Missing keys are
-/// left alone; other types fail with WRONGTYPE before `f` runs.
+/// left alone; other types fail with WRONGTYPE before `f` runs. `event` names the list event the
+/// result calls for, if any; it is announced, then the deletion ("del"), as Redis does.
 fn write_list<R>(
     db: &mut Db,
     key: &[u8],
     now: i64,
     f: impl FnOnce(&mut List) -> R,
+    event: impl FnOnce(&R) -> Option<&'static str>,
 ) -> Result<Found<R>, CmdError> {
     let Some(mut e) = db.modify(key, now) else {
         return Ok(Found::Missing);
@@ -427,8 +429,15 @@ fn write_list<R>(
     let r = f(l);
     let empty = l.is_empty();
     drop(e);
+    let event = event(&r);
+    if let Some(ev) = event {
+        db.notify(notify::LIST, ev, key);
+    }
     if empty {
         db.delete(key, now);
+        if event.is_some() {
+            db.notify(notify::GENERIC, "del", key);
+        }
     }
     Ok(Found::Done(r))
 }
@@ -452,16 +461,47 @@ pub fn op_push(
         l.push_all(end, elems);
         l.len()
     };
-    match write_list(db, key, now, push_all)? {
+    let event = push_event(end);
+    match write_list(db, key, now, push_all, |_| Some(event))? {
         Found::Done(n) => Ok(n),
         Found::Missing if only_existing || elems.is_empty() => Ok(0),
         Found::Missing => {
             let mut l = List::new();
             let n = push_all(&mut l);
             store_new(db, key, l, now);
+            db.notify(notify::LIST, event, key);
             Ok(n)
         }
     }
+}
+
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+fn pop_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
+    }
+}
+
+/// LMOVE's pop: one element from `end` and whether the list became empty (the key is then
+/// deleted), with no event: Redis announces the pop after the push to the destination.
+fn op_pop_quiet(
+    db: &mut Db,
+    key: &[u8],
+    end: End,
+    now: i64,
+) -> Result<Option<(Vec<u8>, bool)>, CmdError> {
+    let pop = |l: &mut List| l.pop(end).map(|v| (v, l.is_empty()));
+    Ok(match write_list(db, key, now, pop, |_| None)? {
+        Found::Done(v) => v,
+        Found::Missing => None,
+    })
 }
 
 /// Pops up to `count` elements from `end` of the list at `key` (None if the key is absent),
@@ -477,10 +517,12 @@ pub fn op_pop(
         let n = count.min(l.len());
         (0..n).filter_map(|_| l.pop(end)).collect()
     };
-    Ok(match write_list(db, key, now, pop)? {
-        Found::Done(v) => Some(v),
-        Found::Missing => None,
-    })
+    Ok(
+        match write_list(db, key, now, pop, |_| Some(pop_event(end)))? {
+            Found::Done(v) => Some(v),
+            Found::Missing => None,
+        },
+    )
 }
 
 /// LMOVE with the same source and destination: moves one element from `from` to `to` in place
@@ -497,10 +539,16 @@ pub fn op_rotate(
         l.push(to, &v);
         Some(v)
     };
-    Ok(match write_list(db, key, now, rotate)? {
+    let v = match write_list(db, key, now, rotate, |_| None)? {
         Found::Done(v) => v,
         Found::Missing => None,
-    })
+    };
+    if v.is_some() {
+        // Redis announces the push, then the pop (the list cannot have become empty).
+        db.notify(notify::LIST, push_event(to), key);
+        db.notify(notify::LIST, pop_event(from), key);
+    }
+    Ok(v)
 }
 
 fn reply_elem(out: &mut ReplyBuf, e: Elem<'_>) {
@@ -788,7 +836,8 @@ fn linsert(cx: &mut ShardCtx<'_>) -> CmdResult {
         }
         None => -1,
     };
-    let n = match write_list(cx.shard.db_mut(cx.db), key, now, insert)? {
+    let event = |n: &i64| (*n > 0).then_some("linsert");
+    let n = match write_list(cx.shard.db_mut(cx.db), key, now, insert, event)? {
         Found::Done(n) => n,
         Found::Missing => 0,
     };
@@ -812,7 +861,8 @@ fn lset(cx: &mut ShardCtx<'_>) -> CmdResult {
         }
         None => Err(CmdError::OutOfRange),
     };
-    match write_list(db, key, now, set)? {
+    let event = |r: &Result<(), CmdError>| r.is_ok().then_some("lset");
+    match write_list(db, key, now, set, event)? {
         Found::Done(r) => r?,
         Found::Missing => return Err(CmdError::NoSuchKey),
     }
@@ -829,7 +879,8 @@ fn lrem(cx: &mut ShardCtx<'_>) -> CmdResult {
     // A limit beyond the list's length removes every match, like 0.
     let limit = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
     let remove = |l: &mut List| l.remove_matching(&Needle::new(elem), limit, from);
-    let n = match write_list(cx.shard.db_mut(cx.db), key, now, remove)? {
+    let event = |n: &usize| (*n > 0).then_some("lrem");
+    let n = match write_list(cx.shard.db_mut(cx.db), key, now, remove, event)? {
         Found::Done(n) => n,
         Found::Missing => 0,
     };
@@ -849,7 +900,9 @@ fn ltrim(cx: &mut ShardCtx<'_>) -> CmdResult {
             l.remove_range(0, n);
         }
     };
-    write_list(cx.shard.db_mut(cx.db), &cx.args[1], now, trim)?;
+    write_list(cx.shard.db_mut(cx.db), &cx.args[1], now, trim, |_| {
+        Some("ltrim")
+    })?;
     cx.out.ok();
     Ok(())
 }
@@ -891,17 +944,24 @@ async fn move_one(
             if !dst_ok {
                 return Err(CmdError::WrongType);
             }
-            op_pop(db, &k, from, 1, now)
+            op_pop_quiet(db, &k, from, now)
         })
         .await?;
-    let Some(mut v) = popped else {
+    let Some((v, emptied)) = popped else {
         return Ok(false);
     };
-    let v = Bytes::from(v.pop().expect("one element popped"));
+    let v = Bytes::from(v);
     let d = dst.clone();
     let pushed = v.clone();
     cx.on(&dst, move |s| {
-        op_push(s.db_mut(db), &d, &[pushed], to, false, now)
+        let dst_db = s.db_mut(db);
+        let r = op_push(dst_db, &d, &[pushed], to, false, now);
+        // The source's events, in Redis's order: after the push to the destination.
+        dst_db.notify(notify::LIST, pop_event(from), &src);
+        if emptied {
+            dst_db.notify(notify::GENERIC, "del", &src);
+        }
+        r
     })
     .await?;
     cx.out.bulk(&v);

@@ -48,6 +48,7 @@ use bytes::Bytes;
 use foldhash::fast::RandomState;
 use strata_core::glob::glob_match;
 use strata_resp::{Protocol, ReplyBuf};
+use strata_shard::notify::{self, Note};
 
 use crate::ctx::{ClientInfo, ConnCtx, Session};
 use crate::error::{CmdError, CmdResult};
@@ -353,6 +354,27 @@ impl PubSub {
         }
         drop(part);
         receivers
+    }
+
+    /// Publishes keyspace events (see `strata_shard::notify`), as Redis's notifyKeyspaceEvent:
+    /// to `__keyspace@<db>__:<key>` with the event as message if K was on, then to
+    /// `__keyevent@<db>__:<event>` with the key as message if E was on.
+    pub fn publish_notes(&self, notes: Vec<Note>) {
+        let now = strata_shard::now_ms();
+        let mut channel = Vec::new();
+        for n in notes {
+            if n.flags & notify::KEYSPACE != 0 {
+                channel.clear();
+                channel.extend_from_slice(format!("__keyspace@{}__:", n.db).as_bytes());
+                channel.extend_from_slice(&n.key);
+                self.publish(Kind::Channel, &channel, n.event.as_bytes(), now, None);
+            }
+            if n.flags & notify::KEYEVENT != 0 {
+                channel.clear();
+                channel.extend_from_slice(format!("__keyevent@{}__:{}", n.db, n.event).as_bytes());
+                self.publish(Kind::Channel, &channel, &n.key, now, None);
+            }
+        }
     }
 
     /// The channels (or shard channels) with subscribers, those matching `pattern` if given.

@@ -25,7 +25,7 @@ use strata_core::num::parse_i64;
 use strata_core::set::Member;
 use strata_core::{Entry, Object, Set, Value, ValueRef};
 use strata_resp::ReplyBuf;
-use strata_shard::Db;
+use strata_shard::{notify, Db};
 
 use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
@@ -103,6 +103,14 @@ fn reply_set(out: &mut ReplyBuf, s: &Set) {
 /// SADD: members added. Creates the set; an intset converts on a non-integer or past
 /// `set-max-intset-entries`.
 pub fn op_sadd(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<usize, CmdError> {
+    let added = op_sadd_quiet(db, key, members, now)?;
+    if added > 0 {
+        db.notify(notify::SET, "sadd", key);
+    }
+    Ok(added)
+}
+
+fn op_sadd_quiet(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<usize, CmdError> {
     if let Some(mut e) = db.modify(key, now) {
         let s = as_set(&e)?;
         if members.iter().all(|m| s.contains(m)) {
@@ -111,7 +119,8 @@ pub fn op_sadd(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<u
         let Some(Object::Set(s)) = e.object_mut() else {
             return Err(CmdError::WrongType);
         };
-        return Ok(members.iter().filter(|m| s.insert(m)).count());
+        let added = members.iter().filter(|m| s.insert(m)).count();
+        return Ok(added);
     }
     let mut s = Set::new();
     let added = members.iter().filter(|m| s.insert(m)).count();
@@ -143,8 +152,10 @@ pub fn op_srem(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<u
         let removed = members.iter().filter(|m| s.remove(m)).count();
         (removed, s.is_empty())
     };
+    db.notify(notify::SET, "srem", key);
     if empty {
         db.delete(key, now);
+        db.notify(notify::GENERIC, "del", key);
     }
     Ok(removed)
 }
@@ -355,8 +366,10 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
             }
         }
     };
+    db.notify(notify::SET, "spop", key);
     if empty {
         db.delete(key, now);
+        db.notify(notify::GENERIC, "del", key);
     }
     Ok(())
 }
@@ -597,16 +610,19 @@ async fn union_or_diff(
 
 /// Stores `set` at `dst` (replacing any value, whatever its type), or deletes `dst` when the set
 /// is empty; replies with the set's size.
-async fn store(cx: &mut KeysCtx<'_>, dst: &Bytes, set: Set) -> CmdResult {
+async fn store(cx: &mut KeysCtx<'_>, dst: &Bytes, set: Set, event: &'static str) -> CmdResult {
     let (db, now) = (cx.db, cx.now);
     let n = set.len();
     let k = dst.clone();
     cx.on(dst, move |s| {
         let db = s.db_mut(db);
         if set.is_empty() {
-            db.delete(&k, now);
+            if db.delete(&k, now) {
+                db.notify(notify::GENERIC, "del", &k);
+            }
         } else {
             db.set(&k, set_value(set), None, now);
+            db.notify(notify::SET, event, &k);
         }
     })
     .await;
@@ -674,7 +690,7 @@ fn sinterstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let args = cx.args;
         let members = intersect(cx, &args[2..], 0, false).await?;
-        store(cx, &args[1], collect_set(members)).await
+        store(cx, &args[1], collect_set(members), "sinterstore").await
     })
 }
 
@@ -693,7 +709,7 @@ fn sunionstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let args = cx.args;
         let s = union_or_diff(cx, &args[2..], false, false).await?;
-        store(cx, &args[1], s).await
+        store(cx, &args[1], s, "sunionstore").await
     })
 }
 
@@ -712,7 +728,7 @@ fn sdiffstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let args = cx.args;
         let s = union_or_diff(cx, &args[2..], true, false).await?;
-        store(cx, &args[1], s).await
+        store(cx, &args[1], s, "sdiffstore").await
     })
 }
 
@@ -730,8 +746,10 @@ pub fn op_smove_out(db: &mut Db, key: &[u8], m: &[u8], now: i64) -> bool {
         };
         (s.remove(m), s.is_empty())
     };
+    db.notify(notify::SET, "srem", key);
     if empty {
         db.delete(key, now);
+        db.notify(notify::GENERIC, "del", key);
     }
     removed
 }

@@ -30,7 +30,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_core::{List, Object, Value, ValueRef};
-use strata_shard::{Db, Shard};
+use strata_shard::{notify, Db, Shard};
 
 use crate::args::eq_ci;
 use crate::error::{CmdError, CmdResult};
@@ -686,10 +686,13 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
             cx.on(&dest, move |s| {
                 let db = s.db_mut(db);
                 if elems.is_empty() {
-                    db.delete(&d, now);
+                    if db.delete(&d, now) {
+                        db.notify(notify::GENERIC, "del", &d);
+                    }
                 } else {
                     let list = new_list(&elems);
                     db.set(&d, Value::Obj(Object::List(Box::new(list))), None, now);
+                    db.notify(notify::LIST, "sortstore", &d);
                 }
             })
             .await;

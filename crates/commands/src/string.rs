@@ -25,7 +25,7 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::num::{format_human_f64, parse_f64, parse_i64};
 use strata_core::{Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
-use strata_shard::Db;
+use strata_shard::{notify, Db};
 
 use crate::args::{eq_ci, Args};
 use crate::ctx::ShardCtx;
@@ -551,6 +551,10 @@ pub fn op_set(
             Ttl::Keep => db.set_keep_ttl(key, value, now),
             Ttl::At(at) => db.set(key, value, Some(at), now),
         };
+        db.notify(notify::STRING, "set", key);
+        if matches!(how.ttl, Ttl::At(_)) {
+            db.notify(notify::GENERIC, "expire", key);
+        }
     }
     Ok(SetOutcome { written, old })
 }
@@ -660,14 +664,19 @@ pub fn op_getex(
     match ttl {
         GetEx::Keep => {}
         GetEx::Persist => {
-            db.set_expire(key, None, now);
+            if db.peek(key, now).is_some_and(|e| e.expire().is_some()) {
+                db.set_expire(key, None, now);
+                db.notify(notify::GENERIC, "persist", key);
+            }
         }
         GetEx::Expire(e) => {
             let at = e.deadline(now, "getex")?;
             if e.kind.absolute() && at <= now {
                 db.delete(key, now);
+                db.notify(notify::GENERIC, "del", key);
             } else {
                 db.set_expire(key, Some(at), now);
+                db.notify(notify::GENERIC, "expire", key);
             }
         }
     }
@@ -697,6 +706,7 @@ pub fn op_getdel(db: &mut Db, key: &[u8], now: i64) -> Result<Option<Bytes>, Cmd
     let value = op_get(db, key, now)?.map(Str::to_bytes);
     if value.is_some() {
         db.delete(key, now);
+        db.notify(notify::GENERIC, "del", key);
     }
     Ok(value)
 }
@@ -739,6 +749,7 @@ pub fn op_mget(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Option<Bytes>> {
 pub fn op_mset(db: &mut Db, pairs: &[(Bytes, Bytes)], now: i64) {
     for (k, v) in pairs {
         db.set(k, encode(v), None, now);
+        db.notify(notify::STRING, "set", k);
     }
 }
 
@@ -854,6 +865,7 @@ pub fn op_append(db: &mut Db, key: &[u8], tail: &Bytes, now: i64) -> Result<usiz
 fn append(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
     let n = op_append(cx.shard.db_mut(cx.db), &cx.args[1], &cx.args[2], now)?;
+    cx.notify(notify::STRING, "append", &cx.args[1]);
     cx.out.int(n as i64);
     Ok(())
 }
@@ -932,6 +944,9 @@ fn setrange(cx: &mut ShardCtx<'_>) -> CmdResult {
         usize::try_from(offset).map_err(|_| CmdError::msg("ERR offset is out of range"))?;
     let now = cx.now;
     let n = op_setrange(cx.db(), key, offset, value, now)?;
+    if !value.is_empty() {
+        cx.notify(notify::STRING, "setrange", key);
+    }
     cx.out.int(n as i64);
     Ok(())
 }
@@ -1001,6 +1016,7 @@ pub fn op_incr_by(db: &mut Db, key: &[u8], by: i64, now: i64) -> Result<i64, Cmd
 fn incr_by(cx: &mut ShardCtx<'_>, by: i64) -> CmdResult {
     let now = cx.now;
     let v = op_incr_by(cx.shard.db_mut(cx.db), &cx.args[1], by, now)?;
+    cx.notify(notify::STRING, "incrby", &cx.args[1]);
     cx.out.int(v);
     Ok(())
 }
@@ -1095,6 +1111,7 @@ impl Num {
 fn incrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
     let v = op_incr_by_float(cx.shard.db_mut(cx.db), &cx.args[1], &cx.args[2], now)?;
+    cx.notify(notify::STRING, "incrbyfloat", &cx.args[1]);
     cx.out.bulk(&v);
     Ok(())
 }

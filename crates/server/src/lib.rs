@@ -206,6 +206,8 @@ async fn thread_loop(
     let mut shard = Shard::new(id, databases);
     strata_commands::generic::apply_access_policy(&mut shard, &state.config);
     install(shard);
+    let pubsub = state.pubsub.clone();
+    strata_shard::notify::install_sink(Box::new(move |notes| pubsub.publish_notes(notes)));
     monoio::spawn(state.shards.flusher());
     monoio::spawn(inbox.run());
     monoio::spawn(expire_loop(state.clone()));

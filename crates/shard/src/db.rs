@@ -54,6 +54,7 @@ use futures_channel::oneshot;
 use hashbrown::HashMap;
 use strata_core::{Dict, Drain, Entry, Object, Value, ValueRef};
 
+use crate::notify;
 use crate::park::Parked;
 use crate::watch::{Watch, Watcher};
 
@@ -798,6 +799,13 @@ impl Db {
         self.hooks.index
     }
 
+    /// Redis's notifyKeyspaceEvent for `key` of this database (see [`crate::notify`]): one load
+    /// and a branch unless `class` is enabled.
+    #[inline]
+    pub fn notify(&self, class: u32, event: &'static str, key: &[u8]) {
+        notify::emit(class, event, key, self.hooks.index);
+    }
+
     /// Number of keys (including expired keys not yet reclaimed, as in Redis).
     pub fn len(&self) -> usize {
         self.dict.len()
@@ -870,6 +878,7 @@ impl Db {
         if let Some(e) = self.unlink(key) {
             self.stats.expired_keys += 1;
             self.hooks.emit(EventKind::Expired, key);
+            notify::emit(notify::EXPIRED, "expired", key, self.hooks.index);
             self.hooks.discard(e);
         }
         true
@@ -896,6 +905,8 @@ impl Db {
             }
             None => {
                 self.stats.misses += 1;
+                // Redis raises "keymiss" where it counts a keyspace miss.
+                notify::emit(notify::KEY_MISS, "keymiss", key, self.hooks.index);
                 None
             }
         }
@@ -912,6 +923,8 @@ impl Db {
             }
             None => {
                 self.stats.misses += 1;
+                // Redis raises "keymiss" where it counts a keyspace miss.
+                notify::emit(notify::KEY_MISS, "keymiss", key, self.hooks.index);
                 None
             }
         }
@@ -974,6 +987,17 @@ impl Db {
         let deadline = entry
             .expire()
             .map(|at| (at, Box::<[u8]>::from(entry.key())));
+        let index = self.hooks.index;
+        if notify::enabled(notify::EXPIRED | notify::NEW) {
+            // Redis's lookupKeyWrite expires a due key first, then dbAdd announces the new one.
+            let old_dead = self.dict.get(entry.key()).map(|e| Self::expired(e, now));
+            if old_dead == Some(true) {
+                notify::emit(notify::EXPIRED, "expired", entry.key(), index);
+            }
+            if old_dead != Some(false) {
+                notify::emit(notify::NEW, "new", entry.key(), index);
+            }
+        }
         let old = self.dict.insert(entry);
         // The hint goes in after the entry, so a compaction step it triggers sees the key live.
         if let Some((at, hint)) = deadline {
@@ -1063,6 +1087,7 @@ impl Db {
             if let Some(e) = self.unlink(&key) {
                 self.stats.expired_keys += 1;
                 self.hooks.emit(EventKind::Expired, &key);
+                notify::emit(notify::EXPIRED, "expired", &key, self.hooks.index);
                 self.hooks.discard(e);
                 expired += 1;
             }

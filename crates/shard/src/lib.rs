@@ -12,6 +12,7 @@
 pub mod db;
 pub mod locks;
 pub mod multi;
+pub mod notify;
 pub mod park;
 pub mod set;
 pub mod shard;

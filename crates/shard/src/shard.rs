@@ -220,7 +220,7 @@ pub fn current_shard_id() -> Option<usize> {
 /// Panics if the thread has no shard or if called re-entrantly; both are programming errors (the
 /// dispatcher only calls it from shard threads and never nests it).
 pub fn with_shard<R>(f: impl FnOnce(&mut Shard) -> R) -> R {
-    SHARD.with(|s| {
+    let r = SHARD.with(|s| {
         let mut s = s.borrow_mut();
         let shard = s
             .as_mut()
@@ -229,7 +229,10 @@ pub fn with_shard<R>(f: impl FnOnce(&mut Shard) -> R) -> R {
         // Whatever ran may have written keys that parked commands wait for.
         shard.serve_ready();
         r
-    })
+    });
+    // Its keyspace events go out before any of its replies (the caller sends those).
+    crate::notify::flush();
+    r
 }
 
 /// Per-command counters (INFO commandstats), indexed by command-table id.

@@ -7,7 +7,7 @@ use strata_core::glob::glob_match;
 use strata_core::num::{format_d2string, format_g17, parse_hex_f64, parse_i64};
 use strata_core::{Object, Value, ValueRef, ZSet};
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::Db;
+use strata_shard::{notify, Db};
 
 use crate::args::eq_ci;
 use crate::ctx::{Park, ShardCtx, TimeoutReply};
@@ -218,11 +218,13 @@ pub fn read<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<&'a ZSet>
 }
 
 /// Runs `f` on the sorted set at `key` if `wants(z)` says there is something to change, then
-/// deletes the key if `f` emptied it. None when the key is absent.
+/// deletes the key if `f` emptied it, announcing `event` (then "del") as Redis does. None when the
+/// key is absent.
 fn update<R>(
     db: &mut Db,
     key: &[u8],
     now: i64,
+    event: &'static str,
     wants: impl FnOnce(&ZSet) -> bool,
     f: impl FnOnce(&mut ZSet) -> R,
 ) -> Result<Option<R>, CmdError> {
@@ -243,8 +245,10 @@ fn update<R>(
     let r = f(z);
     let empty = z.is_empty();
     drop(e);
+    db.notify(notify::ZSET, event, key);
     if empty {
         db.delete(key, now);
+        db.notify(notify::GENERIC, "del", key);
     }
     Ok(Some(r))
 }
@@ -252,9 +256,11 @@ fn update<R>(
 /// Stores `elems` at `key` as a new sorted set (replacing any value and TTL), or deletes the key
 /// when there are none, as Redis's *STORE commands do. The encoding is what Redis's
 /// `zsetConvertToListpackIfNeeded` picks for the result.
-pub fn store(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
+pub fn store(db: &mut Db, key: &[u8], elems: &[Elem], event: &'static str, now: i64) {
     if elems.is_empty() {
-        db.delete(key, now);
+        if db.delete(key, now) {
+            db.notify(notify::GENERIC, "del", key);
+        }
         return;
     }
     let longest = elems.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
@@ -269,13 +275,16 @@ pub fn store(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
         z.add(m, *s);
     }
     db.set(key, Value::Obj(Object::ZSet(z)), None, now);
+    db.notify(notify::ZSET, event, key);
 }
 
 /// Stores the result of ZRANGESTORE: built by adding one element at a time to a new listpack, so
 /// it converts exactly where ZADD would.
 fn store_by_adding(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
     if elems.is_empty() {
-        db.delete(key, now);
+        if db.delete(key, now) {
+            db.notify(notify::GENERIC, "del", key);
+        }
         return;
     }
     let mut z = ZSet::for_first_member(0);
@@ -283,6 +292,7 @@ fn store_by_adding(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
         z.add(m, *s);
     }
     db.set(key, Value::Obj(Object::ZSet(z)), None, now);
+    db.notify(notify::ZSET, "zrangestore", key);
 }
 
 // ===== replies =====
@@ -426,6 +436,9 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
                 None => {}
             }
         }
+    }
+    if added + updated > 0 {
+        db.notify(notify::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
     }
     if f.incr {
         if processed > 0 {
@@ -773,6 +786,7 @@ pub fn zrem(cx: &mut ShardCtx<'_>) -> CmdResult {
         cx.shard.db_mut(cx.db),
         &args[1],
         now,
+        "zrem",
         |z| members.iter().any(|m| z.score(m).is_some()),
         |z| members.iter().filter(|m| z.remove(m).is_some()).count(),
     )?;
@@ -796,10 +810,16 @@ fn remrange(cx: &mut ShardCtx<'_>, by: By) -> CmdResult {
         Bounds::Lex(l) => l.ranks(z),
     };
     let now = cx.now;
+    let event = match by {
+        By::Score => "zremrangebyscore",
+        By::Lex => "zremrangebylex",
+        _ => "zremrangebyrank",
+    };
     let n = update(
         cx.shard.db_mut(cx.db),
         &args[1],
         now,
+        event,
         |z| !ranks(z).is_empty(),
         |z| {
             let r = ranks(z);
@@ -839,6 +859,7 @@ pub fn op_pop(
         db,
         key,
         now,
+        if max { "zpopmax" } else { "zpopmin" },
         |_| count > 0,
         |z| {
             let n = count.min(z.len());
@@ -1434,8 +1455,15 @@ async fn setop(cx: &mut KeysCtx<'_>, op: SetOp, to_dst: bool, card: bool) -> Cmd
     } else if to_dst {
         let n = result.len();
         let dst = args[1].clone();
-        cx.on(&args[1], move |s| store(s.db_mut(db), &dst, &result, now))
-            .await;
+        let event = match op {
+            SetOp::Union => "zunionstore",
+            SetOp::Inter => "zinterstore",
+            SetOp::Diff => "zdiffstore",
+        };
+        cx.on(&args[1], move |s| {
+            store(s.db_mut(db), &dst, &result, event, now)
+        })
+        .await;
         cx.out.int(n as i64);
     } else {
         reply_elems(cx.out, &result, withscores);
