@@ -18,4 +18,5 @@ mod server;
 mod set;
 mod sort;
 mod strings;
+mod tracking;
 mod zset;

@@ -15,6 +15,7 @@ pub mod keyspec;
 pub mod memory;
 pub mod table;
 pub mod testing;
+pub mod tracking;
 
 pub mod bitmap;
 pub mod connection;

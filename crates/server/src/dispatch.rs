@@ -63,6 +63,10 @@ pub struct ShardCmd {
     /// Set for a blocking command run by [`Batch::run_blocking`]: it may park (see
     /// `strata_shard::park`). Without it, a command that would park answers its timeout reply.
     parked: Option<Arc<Parked>>,
+    /// The client's id (CLIENT TRACKING NOLOOP needs who modified a key).
+    client: u64,
+    /// Remember its keys for the client's CLIENT TRACKING (a read command of a tracking client).
+    track: bool,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -137,6 +141,10 @@ impl ShardCmd {
         out.proto = self.proto;
         let start = now_us();
         let now = start / 1000;
+        let tracking = strata_shard::tracking::active() != 0;
+        if tracking {
+            strata_shard::tracking::begin_command(self.client);
+        }
         let (failed, park) = match self.run {
             Run::Shard(handler) => {
                 let mut cx = ShardCtx {
@@ -164,6 +172,15 @@ impl ShardCmd {
                 }
             }
         };
+        if tracking {
+            strata_shard::tracking::end_command();
+            if self.track {
+                let args = &self.args;
+                let mut keys: Vec<&[u8]> = Vec::new();
+                self.cmd.spec.for_each_key(args, |i, _| keys.push(&args[i]));
+                strata_shard::tracking::remember(self.client, keys);
+            }
+        }
         let park = self.settle_park(shard, park, out);
         // A parked command woken by this one runs before the next command on its key (Redis
         // serves blocked clients right after the command that made their key ready).
@@ -570,6 +587,11 @@ impl Batch<'_> {
                 slots.push((Slot::Local(start, local.buf.len()), false));
                 continue;
             }
+            // CLIENT CACHING's flag lasts until a command other than CLIENT (as in Redis).
+            let caching_before = self.session.caching
+                && !args
+                    .first()
+                    .is_some_and(|a| a.eq_ignore_ascii_case(b"client"));
             let slot = match self.route(args, local_shard) {
                 Route::Reject(msg) => {
                     local.error(&msg);
@@ -645,6 +667,10 @@ impl Batch<'_> {
                     Slot::Local(start, local.buf.len())
                 }
             };
+            // CLIENT CACHING applies to the next command only (to all of a transaction's).
+            if caching_before && self.session.multi.is_none() && self.session.txn_owner.is_none() {
+                self.session.caching = false;
+            }
             let mode_after = self.session.reply_mode;
             // As in Redis, a reply is dropped when the mode in force once the command has run is
             // not ON: CLIENT REPLY ON and RESET are answered even when replies were off.
@@ -986,6 +1012,9 @@ impl Batch<'_> {
             db: self.session.db,
             proto: self.session.proto,
             parked: None,
+            client: self.session.info.id,
+            track: cmd.spec.flags.has(Flags::READONLY)
+                && strata_commands::tracking::tracks_reads(self.session),
         }
     }
 
@@ -1351,6 +1380,8 @@ mod tests {
             db,
             proto: Protocol::Resp2,
             parked: None,
+            client: 0,
+            track: false,
         }
     }
 

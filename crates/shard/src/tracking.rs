@@ -28,7 +28,8 @@ use bytes::Bytes;
 
 /// A client with tracking on, as the shards see it.
 pub trait Tracker: Send + Sync {
-    /// In BCAST mode: the prefixes (an empty prefix matches every key). None in default mode.
+    /// In BCAST mode: the prefixes, sorted (an empty prefix matches every key). None in default
+    /// mode.
     fn bcast_prefixes(&self) -> Option<&[Bytes]>;
     /// NOLOOP: not told about its own modifications.
     fn noloop(&self) -> bool;
@@ -135,13 +136,18 @@ fn broadcast(modified: &[Box<[u8]>], by: u64) {
         if by == id && t.noloop() {
             continue;
         }
-        let keys: Vec<&[u8]> = modified
-            .iter()
-            .filter(|k| prefixes.iter().any(|p| k.starts_with(p)))
-            .map(|k| &k[..])
-            .collect();
-        if !keys.is_empty() {
-            t.invalidate(Some(&keys));
+        // One message per prefix, as Redis batches per prefix.
+        for p in prefixes {
+            let mut keys: Vec<&[u8]> = modified
+                .iter()
+                .filter(|k| k.starts_with(p))
+                .map(|k| &k[..])
+                .collect();
+            // Redis keeps them in a radix tree: sorted.
+            keys.sort_unstable();
+            if !keys.is_empty() {
+                t.invalidate(Some(&keys));
+            }
         }
     }
 }
@@ -228,7 +234,13 @@ mod tests {
     fn got(p: &Probe) -> Vec<Option<Vec<String>>> {
         std::mem::take(&mut *p.got.lock().unwrap())
             .into_iter()
-            .map(|m| m.map(|ks| ks.into_iter().map(|k| String::from_utf8(k).unwrap()).collect()))
+            .map(|m| {
+                m.map(|ks| {
+                    ks.into_iter()
+                        .map(|k| String::from_utf8(k).unwrap())
+                        .collect()
+                })
+            })
             .collect()
     }
 
