@@ -9,6 +9,7 @@ mod hll;
 mod keys;
 mod lifecycle;
 mod list;
+mod monitor;
 mod multi;
 mod ordering;
 mod pause;

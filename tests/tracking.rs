@@ -84,6 +84,15 @@ fn resp3_default_mode_invalidates_what_was_read_once() {
     same_pushes(&mut d, 2);
     w.run(&["HSET", "h", "f", "v"]);
     same_pushes(&mut d, 1);
+    // A read whose keys span shards (MGET through the coordinator).
+    let far = spread("g", 4);
+    let mut mget = vec!["MGET"];
+    mget.extend(far.iter().map(String::as_str));
+    d.run(&mget);
+    for k in &far {
+        w.run(&["SET", k, "v"]);
+        same_pushes(&mut d, 1);
+    }
     // Deletion and TTL changes invalidate too.
     d.run(&["GET", &keys[0]]);
     w.run(&["EXPIRE", &keys[0], "100"]);

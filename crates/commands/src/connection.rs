@@ -149,6 +149,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         Handler::Async(reset),
     ),
     CommandSpec::new(
+        "server",
+        "monitor",
+        1,
+        Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE),
+        &[],
+        "Listen for all requests received by the server in real time",
+        "1.0.0",
+        "",
+        Handler::Conn(crate::monitor::monitor),
+    ),
+    CommandSpec::new(
         "connection",
         "client",
         -2,
@@ -550,6 +561,9 @@ fn reset<'a>(cx: &'a mut ConnCtx<'_>) -> futures_util::future::LocalBoxFuture<'a
         cx.session.info.multi.store(-1, Ordering::Relaxed);
         cx.session.pubsub.clear();
         crate::tracking::disable(cx.session);
+        if std::mem::take(&mut cx.session.monitor) {
+            crate::monitor::remove(cx.session.info.id);
+        }
         crate::multi::unwatch_all(cx.session, &cx.server.shards).await;
         reset_settings(cx)
     })
@@ -761,6 +775,9 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
     let load = |a: &std::sync::atomic::AtomicU32| a.load(Ordering::Relaxed);
     let multi = c.multi.load(Ordering::Relaxed);
     let mut flags = String::new();
+    if c.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
     if c.subscriptions() > 0 {
         flags.push('P');
     }

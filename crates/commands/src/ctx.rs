@@ -226,6 +226,8 @@ pub struct Session {
     pub tracking: Option<Arc<crate::tracking::ClientTracking>>,
     /// CLIENT CACHING YES/NO applies to the next command (all of them inside MULTI).
     pub caching: bool,
+    /// In MONITOR mode (see `crate::monitor`).
+    pub monitor: bool,
 }
 
 impl Session {
@@ -247,6 +249,7 @@ impl Session {
             pubsub: Default::default(),
             tracking: None,
             caching: false,
+            monitor: false,
         }
     }
 
@@ -324,6 +327,8 @@ pub struct ClientInfo {
     pub ssub: AtomicU32,
     /// CLIENT TRACKING state bits (`crate::tracking::FLAG_*`), for CLIENT LIST flags `t`, `R`, `B`.
     pub tracking: AtomicU8,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: AtomicBool,
     /// CLIENT TRACKING's REDIRECT client id (0: none), for CLIENT LIST `redir`.
     pub tracking_redir: AtomicU64,
     outbox: Mutex<Outbox>,
@@ -403,6 +408,7 @@ impl ClientInfo {
             psub: AtomicU32::new(0),
             ssub: AtomicU32::new(0),
             tracking: AtomicU8::new(0),
+            monitor: AtomicBool::new(false),
             tracking_redir: AtomicU64::new(0),
             outbox: Mutex::new(Outbox::default()),
             waker: AtomicWaker::new(),

@@ -13,6 +13,7 @@ pub mod error;
 pub mod keyed;
 pub mod keyspec;
 pub mod memory;
+pub mod monitor;
 pub mod table;
 pub mod testing;
 pub mod tracking;

@@ -324,6 +324,9 @@ async fn read_loop(
     // Withdraw the client's WATCHes from the shards (MULTI state dies with the session).
     strata_commands::multi::unwatch_all(&mut session, &state.shards).await;
     strata_commands::tracking::disable(&mut session);
+    if session.monitor {
+        strata_commands::monitor::remove(info.id);
+    }
 }
 
 /// Sends the batch's replies in `out`: straight to the socket when nothing is pending (the common

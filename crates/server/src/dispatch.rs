@@ -30,6 +30,7 @@ use futures_channel::oneshot;
 use strata_commands::connection::is_authenticated;
 use strata_commands::ctx::UNBLOCK_ERROR;
 use strata_commands::keyed::{run_here, SLICE};
+use strata_commands::monitor;
 use strata_commands::multi;
 use strata_commands::pubsub;
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
@@ -555,6 +556,7 @@ impl Batch<'_> {
         let mut done: Vec<ShardReplies> = Vec::new();
         let mut starts: Vec<usize> = Vec::new();
 
+        let monitoring = monitor::active();
         let mut cmds = cmds.into_iter();
         while let Some(args) = cmds.next() {
             if self.session.close_after_reply {
@@ -592,8 +594,19 @@ impl Batch<'_> {
                 && !args
                     .first()
                     .is_some_and(|a| a.eq_ignore_ascii_case(b"client"));
+            // MONITOR: described before it runs (its arguments move), shown once it has.
+            let shown = if monitoring {
+                match table().resolve(&args) {
+                    Lookup::Found(cmd) => monitor::describe(cmd.spec, &args),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let mut rejected = false;
             let slot = match self.route(args, local_shard) {
                 Route::Reject(msg) => {
+                    rejected = true;
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
                 }
@@ -670,6 +683,9 @@ impl Batch<'_> {
             // CLIENT CACHING applies to the next command only (to all of a transaction's).
             if caching_before && self.session.multi.is_none() && self.session.txn_owner.is_none() {
                 self.session.caching = false;
+            }
+            if let Some(line) = shown.filter(|_| !rejected) {
+                monitor::feed(&line, self.session.db, &self.session.info, now_us());
             }
             let mode_after = self.session.reply_mode;
             // As in Redis, a reply is dropped when the mode in force once the command has run is
@@ -1071,8 +1087,34 @@ impl Batch<'_> {
         f: KeysHandler,
         out: &mut ReplyBuf,
     ) {
+        if cmd.spec.flags.has(Flags::READONLY)
+            && strata_commands::tracking::tracks_reads(self.session)
+        {
+            self.remember_reads(cmd, args).await;
+        }
         let owner = self.session.txn_owner.unwrap_or_else(new_owner);
         self.run_keys_as(cmd, args, f, out, owner, None).await;
+    }
+
+    /// CLIENT TRACKING for a read command whose keys span shards: its keys are remembered on their
+    /// shards before it runs (a write between the read and a later remembering would be missed; one
+    /// before the read only costs a spurious invalidation).
+    async fn remember_reads(&self, cmd: &Resolved, args: &[Bytes]) {
+        let shards = &self.state.shards;
+        let mut per: Vec<Vec<Bytes>> = vec![Vec::new(); shards.len()];
+        cmd.spec.for_each_key(args, |i, _| {
+            per[shards.shard_of_key(&args[i])].push(args[i].clone())
+        });
+        let id = self.session.info.id;
+        for (shard, keys) in per.into_iter().enumerate() {
+            if !keys.is_empty() {
+                shards
+                    .call(shard, move |_| {
+                        strata_shard::tracking::remember(id, keys.iter().map(|k| &k[..]))
+                    })
+                    .await;
+            }
+        }
     }
 
     /// [`run_keys`](Self::run_keys) for `owner`; with `parked`, a blocking command that asks to park
