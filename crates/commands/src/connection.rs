@@ -19,7 +19,7 @@ use crate::args::eq_ci;
 use crate::ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session};
 use crate::error::{CmdError, CmdResult};
 use crate::server::{reply_help, REDIS_VERSION};
-use crate::table::{CommandSpec, Flags, Handler, Table};
+use crate::table::{Arg, CommandSpec, Flags, Handler, Table};
 
 const LOADING_STALE: Flags = Flags::LOADING.or(Flags::STALE);
 /// The flags of every CLIENT subcommand but HELP.
@@ -149,6 +149,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         Handler::Async(reset),
     ),
     CommandSpec::new(
+        "server",
+        "monitor",
+        1,
+        Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE),
+        &[],
+        "Listen for all requests received by the server in real time",
+        "1.0.0",
+        "",
+        Handler::Conn(crate::monitor::monitor),
+    ),
+    CommandSpec::new(
         "connection",
         "client",
         -2,
@@ -161,6 +172,25 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .with_subcommands(CLIENT_SUBCOMMANDS),
 ];
+
+const CLIENT_TRACKING_STATUS_ARGS: &[Arg] =
+    &[Arg::pure_token("on", "ON"), Arg::pure_token("off", "OFF")];
+const CLIENT_TRACKING_ARGS: &[Arg] = &[
+    Arg::oneof("status", CLIENT_TRACKING_STATUS_ARGS),
+    Arg::integer("client-id").with_token("REDIRECT").optional(),
+    Arg::string("prefix")
+        .with_token("PREFIX")
+        .optional()
+        .multiple()
+        .multiple_token(),
+    Arg::pure_token("bcast", "BCAST").optional(),
+    Arg::pure_token("optin", "OPTIN").optional(),
+    Arg::pure_token("optout", "OPTOUT").optional(),
+    Arg::pure_token("noloop", "NOLOOP").optional(),
+];
+const CLIENT_CACHING_MODE_ARGS: &[Arg] =
+    &[Arg::pure_token("yes", "YES"), Arg::pure_token("no", "NO")];
+const CLIENT_CACHING_ARGS: &[Arg] = &[Arg::oneof("mode", CLIENT_CACHING_MODE_ARGS)];
 
 static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     client_cmd(
@@ -282,6 +312,48 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "O(1)",
         &[],
         client_reply,
+    ),
+    client_cmd(
+        "tracking",
+        -3,
+        CLIENT_FLAGS,
+        "Enable or disable server assisted client side caching support",
+        "6.0.0",
+        "O(1). Some options may introduce additional complexity.",
+        &[],
+        crate::tracking::client_tracking,
+    )
+    .with_args(CLIENT_TRACKING_ARGS),
+    client_cmd(
+        "caching",
+        3,
+        CLIENT_FLAGS,
+        "Instruct the server about tracking or not keys in the next request",
+        "6.0.0",
+        "O(1)",
+        &[],
+        crate::tracking::client_caching,
+    )
+    .with_args(CLIENT_CACHING_ARGS),
+    client_cmd(
+        "getredir",
+        2,
+        CLIENT_FLAGS,
+        "Get tracking notifications redirection client ID if any",
+        "6.0.0",
+        "O(1)",
+        &[],
+        crate::tracking::client_getredir,
+    ),
+    client_cmd(
+        "trackinginfo",
+        2,
+        CLIENT_FLAGS,
+        "Return information about server assisted client side caching for the current connection",
+        "6.2.0",
+        "O(1)",
+        &[],
+        crate::tracking::client_trackinginfo,
     ),
     client_cmd(
         "help",
@@ -488,6 +560,10 @@ fn reset<'a>(cx: &'a mut ConnCtx<'_>) -> futures_util::future::LocalBoxFuture<'a
         cx.session.multi_failed = false;
         cx.session.info.multi.store(-1, Ordering::Relaxed);
         cx.session.pubsub.clear();
+        crate::tracking::disable(cx.session);
+        if std::mem::take(&mut cx.session.monitor) {
+            crate::monitor::remove(cx.session.info.id);
+        }
         crate::multi::unwatch_all(cx.session, &cx.server.shards).await;
         reset_settings(cx)
     })
@@ -699,6 +775,9 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
     let load = |a: &std::sync::atomic::AtomicU32| a.load(Ordering::Relaxed);
     let multi = c.multi.load(Ordering::Relaxed);
     let mut flags = String::new();
+    if c.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
     if c.subscriptions() > 0 {
         flags.push('P');
     }
@@ -707,6 +786,16 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
     }
     if c.blocked.load(Ordering::Relaxed) {
         flags.push('b');
+    }
+    let tracking = c.tracking.load(Ordering::Relaxed);
+    for (bit, f) in [
+        (crate::tracking::FLAG_ON, 't'),
+        (crate::tracking::FLAG_BROKEN, 'R'),
+        (crate::tracking::FLAG_BCAST, 'B'),
+    ] {
+        if tracking & bit != 0 {
+            flags.push(f);
+        }
     }
     if c.killed.load(Ordering::Relaxed) {
         flags.push('A');
@@ -730,7 +819,7 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \
          ssub={} multi={multi} qbuf={qbuf} qbuf-free=0 argv-mem={argv_mem} multi-mem=0 rbs=0 \
          rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
-         redir=-1 resp={} lib-name={} lib-ver={}",
+         redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -743,6 +832,11 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
         load(&c.psub),
         load(&c.ssub),
         if omem > 0 { "rw" } else { "r" },
+        if tracking & crate::tracking::FLAG_ON != 0 {
+            c.tracking_redir.load(Ordering::Relaxed) as i64
+        } else {
+            -1
+        },
         c.resp.load(Ordering::Relaxed),
         text(&c.lib_name),
         text(&c.lib_ver),

@@ -229,6 +229,12 @@ pub struct Session {
     pub txn_owner: Option<Owner>,
     /// Channels, patterns and shard channels subscribed to (see `crate::pubsub`).
     pub pubsub: crate::pubsub::Subscriptions,
+    /// CLIENT TRACKING: the client's settings while tracking is on (see `crate::tracking`).
+    pub tracking: Option<Arc<crate::tracking::ClientTracking>>,
+    /// CLIENT CACHING YES/NO applies to the next command (all of them inside MULTI).
+    pub caching: bool,
+    /// In MONITOR mode (see `crate::monitor`).
+    pub monitor: bool,
 }
 
 impl Session {
@@ -248,6 +254,9 @@ impl Session {
             txn_owner: None,
             deferred: None,
             pubsub: Default::default(),
+            tracking: None,
+            caching: false,
+            monitor: false,
         }
     }
 
@@ -323,6 +332,12 @@ pub struct ClientInfo {
     pub sub: AtomicU32,
     pub psub: AtomicU32,
     pub ssub: AtomicU32,
+    /// CLIENT TRACKING state bits (`crate::tracking::FLAG_*`), for CLIENT LIST flags `t`, `R`, `B`.
+    pub tracking: AtomicU8,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: AtomicBool,
+    /// CLIENT TRACKING's REDIRECT client id (0: none), for CLIENT LIST `redir`.
+    pub tracking_redir: AtomicU64,
     outbox: Mutex<Outbox>,
     /// The owning connection's writer: woken by pushes, kills and configuration changes.
     waker: AtomicWaker,
@@ -399,6 +414,9 @@ impl ClientInfo {
             sub: AtomicU32::new(0),
             psub: AtomicU32::new(0),
             ssub: AtomicU32::new(0),
+            tracking: AtomicU8::new(0),
+            monitor: AtomicBool::new(false),
+            tracking_redir: AtomicU64::new(0),
             outbox: Mutex::new(Outbox::default()),
             waker: AtomicWaker::new(),
             nudged: AtomicBool::new(false),

@@ -13,8 +13,10 @@ pub mod error;
 pub mod keyed;
 pub mod keyspec;
 pub mod memory;
+pub mod monitor;
 pub mod table;
 pub mod testing;
+pub mod tracking;
 
 pub mod bitmap;
 pub mod connection;

@@ -1123,7 +1123,12 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                     d.max_output_buffer
                 );
                 field!(out, "blocked_clients", "{}", d.blocked_clients);
-                field!(out, "tracking_clients", "0");
+                field!(
+                    out,
+                    "tracking_clients",
+                    "{}",
+                    strata_shard::tracking::active()
+                );
             }
             "memory" => {
                 section(&mut out, "Memory");

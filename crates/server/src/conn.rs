@@ -275,6 +275,9 @@ async fn read_loop(
 
             if !cmds.is_empty() {
                 local.busy.set(true);
+                if let Some(t) = &session.tracking {
+                    t.hold();
+                }
                 Batch {
                     state,
                     session: &mut session,
@@ -305,7 +308,12 @@ async fn read_loop(
                 out.error(&e.0);
                 session.close_after_reply = true;
             }
-            if !reply(&mut out, fd, info, local).await {
+            let replied = reply(&mut out, fd, info, local).await;
+            // Invalidations of this client's own writes follow the replies (see tracking).
+            if let Some(t) = &session.tracking {
+                t.release();
+            }
+            if !replied {
                 break 'conn;
             }
             info.last_active_ms.store(now_ms(), Ordering::Relaxed);
@@ -317,6 +325,10 @@ async fn read_loop(
     }
     // Withdraw the client's WATCHes from the shards (MULTI state dies with the session).
     strata_commands::multi::unwatch_all(&mut session, &state.shards).await;
+    strata_commands::tracking::disable(&mut session);
+    if session.monitor {
+        strata_commands::monitor::remove(info.id);
+    }
 }
 
 /// Sends the batch's replies in `out`: straight to the socket when nothing is pending (the common

@@ -30,6 +30,7 @@ use futures_channel::oneshot;
 use strata_commands::connection::is_authenticated;
 use strata_commands::ctx::UNBLOCK_ERROR;
 use strata_commands::keyed::{run_here, SLICE};
+use strata_commands::monitor;
 use strata_commands::multi;
 use strata_commands::pubsub;
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
@@ -63,6 +64,10 @@ pub struct ShardCmd {
     /// Set for a blocking command run by [`Batch::run_blocking`]: it may park (see
     /// `strata_shard::park`). Without it, a command that would park answers its timeout reply.
     parked: Option<Arc<Parked>>,
+    /// The client's id (CLIENT TRACKING NOLOOP needs who modified a key).
+    client: u64,
+    /// Remember its keys for the client's CLIENT TRACKING (a read command of a tracking client).
+    track: bool,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -137,6 +142,10 @@ impl ShardCmd {
         out.proto = self.proto;
         let start = now_us();
         let now = start / 1000;
+        let tracking = strata_shard::tracking::active() != 0;
+        if tracking {
+            strata_shard::tracking::begin_command(self.client);
+        }
         let (failed, park) = match self.run {
             Run::Shard(handler) => {
                 let mut cx = ShardCtx {
@@ -164,6 +173,15 @@ impl ShardCmd {
                 }
             }
         };
+        if tracking {
+            strata_shard::tracking::end_command();
+            if self.track {
+                let args = &self.args;
+                let mut keys: Vec<&[u8]> = Vec::new();
+                self.cmd.spec.for_each_key(args, |i, _| keys.push(&args[i]));
+                strata_shard::tracking::remember(self.client, keys);
+            }
+        }
         let park = self.settle_park(shard, park, out);
         // A parked command woken by this one runs before the next command on its key (Redis
         // serves blocked clients right after the command that made their key ready).
@@ -563,6 +581,7 @@ impl Batch<'_> {
         let mut done: Vec<ShardReplies> = Vec::new();
         let mut starts: Vec<usize> = Vec::new();
 
+        let monitoring = monitor::active();
         let mut cmds = cmds.into_iter();
         while let Some(args) = cmds.next() {
             if self.session.close_after_reply {
@@ -595,8 +614,24 @@ impl Batch<'_> {
                 slots.push((Slot::Local(start, local.buf.len()), false));
                 continue;
             }
+            // CLIENT CACHING's flag lasts until a command other than CLIENT (as in Redis).
+            let caching_before = self.session.caching
+                && !args
+                    .first()
+                    .is_some_and(|a| a.eq_ignore_ascii_case(b"client"));
+            // MONITOR: described before it runs (its arguments move), shown once it has.
+            let shown = if monitoring {
+                match table().resolve(&args) {
+                    Lookup::Found(cmd) => monitor::describe(cmd.spec, &args),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let mut rejected = false;
             let slot = match self.route(args, local_shard) {
                 Route::Reject(msg) => {
+                    rejected = true;
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
                 }
@@ -670,6 +705,13 @@ impl Batch<'_> {
                     Slot::Local(start, local.buf.len())
                 }
             };
+            // CLIENT CACHING applies to the next command only (to all of a transaction's).
+            if caching_before && self.session.multi.is_none() && self.session.txn_owner.is_none() {
+                self.session.caching = false;
+            }
+            if let Some(line) = shown.filter(|_| !rejected) {
+                monitor::feed(&line, self.session.db, &self.session.info, now_us());
+            }
             let mode_after = self.session.reply_mode;
             // As in Redis, a reply is dropped when the mode in force once the command has run is
             // not ON: CLIENT REPLY ON and RESET are answered even when replies were off.
@@ -1082,6 +1124,9 @@ impl Batch<'_> {
             db: self.session.db,
             proto: self.session.proto,
             parked: None,
+            client: self.session.info.id,
+            track: cmd.spec.flags.has(Flags::READONLY)
+                && strata_commands::tracking::tracks_reads(self.session),
         }
     }
 
@@ -1138,8 +1183,34 @@ impl Batch<'_> {
         f: KeysHandler,
         out: &mut ReplyBuf,
     ) {
+        if cmd.spec.flags.has(Flags::READONLY)
+            && strata_commands::tracking::tracks_reads(self.session)
+        {
+            self.remember_reads(cmd, args).await;
+        }
         let owner = self.session.txn_owner.unwrap_or_else(new_owner);
         self.run_keys_as(cmd, args, f, out, owner, None).await;
+    }
+
+    /// CLIENT TRACKING for a read command whose keys span shards: its keys are remembered on their
+    /// shards before it runs (a write between the read and a later remembering would be missed; one
+    /// before the read only costs a spurious invalidation).
+    async fn remember_reads(&self, cmd: &Resolved, args: &[Bytes]) {
+        let shards = &self.state.shards;
+        let mut per: Vec<Vec<Bytes>> = vec![Vec::new(); shards.len()];
+        cmd.spec.for_each_key(args, |i, _| {
+            per[shards.shard_of_key(&args[i])].push(args[i].clone())
+        });
+        let id = self.session.info.id;
+        for (shard, keys) in per.into_iter().enumerate() {
+            if !keys.is_empty() {
+                shards
+                    .call(shard, move |_| {
+                        strata_shard::tracking::remember(id, keys.iter().map(|k| &k[..]))
+                    })
+                    .await;
+            }
+        }
     }
 
     /// [`run_keys`](Self::run_keys) for `owner`; with `parked`, a blocking command that asks to park
@@ -1447,6 +1518,8 @@ mod tests {
             db,
             proto: Protocol::Resp2,
             parked: None,
+            client: 0,
+            track: false,
         }
     }
 

@@ -245,6 +245,7 @@ impl Hooks {
             || self.journal.is_some()
             || !self.parked.is_empty()
             || !self.watched.is_empty()
+            || crate::tracking::active() != 0
     }
 
     /// Emits `kind` for `key`: the whole cost when nobody listens is the counter and two tests.
@@ -277,6 +278,9 @@ impl Hooks {
                     let _ = tx.send(kind);
                 }
             }
+        }
+        if crate::tracking::active() != 0 {
+            crate::tracking::key_modified(key);
         }
         if let Some(j) = &mut self.journal {
             j.push(KeyEvent {

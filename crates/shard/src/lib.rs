@@ -7,6 +7,7 @@
 //! * [`park`]: commands that wait on keys (blocking commands), first parked first served.
 //! * [`shard`]: the per-thread shard and its accessor.
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
+//! * [`tracking`]: client-side caching: who to tell when a key changes.
 //! * [`watch`]: WATCH's touched flags, set from the write path's events.
 
 pub mod db;
@@ -16,6 +17,7 @@ pub mod notify;
 pub mod park;
 pub mod set;
 pub mod shard;
+pub mod tracking;
 pub mod watch;
 
 pub use db::{

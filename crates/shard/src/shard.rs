@@ -96,6 +96,11 @@ impl Shard {
             let ticket = db.clear();
             wait.join(db.when_freed(ticket));
         }
+        // Client tracking: the table goes, and one shard tells every tracking client (Redis's
+        // trackingInvalidateKeysOnFlush).
+        if crate::tracking::active() != 0 {
+            crate::tracking::flushed(current_shard_id().unwrap_or(0) == 0);
+        }
         wait
     }
 

@@ -1,0 +1,295 @@
+//! Client-side caching (CLIENT TRACKING): which clients to tell when a key changes.
+//!
+//! Two modes, as in Redis:
+//! * **default**: after a read command, the keys it read are remembered in the owning shard's
+//!   tracking table (key → client ids, Redis's `TrackingTable`, keyed by name only: a key read in
+//!   one database is invalidated by a write to the same name in another). The first modification
+//!   of the key sends each remembered client one invalidation and forgets the key.
+//! * **BCAST**: nothing is remembered; every modified key matching one of a client's prefixes (or
+//!   any key without prefixes) is sent to it. Keys modified by one command on one shard travel in
+//!   one message (Redis batches per event-loop turn).
+//!
+//! Clients with tracking on are registered process-wide ([`register`]) as a [`Tracker`], which
+//! knows how to deliver (RESP3 push, or a pub/sub message to a redirect client) — this crate
+//! knows nothing of connections. The write path consults this module only while at least one
+//! client is registered ([`active`], one relaxed load), so tracking costs nothing otherwise.
+//! A client turning tracking off stays in the tables, as in Redis: it is skipped at delivery (it is
+//! no longer registered), and a later ON resumes with what it read before.
+//!
+//! NOLOOP needs the client that modified the key: the dispatcher brackets each command it runs on
+//! a shard with [`begin_command`] / [`end_command`] (only while tracking is active).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+
+/// A client with tracking on, as the shards see it.
+pub trait Tracker: Send + Sync {
+    /// In BCAST mode: the prefixes, sorted (an empty prefix matches every key). None in default
+    /// mode.
+    fn bcast_prefixes(&self) -> Option<&[Bytes]>;
+    /// NOLOOP: not told about its own modifications.
+    fn noloop(&self) -> bool;
+    /// Delivers one invalidation message: these keys, or None for "everything" (FLUSHDB/FLUSHALL).
+    fn invalidate(&self, keys: Option<&[&[u8]]>);
+}
+
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+static TRACKERS: RwLock<BTreeMap<u64, Arc<dyn Tracker>>> = RwLock::new(BTreeMap::new());
+
+/// Clients with tracking on, anywhere (INFO `tracking_clients`). The write path's only cost when 0.
+#[inline]
+pub fn active() -> usize {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Turns tracking on for client `id` (or replaces its settings).
+pub fn register(id: u64, t: Arc<dyn Tracker>) {
+    let mut map = TRACKERS.write().unwrap_or_else(|e| e.into_inner());
+    map.insert(id, t);
+    ACTIVE.store(map.len(), Ordering::Relaxed);
+}
+
+/// Turns tracking off for client `id` (CLIENT TRACKING OFF, RESET, disconnect).
+pub fn unregister(id: u64) {
+    let mut map = TRACKERS.write().unwrap_or_else(|e| e.into_inner());
+    map.remove(&id);
+    ACTIVE.store(map.len(), Ordering::Relaxed);
+}
+
+fn trackers() -> std::sync::RwLockReadGuard<'static, BTreeMap<u64, Arc<dyn Tracker>>> {
+    TRACKERS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// This shard's tracking state.
+#[derive(Default)]
+struct Local {
+    /// Default mode: key → ids of the clients that read it since its last invalidation.
+    table: HashMap<Box<[u8]>, Vec<u64>>,
+    /// The client whose command is running on this shard (0: none known).
+    current: u64,
+    /// Inside a command: keys modified so far, for BCAST clients (sent at [`end_command`]).
+    in_command: bool,
+    modified: Vec<Box<[u8]>>,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = RefCell::new(Local::default());
+}
+
+/// Remembers that client `id` read `keys` (default mode).
+pub fn remember<'a>(id: u64, keys: impl IntoIterator<Item = &'a [u8]>) {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        for key in keys {
+            match l.table.get_mut(key) {
+                Some(ids) => {
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                None => {
+                    l.table.insert(key.into(), vec![id]);
+                }
+            }
+        }
+    });
+}
+
+/// Keys in this shard's tracking table (INFO `tracking_total_keys`).
+pub fn tracked_keys() -> usize {
+    LOCAL.with(|l| l.borrow().table.len())
+}
+
+/// A command of client `id` starts running on this shard.
+pub fn begin_command(id: u64) {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        l.current = id;
+        l.in_command = true;
+    });
+}
+
+/// The command started by [`begin_command`] is done: BCAST clients get the keys it modified.
+pub fn end_command() {
+    let (modified, current) = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        l.in_command = false;
+        let current = std::mem::take(&mut l.current);
+        (std::mem::take(&mut l.modified), current)
+    });
+    if !modified.is_empty() {
+        broadcast(&modified, current);
+    }
+}
+
+/// Sends the BCAST clients whose prefixes match the keys in `modified` one message each.
+fn broadcast(modified: &[Box<[u8]>], by: u64) {
+    let map = trackers();
+    for (&id, t) in map.iter() {
+        let Some(prefixes) = t.bcast_prefixes() else {
+            continue;
+        };
+        if by == id && t.noloop() {
+            continue;
+        }
+        // One message per prefix, as Redis batches per prefix.
+        for p in prefixes {
+            let mut keys: Vec<&[u8]> = modified
+                .iter()
+                .filter(|k| k.starts_with(p))
+                .map(|k| &k[..])
+                .collect();
+            // Redis keeps them in a radix tree: sorted.
+            keys.sort_unstable();
+            if !keys.is_empty() {
+                t.invalidate(Some(&keys));
+            }
+        }
+    }
+}
+
+/// The write path: `key` was modified (written, deleted, expired, TTL changed). Called only while
+/// [`active`] is non-zero.
+#[cold]
+pub fn key_modified(key: &[u8]) {
+    let (ids, current, bcast_now) = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        let ids = l.table.remove(key);
+        let bcast_now = if l.in_command {
+            if !l.modified.iter().any(|k| &k[..] == key) {
+                l.modified.push(key.into());
+            }
+            false
+        } else {
+            true
+        };
+        (ids, l.current, bcast_now)
+    });
+    if let Some(ids) = ids {
+        let map = trackers();
+        for id in ids {
+            let Some(t) = map.get(&id) else { continue };
+            if t.bcast_prefixes().is_some() || (id == current && t.noloop()) {
+                continue;
+            }
+            t.invalidate(Some(&[key]));
+        }
+    }
+    if bcast_now {
+        broadcast(&[key.into()], 0);
+    }
+}
+
+/// FLUSHDB/FLUSHALL ran on this shard: its table is dropped. When `announce`, every tracking
+/// client is sent a null invalidation (the caller makes sure that happens once per flush).
+pub fn flushed(announce: bool) {
+    LOCAL.with(|l| l.borrow_mut().table = HashMap::new());
+    if announce {
+        for t in trackers().values() {
+            t.invalidate(None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    struct Probe {
+        prefixes: Option<Vec<Bytes>>,
+        noloop: bool,
+        got: Mutex<Vec<Option<Vec<Vec<u8>>>>>,
+    }
+
+    impl Tracker for Probe {
+        fn bcast_prefixes(&self) -> Option<&[Bytes]> {
+            self.prefixes.as_deref()
+        }
+        fn noloop(&self) -> bool {
+            self.noloop
+        }
+        fn invalidate(&self, keys: Option<&[&[u8]]>) {
+            let keys = keys.map(|ks| ks.iter().map(|k| k.to_vec()).collect());
+            self.got.lock().unwrap().push(keys);
+        }
+    }
+
+    fn probe(prefixes: Option<Vec<&str>>, noloop: bool) -> Arc<Probe> {
+        Arc::new(Probe {
+            prefixes: prefixes.map(|ps| {
+                ps.into_iter()
+                    .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+                    .collect()
+            }),
+            noloop,
+            got: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn got(p: &Probe) -> Vec<Option<Vec<String>>> {
+        std::mem::take(&mut *p.got.lock().unwrap())
+            .into_iter()
+            .map(|m| {
+                m.map(|ks| {
+                    ks.into_iter()
+                        .map(|k| String::from_utf8(k).unwrap())
+                        .collect()
+                })
+            })
+            .collect()
+    }
+
+    // One test drives the process-wide registry, so its steps cannot race with another test.
+    #[test]
+    fn default_and_broadcast_invalidations() {
+        let reader = probe(None, false);
+        let looper = probe(None, true);
+        let bcast = probe(Some(vec!["user:"]), false);
+        register(9001, reader.clone());
+        register(9002, looper.clone());
+        register(9003, bcast.clone());
+
+        // Default mode: one invalidation per remembered key, then forgotten.
+        remember(9001, [&b"a"[..], b"b"]);
+        remember(9002, [&b"a"[..]]);
+        key_modified(b"a");
+        key_modified(b"a");
+        assert_eq!(got(&reader), vec![Some(vec!["a".to_string()])]);
+        assert_eq!(got(&looper), vec![Some(vec!["a".to_string()])]);
+
+        // NOLOOP: not told about its own writes; BCAST: one message per command.
+        remember(9002, [&b"b"[..]]);
+        begin_command(9002);
+        key_modified(b"b");
+        key_modified(b"user:1");
+        key_modified(b"user:2");
+        key_modified(b"other");
+        end_command();
+        assert_eq!(got(&reader), vec![Some(vec!["b".to_string()])]);
+        assert!(got(&looper).is_empty());
+        assert_eq!(
+            got(&bcast),
+            vec![Some(vec!["user:1".to_string(), "user:2".to_string()])]
+        );
+
+        // A flush drops the table and announces a null invalidation to everyone.
+        remember(9001, [&b"c"[..]]);
+        flushed(true);
+        key_modified(b"c");
+        assert_eq!(got(&reader), vec![None]);
+        assert_eq!(got(&bcast), vec![None]);
+
+        // Unregistered clients are skipped.
+        remember(9001, [&b"d"[..]]);
+        unregister(9001);
+        key_modified(b"d");
+        assert!(got(&reader).is_empty());
+        unregister(9002);
+        unregister(9003);
+    }
+}
