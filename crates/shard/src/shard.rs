@@ -237,6 +237,7 @@ pub fn with_shard<R>(f: impl FnOnce(&mut Shard) -> R) -> R {
     });
     // Its keyspace events go out before any of its replies (the caller sends those).
     crate::notify::flush();
+    crate::tracking::flush();
     r
 }
 

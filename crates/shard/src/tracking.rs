@@ -6,8 +6,8 @@
 //!   one database is invalidated by a write to the same name in another). The first modification
 //!   of the key sends each remembered client one invalidation and forgets the key.
 //! * **BCAST**: nothing is remembered; every modified key matching one of a client's prefixes (or
-//!   any key without prefixes) is sent to it. Keys modified by one command on one shard travel in
-//!   one message (Redis batches per event-loop turn).
+//!   any key without prefixes) is sent to it. Keys modified during one shard turn travel in one
+//!   message per prefix (Redis batches per event-loop turn).
 //!
 //! Clients with tracking on are registered process-wide ([`register`]) as a [`Tracker`], which
 //! knows how to deliver (RESP3 push, or a pub/sub message to a redirect client) — this crate
@@ -38,6 +38,8 @@ pub trait Tracker: Send + Sync {
 }
 
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// How many of them are in BCAST mode: only then are modified keys collected per turn.
+static BCAST: AtomicUsize = AtomicUsize::new(0);
 static TRACKERS: RwLock<BTreeMap<u64, Arc<dyn Tracker>>> = RwLock::new(BTreeMap::new());
 
 /// Clients with tracking on, anywhere (INFO `tracking_clients`). The write path's only cost when 0.
@@ -50,13 +52,19 @@ pub fn active() -> usize {
 pub fn register(id: u64, t: Arc<dyn Tracker>) {
     let mut map = TRACKERS.write().unwrap_or_else(|e| e.into_inner());
     map.insert(id, t);
-    ACTIVE.store(map.len(), Ordering::Relaxed);
+    count(&map);
 }
 
 /// Turns tracking off for client `id` (CLIENT TRACKING OFF, RESET, disconnect).
 pub fn unregister(id: u64) {
     let mut map = TRACKERS.write().unwrap_or_else(|e| e.into_inner());
     map.remove(&id);
+    count(&map);
+}
+
+fn count(map: &BTreeMap<u64, Arc<dyn Tracker>>) {
+    let bcast = map.values().filter(|t| t.bcast_prefixes().is_some()).count();
+    BCAST.store(bcast, Ordering::Relaxed);
     ACTIVE.store(map.len(), Ordering::Relaxed);
 }
 
@@ -71,9 +79,9 @@ struct Local {
     table: HashMap<Box<[u8]>, Vec<u64>>,
     /// The client whose command is running on this shard (0: none known).
     current: u64,
-    /// Inside a command: keys modified so far, for BCAST clients (sent at [`end_command`]).
-    in_command: bool,
-    modified: Vec<Box<[u8]>>,
+    /// Keys modified during this shard turn and the client that modified each first (0: none),
+    /// for BCAST clients (sent by [`flush`]).
+    modified: HashMap<Box<[u8]>, u64>,
 }
 
 thread_local! {
@@ -109,39 +117,36 @@ pub fn begin_command(id: u64) {
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         l.current = id;
-        l.in_command = true;
     });
 }
 
-/// The command started by [`begin_command`] is done: BCAST clients get the keys it modified.
+/// The command started by [`begin_command`] is done.
 pub fn end_command() {
-    let (modified, current) = LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
-        l.in_command = false;
-        let current = std::mem::take(&mut l.current);
-        (std::mem::take(&mut l.modified), current)
-    });
-    if !modified.is_empty() {
-        broadcast(&modified, current);
-    }
+    LOCAL.with(|l| l.borrow_mut().current = 0);
 }
 
-/// Sends the BCAST clients whose prefixes match the keys in `modified` one message each.
-fn broadcast(modified: &[Box<[u8]>], by: u64) {
+/// End of a shard turn ([`crate::with_shard`]): BCAST clients get the keys modified during it,
+/// one message per matching prefix, as Redis sends them once per event-loop turn. A NOLOOP client
+/// is not told about keys it modified first.
+pub fn flush() {
+    if active() == 0 {
+        return;
+    }
+    let modified = LOCAL.with(|l| std::mem::take(&mut l.borrow_mut().modified));
+    if modified.is_empty() {
+        return;
+    }
     let map = trackers();
     for (&id, t) in map.iter() {
         let Some(prefixes) = t.bcast_prefixes() else {
             continue;
         };
-        if by == id && t.noloop() {
-            continue;
-        }
-        // One message per prefix, as Redis batches per prefix.
+        let skip_own = t.noloop();
         for p in prefixes {
             let mut keys: Vec<&[u8]> = modified
                 .iter()
-                .filter(|k| k.starts_with(p))
-                .map(|k| &k[..])
+                .filter(|(k, by)| k.starts_with(p) && !(skip_own && **by == id))
+                .map(|(k, _)| &k[..])
                 .collect();
             // Redis keeps them in a radix tree: sorted.
             keys.sort_unstable();
@@ -156,18 +161,15 @@ fn broadcast(modified: &[Box<[u8]>], by: u64) {
 /// [`active`] is non-zero.
 #[cold]
 pub fn key_modified(key: &[u8]) {
-    let (ids, current, bcast_now) = LOCAL.with(|l| {
+    let (ids, current) = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         let ids = l.table.remove(key);
-        let bcast_now = if l.in_command {
-            if !l.modified.iter().any(|k| &k[..] == key) {
-                l.modified.push(key.into());
-            }
-            false
-        } else {
-            true
-        };
-        (ids, l.current, bcast_now)
+        let current = l.current;
+        // The first modifier of a key in a turn is the one NOLOOP filters by (as Redis records it).
+        if BCAST.load(Ordering::Relaxed) != 0 && !l.modified.contains_key(key) {
+            l.modified.insert(key.into(), current);
+        }
+        (ids, current)
     });
     if let Some(ids) = ids {
         let map = trackers();
@@ -178,9 +180,6 @@ pub fn key_modified(key: &[u8]) {
             }
             t.invalidate(Some(&[key]));
         }
-    }
-    if bcast_now {
-        broadcast(&[key.into()], 0);
     }
 }
 
@@ -262,7 +261,7 @@ mod tests {
         assert_eq!(got(&reader), vec![Some(vec!["a".to_string()])]);
         assert_eq!(got(&looper), vec![Some(vec!["a".to_string()])]);
 
-        // NOLOOP: not told about its own writes; BCAST: one message per command.
+        // NOLOOP: not told about its own writes; BCAST: one message per prefix per shard turn.
         remember(9002, [&b"b"[..]]);
         begin_command(9002);
         key_modified(b"b");
@@ -270,11 +269,19 @@ mod tests {
         key_modified(b"user:2");
         key_modified(b"other");
         end_command();
+        begin_command(9001);
+        key_modified(b"user:0");
+        end_command();
+        flush();
         assert_eq!(got(&reader), vec![Some(vec!["b".to_string()])]);
         assert!(got(&looper).is_empty());
         assert_eq!(
             got(&bcast),
-            vec![Some(vec!["user:1".to_string(), "user:2".to_string()])]
+            vec![Some(vec![
+                "user:0".to_string(),
+                "user:1".to_string(),
+                "user:2".to_string()
+            ])]
         );
 
         // A flush drops the table and announces a null invalidation to everyone.
