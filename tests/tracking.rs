@@ -275,3 +275,94 @@ fn tracking_errors_match_redis() {
     assert_eq!(flags(&mut d.strata), flags(&mut d.redis));
     assert_eq!(flags(&mut d.strata), vec!["flags=tB", "redir=0"]);
 }
+
+/// The keys of one BCAST message, sorted (for comparing messages whose key order is Redis's radix
+/// tree order on one side).
+fn bcast_keys(c: &mut Conn) -> Vec<String> {
+    let r = crate::harness::Reply::decode(&c.read_reply());
+    let items = r.as_array().expect("a push");
+    let mut keys: Vec<String> = items[1]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|k| String::from_utf8_lossy(k.as_bytes().unwrap()).into_owned())
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn bcast_batches_a_transaction_per_prefix() {
+    let mut d = Diff::with_threads(4);
+    let mut w = d.new_conns();
+    d.run_matching(&["HELLO", "3"], |r| !r.is_error());
+    d.run(&[
+        "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a:", "PREFIX", "b:",
+    ]);
+    // Five writes in one EXEC (one shard): one message per prefix, not one per command.
+    w.run(&["MULTI"]);
+    for k in ["a:1{t}", "a:2{t}", "b:1{t}", "b:2{t}", "c:1{t}"] {
+        w.run(&["INCR", k]);
+    }
+    w.run(&["EXEC"]);
+    same_pushes(&mut d, 2);
+    d.run(&["PING"]);
+}
+
+#[test]
+fn a_quit_redirect_client_is_broken_at_once() {
+    let mut d = Diff::with_threads(4);
+    let mut w = d.new_conns();
+    let mut r = d.new_conns();
+    let ids = client_ids(&mut r);
+    d.run_matching(&["HELLO", "3"], |r| !r.is_error());
+    run_with_id(&mut d, &["CLIENT", "TRACKING", "on", "REDIRECT"], ids);
+    d.run(&["GET", "q"]);
+    // Once QUIT's +OK is read, the redirect is broken: the next invalidation says so.
+    r.run(&["QUIT"]);
+    w.run(&["SET", "q", "1"]);
+    // The push names the redirect id, which differs between the servers.
+    let (broken_r, broken_s) = (d.redis.read_reply(), d.strata.read_reply());
+    let name = |b: &[u8]| crate::harness::Reply::decode(b).as_array().unwrap()[0].clone();
+    assert_eq!(name(&broken_s), name(&broken_r));
+    assert!(String::from_utf8_lossy(&broken_s).contains("tracking-redir-broken"));
+    d.run(&["CLIENT", "TRACKING", "on"]);
+    d.run(&["CLIENT", "TRACKINGINFO"]);
+}
+
+#[test]
+fn tracking_table_max_keys_evicts_and_info_counts() {
+    let mut d = Diff::with_threads(4);
+    let mut prefix = d.new_conns();
+    d.run_matching(&["HELLO", "3"], |r| !r.is_error());
+    prefix.run(&[
+        "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "p:", "PREFIX", "q:",
+    ]);
+    d.run(&["CLIENT", "TRACKING", "on"]);
+    let keys = spread("e", 4);
+    for k in &keys {
+        d.run(&["GET", k]);
+    }
+    let totals = |c: &mut Conn| -> Vec<String> {
+        let info = String::from_utf8_lossy(&c.call(&["INFO", "stats"])).into_owned();
+        info.lines()
+            .filter(|l| l.starts_with("tracking_"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(totals(&mut d.strata), totals(&mut d.redis));
+    // Lowering the limit evicts all but one key, each evicted key invalidated.
+    // (Redis evicts before its next command, Strata on the next background tick.)
+    d.run(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    let mut evicted = |c: &mut Conn| -> Vec<String> {
+        let mut all: Vec<String> = (0..keys.len() - 1).flat_map(|_| bcast_keys(c)).collect();
+        all.sort();
+        all
+    };
+    let (from_redis, from_strata) = (evicted(&mut d.redis), evicted(&mut d.strata));
+    assert_eq!(from_strata.len(), from_redis.len());
+    assert!(from_strata.iter().all(|k| keys.contains(k)));
+    d.run(&["CONFIG", "GET", "tracking-table-max-keys"]);
+    assert_eq!(totals(&mut d.strata), totals(&mut d.redis));
+    d.run(&["CONFIG", "SET", "tracking-table-max-keys", "-1"]);
+}

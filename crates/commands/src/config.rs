@@ -279,6 +279,16 @@ pub static SPECS: &[ConfigSpec] = &[
         "keyspace notification classes (K E g $ l s h z x e t m d n A)",
     ),
     spec(
+        "tracking-table-max-keys",
+        "1000000",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        true,
+        "keys remembered for CLIENT TRACKING (default mode) before the oldest are invalidated (0 = no limit)",
+    ),
+    spec(
         "hz",
         "10",
         Kind::Int {
@@ -630,6 +640,8 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
 fn apply_raw(spec: &ConfigSpec, raw: &str) {
     if matches!(spec.kind, Kind::KeyspaceEvents) {
         notify::set_flags(notify::parse_flags(raw).unwrap_or(0));
+    } else if spec.name == "tracking-table-max-keys" {
+        strata_shard::tracking::set_max_keys(raw.parse().unwrap_or(0));
     }
 }
 

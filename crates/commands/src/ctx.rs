@@ -336,6 +336,9 @@ pub struct ClientInfo {
     pub tracking: AtomicU8,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// QUIT answered or the connection ending: a tracking redirect to it is broken from now on, as
+    /// in Redis, where the client is gone once its QUIT reply has been written.
+    pub closing: AtomicBool,
     /// CLIENT TRACKING's REDIRECT client id (0: none), for CLIENT LIST `redir`.
     pub tracking_redir: AtomicU64,
     outbox: Mutex<Outbox>,
@@ -416,6 +419,7 @@ impl ClientInfo {
             ssub: AtomicU32::new(0),
             tracking: AtomicU8::new(0),
             monitor: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             tracking_redir: AtomicU64::new(0),
             outbox: Mutex::new(Outbox::default()),
             waker: AtomicWaker::new(),

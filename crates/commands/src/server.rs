@@ -1221,6 +1221,10 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "pubsub_channels", "{}", d.pubsub_channels);
                 field!(out, "pubsub_patterns", "{}", d.pubsub_patterns);
                 field!(out, "pubsubshard_channels", "{}", d.pubsubshard_channels);
+                let (keys, items, prefixes) = strata_shard::tracking::totals();
+                field!(out, "tracking_total_keys", "{}", keys);
+                field!(out, "tracking_total_items", "{}", items);
+                field!(out, "tracking_total_prefixes", "{}", prefixes);
                 field!(out, "total_error_replies", "{}", d.error_replies);
             }
             "replication" => {

@@ -164,7 +164,7 @@ impl ClientTracking {
     fn redirect_target(&self) -> Option<&Arc<ClientInfo>> {
         self.target
             .as_ref()
-            .filter(|t| !t.killed.load(Ordering::Relaxed))
+            .filter(|t| !t.killed.load(Ordering::Relaxed) && !t.closing.load(Ordering::Relaxed))
     }
 }
 

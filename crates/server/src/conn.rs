@@ -165,6 +165,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>)
         local.clone(),
     ));
     read_loop(rd, fd, &info, &state, &local).await;
+    info.closing.store(true, Ordering::Relaxed);
     local.reader_done.set(true);
     info.wake();
     writer.await;
@@ -307,6 +308,11 @@ async fn read_loop(
             if let Some(e) = fatal {
                 out.error(&e.0);
                 session.close_after_reply = true;
+            }
+            if session.close_after_reply {
+                // Gone for tracking as soon as the reply can be seen (QUIT's +OK).
+                info.closing.store(true, Ordering::Relaxed);
+                strata_commands::tracking::disable(&mut session);
             }
             let replied = reply(&mut out, fd, info, local).await;
             // Invalidations of this client's own writes follow the replies (see tracking).

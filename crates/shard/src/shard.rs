@@ -98,9 +98,9 @@ impl Shard {
         }
         // Client tracking: the table goes, and one shard tells every tracking client (Redis's
         // trackingInvalidateKeysOnFlush).
-        if crate::tracking::active() != 0 {
-            crate::tracking::flushed(current_shard_id().unwrap_or(0) == 0);
-        }
+        // The table goes even while no client tracks: keys remembered before tracking was turned
+        // off must not be invalidated after the flush.
+        crate::tracking::flushed(current_shard_id().unwrap_or(0) == 0);
         wait
     }
 
@@ -199,6 +199,7 @@ impl Shard {
             free_budget = free_budget.saturating_sub(db.free_garbage(free_budget));
             more |= db.has_garbage();
         }
+        more |= crate::tracking::enforce_limit();
         more
     }
 }

@@ -38,6 +38,14 @@ pub trait Tracker: Send + Sync {
 }
 
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// Keys in every shard's default-mode table, and the most allowed (`tracking-table-max-keys`, 0: no
+/// limit). Above it, shards evict remembered keys (sending their invalidations) until it holds.
+static TOTAL_KEYS: AtomicUsize = AtomicUsize::new(0);
+static MAX_KEYS: AtomicUsize = AtomicUsize::new(1_000_000);
+/// (key, client) pairs in those tables, and distinct BCAST prefixes (INFO `tracking_total_items`,
+/// `tracking_total_prefixes`).
+static TOTAL_ITEMS: AtomicUsize = AtomicUsize::new(0);
+static TOTAL_PREFIXES: AtomicUsize = AtomicUsize::new(0);
 /// How many of them are in BCAST mode: only then are modified keys collected per turn.
 static BCAST: AtomicUsize = AtomicUsize::new(0);
 static TRACKERS: RwLock<BTreeMap<u64, Arc<dyn Tracker>>> = RwLock::new(BTreeMap::new());
@@ -63,8 +71,17 @@ pub fn unregister(id: u64) {
 }
 
 fn count(map: &BTreeMap<u64, Arc<dyn Tracker>>) {
-    let bcast = map.values().filter(|t| t.bcast_prefixes().is_some()).count();
+    let bcast = map
+        .values()
+        .filter(|t| t.bcast_prefixes().is_some())
+        .count();
     BCAST.store(bcast, Ordering::Relaxed);
+    let prefixes: std::collections::BTreeSet<&Bytes> = map
+        .values()
+        .filter_map(|t| t.bcast_prefixes())
+        .flatten()
+        .collect();
+    TOTAL_PREFIXES.store(prefixes.len(), Ordering::Relaxed);
     ACTIVE.store(map.len(), Ordering::Relaxed);
 }
 
@@ -97,19 +114,81 @@ pub fn remember<'a>(id: u64, keys: impl IntoIterator<Item = &'a [u8]>) {
                 Some(ids) => {
                     if !ids.contains(&id) {
                         ids.push(id);
+                        TOTAL_ITEMS.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 None => {
                     l.table.insert(key.into(), vec![id]);
+                    TOTAL_KEYS.fetch_add(1, Ordering::Relaxed);
+                    TOTAL_ITEMS.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
     });
 }
 
-/// Keys in this shard's tracking table (INFO `tracking_total_keys`).
+/// Keys in this shard's tracking table.
 pub fn tracked_keys() -> usize {
     LOCAL.with(|l| l.borrow().table.len())
+}
+
+/// INFO's `tracking_total_keys`, `tracking_total_items` and `tracking_total_prefixes`.
+pub fn totals() -> (usize, usize, usize) {
+    (
+        TOTAL_KEYS.load(Ordering::Relaxed),
+        TOTAL_ITEMS.load(Ordering::Relaxed),
+        TOTAL_PREFIXES.load(Ordering::Relaxed),
+    )
+}
+
+/// `tracking-table-max-keys` (0: no limit).
+pub fn set_max_keys(max: usize) {
+    MAX_KEYS.store(max, Ordering::Relaxed);
+}
+
+/// Keys evicted per call of [`enforce_limit`] at most, so a lowered limit never stalls a shard:
+/// the background tick calls it again while work remains (Redis's bounded `effort`).
+const EVICT_PER_CALL: usize = 1000;
+
+/// Evicts remembered keys of this shard while the process-wide table is above
+/// `tracking-table-max-keys`, telling their readers as if the keys had changed (Redis's
+/// trackingLimitUsedSlots). Each eviction first claims one unit of the excess, so shards evicting
+/// at once never evict more than the excess. Returns true if this shard could evict more.
+pub fn enforce_limit() -> bool {
+    let max = MAX_KEYS.load(Ordering::Relaxed);
+    if max == 0 || TOTAL_KEYS.load(Ordering::Relaxed) <= max {
+        return false;
+    }
+    for _ in 0..EVICT_PER_CALL {
+        let Some(key) = LOCAL.with(|l| l.borrow().table.keys().next().cloned()) else {
+            return false;
+        };
+        let claimed = TOTAL_KEYS
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                (t > max).then(|| t - 1)
+            })
+            .is_ok();
+        if !claimed {
+            return false;
+        }
+        let ids = LOCAL.with(|l| l.borrow_mut().table.remove(&key));
+        if let Some(ids) = ids {
+            invalidate_readers(&key, ids, 0);
+        }
+    }
+    true
+}
+
+fn invalidate_readers(key: &[u8], ids: Vec<u64>, current: u64) {
+    TOTAL_ITEMS.fetch_sub(ids.len(), Ordering::Relaxed);
+    let map = trackers();
+    for id in ids {
+        let Some(t) = map.get(&id) else { continue };
+        if t.bcast_prefixes().is_some() || (id == current && t.noloop()) {
+            continue;
+        }
+        t.invalidate(Some(&[key]));
+    }
 }
 
 /// A command of client `id` starts running on this shard.
@@ -172,22 +251,18 @@ pub fn key_modified(key: &[u8]) {
         (ids, current)
     });
     if let Some(ids) = ids {
-        let map = trackers();
-        for id in ids {
-            let Some(t) = map.get(&id) else { continue };
-            if t.bcast_prefixes().is_some() || (id == current && t.noloop()) {
-                continue;
-            }
-            t.invalidate(Some(&[key]));
-        }
+        TOTAL_KEYS.fetch_sub(1, Ordering::Relaxed);
+        invalidate_readers(key, ids, current);
     }
 }
 
 /// FLUSHDB/FLUSHALL ran on this shard: its table is dropped. When `announce`, every tracking
 /// client is sent a null invalidation (the caller makes sure that happens once per flush).
 pub fn flushed(announce: bool) {
-    LOCAL.with(|l| l.borrow_mut().table = HashMap::new());
-    if announce {
+    let dropped = LOCAL.with(|l| std::mem::take(&mut l.borrow_mut().table));
+    TOTAL_KEYS.fetch_sub(dropped.len(), Ordering::Relaxed);
+    TOTAL_ITEMS.fetch_sub(dropped.values().map(Vec::len).sum(), Ordering::Relaxed);
+    if announce && active() != 0 {
         for t in trackers().values() {
             t.invalidate(None);
         }
