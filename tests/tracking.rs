@@ -354,7 +354,7 @@ fn tracking_table_max_keys_evicts_and_info_counts() {
     // Lowering the limit evicts all but one key, each evicted key invalidated.
     // (Redis evicts before its next command, Strata on the next background tick.)
     d.run(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
-    let mut evicted = |c: &mut Conn| -> Vec<String> {
+    let evicted = |c: &mut Conn| -> Vec<String> {
         let mut all: Vec<String> = (0..keys.len() - 1).flat_map(|_| bcast_keys(c)).collect();
         all.sort();
         all
