@@ -105,3 +105,56 @@ fn a_transaction_that_writes_waits_for_the_pause_as_a_whole() {
         seen
     });
 }
+
+fn expired_keys(c: &mut Conn) -> Vec<u8> {
+    let info = c.call_decoded(&["INFO", "stats"]);
+    String::from_utf8_lossy(info.as_bytes().unwrap_or_default())
+        .lines()
+        .find(|l| l.starts_with("expired_keys:"))
+        .unwrap_or_default()
+        .as_bytes()
+        .to_vec()
+}
+
+#[test]
+fn expiry_is_held_while_clients_are_paused() {
+    both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![expired_keys(&mut c)];
+        for k in ["e1", "e2{e1}", "e3"] {
+            out.push(c.call(&["SET", k, "v", "PX", "20"]));
+        }
+        out.push(c.call(&["CLIENT", "PAUSE", "60000", "WRITE"]));
+        std::thread::sleep(Duration::from_millis(250));
+        // Due keys read as absent, but neither reads nor the background remove them.
+        for k in ["e1", "e2{e1}", "e3"] {
+            out.push(c.call(&["GET", k]));
+            out.push(c.call(&["EXISTS", k]));
+            out.push(c.call(&["TTL", k]));
+        }
+        out.push(c.call(&["DBSIZE"]));
+        out.push(expired_keys(&mut c));
+        out.push(c.call(&["CLIENT", "UNPAUSE"]));
+        for k in ["e1", "e2{e1}", "e3"] {
+            out.push(c.call(&["GET", k]));
+        }
+        out.push(c.call(&["DBSIZE"]));
+        out.push(expired_keys(&mut c));
+        out
+    });
+}
+
+#[test]
+fn pfcount_is_held_by_pause_write_as_may_replicate() {
+    both(|s| {
+        let mut c = s.conn();
+        let mut out = vec![c.call(&["PFADD", "h", "a"])];
+        out.push(c.call(&["CLIENT", "PAUSE", "60000", "WRITE"]));
+        let mut p = s.conn();
+        p.send(&["PFCOUNT", "h"]);
+        wait_blocked(&mut c, 1);
+        out.push(c.call(&["CLIENT", "UNPAUSE"]));
+        out.push(p.read_reply());
+        out
+    });
+}

@@ -121,6 +121,7 @@ impl Pause {
             st.all |= all;
         }
         self.until.store(st.until, Ordering::Release);
+        strata_shard::db::hold_expiry(st.until);
     }
 
     /// True if a pause may be in force (cheap; [`Pause::wait_for`] decides).
@@ -135,6 +136,7 @@ impl Pause {
             st.until = 0;
             st.all = false;
             self.until.store(0, Ordering::Release);
+            strata_shard::db::hold_expiry(0);
             std::mem::take(&mut st.waiters)
         };
         for w in waiters {

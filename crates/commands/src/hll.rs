@@ -79,7 +79,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         "O(1) to add every element.",
         Handler::Shard(pfadd))
         .with_args(PFADD_ARGS),
-    cmd("pfcount", -2, Flags::READONLY, PFCOUNT_KEYS,
+    // may_replicate (hidden from COMMAND INFO), as in Redis: PFCOUNT may rewrite a cached
+    // cardinality, so CLIENT PAUSE WRITE holds it.
+    cmd("pfcount", -2, Flags::READONLY.or(Flags::MAY_REPLICATE), PFCOUNT_KEYS,
         "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).", "2.8.9",
         "O(1) with a very small average constant time when called with a single key. O(N) with N being the number of keys, and much bigger constant times, when called with multiple keys.",
         Handler::Keys(pfcount))

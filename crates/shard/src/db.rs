@@ -46,6 +46,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -347,6 +348,23 @@ impl Hooks {
 }
 
 // ===== Lazy free =====
+
+/// While clients are paused (CLIENT PAUSE), keys past their TTL are not removed, lazily or
+/// actively: they read as absent but stay, so that a paused server's dataset does not change (as
+/// Redis does, for a failover's sake). Unix ms the hold lasts until; 0: no hold.
+static EXPIRY_HELD_UNTIL: AtomicI64 = AtomicI64::new(0);
+
+/// Holds expiry until `until` (unix ms; 0 ends the hold).
+pub fn hold_expiry(until: i64) {
+    EXPIRY_HELD_UNTIL.store(until, Ordering::Relaxed);
+}
+
+/// True while expiry is held (see [`hold_expiry`]).
+#[inline]
+pub fn expiry_held(now: i64) -> bool {
+    let until = EXPIRY_HELD_UNTIL.load(Ordering::Relaxed);
+    until != 0 && now < until
+}
 
 /// Values larger than this (bytes on the heap) are freed by the background tick, not inline.
 pub const LAZYFREE_THRESHOLD: usize = 64 * 1024;
@@ -874,10 +892,14 @@ impl Db {
         Some(e)
     }
 
-    /// Removes `key` if its TTL has passed (an `Expired` event). Returns true if it was removed.
+    /// Removes `key` if its TTL has passed (an `Expired` event). Returns true if it was due: the
+    /// caller treats it as absent, even while [`hold_expiry`] keeps it in the table.
     fn expire_if_needed(&mut self, key: &[u8], now: i64) -> bool {
         if !self.dict.get(key).is_some_and(|e| Self::expired(e, now)) {
             return false;
+        }
+        if expiry_held(now) {
+            return true;
         }
         if let Some(e) = self.unlink(key) {
             self.stats.expired_keys += 1;
@@ -900,8 +922,8 @@ impl Db {
 
     /// Looks a key up for reading: expires it if due, touches its LRU clock, counts a hit or miss.
     pub fn get(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
-        self.expire_if_needed(key, now);
-        match self.dict.get_mut(key) {
+        let due = self.expire_if_needed(key, now);
+        match self.dict.get_mut(key).filter(|_| !due) {
             Some(e) => {
                 self.stats.hits += 1;
                 self.access.touch(e, now, &mut self.rng);
@@ -919,8 +941,8 @@ impl Db {
     /// Looks a key up for reading without recording the access (EXISTS, TYPE, TTL, OBJECT): expires
     /// it if due and counts a hit or miss, as Redis's LOOKUP_NOTOUCH does.
     pub fn get_untouched(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
-        self.expire_if_needed(key, now);
-        match self.dict.get(key) {
+        let due = self.expire_if_needed(key, now);
+        match self.dict.get(key).filter(|_| !due) {
             Some(e) => {
                 self.stats.hits += 1;
                 Some(e)
@@ -936,8 +958,8 @@ impl Db {
 
     /// Looks a key up without touching anything but expiry (OBJECT, TYPE-like introspection).
     pub fn peek(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
-        self.expire_if_needed(key, now);
-        self.dict.get(key)
+        let due = self.expire_if_needed(key, now);
+        self.dict.get(key).filter(|_| !due)
     }
 
     /// True if the key exists (and is not expired).
@@ -948,7 +970,9 @@ impl Db {
     /// Looks a key up for an in-place change: expires it if due and touches its clock (no hit/miss
     /// accounting, as Redis's lookupKeyWrite). The guard emits `Written` if it changes anything.
     pub fn modify(&mut self, key: &[u8], now: i64) -> Option<EntryMut<'_>> {
-        self.expire_if_needed(key, now);
+        if self.expire_if_needed(key, now) {
+            return None;
+        }
         let entry = self.dict.get_mut(key)?;
         self.access.touch(entry, now, &mut self.rng);
         Some(EntryMut {

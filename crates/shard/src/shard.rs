@@ -190,8 +190,9 @@ impl Shard {
     pub fn cron(&mut self, now: i64) -> bool {
         let mut more = false;
         let mut free_budget = LAZYFREE_PER_TICK;
+        let expire = self.active_expire && !crate::db::expiry_held(now);
         for db in &mut self.dbs {
-            if self.active_expire {
+            if expire {
                 more |= db.active_expire(now, ACTIVE_EXPIRE_BUDGET).0 >= ACTIVE_EXPIRE_BUDGET;
             }
             more |= db.compact_hints(COMPACT_HINTS_PER_TICK);
