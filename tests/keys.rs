@@ -940,3 +940,91 @@ fn keys_over_200k_keys_is_exact_while_other_clients_are_served() {
     assert_eq!((keys.len(), set.len()), (200_000, 200_000));
     assert!((0..200_000).all(|i| set.contains(format!("key:{i}").as_bytes())));
 }
+
+/// DEBUG DIGEST and DIGEST-VALUE give redis-server's hex strings for the same data: every type and
+/// encoding (listpack and hashtable hashes, intset/listpack/hashtable sets, listpack and skiplist
+/// zsets, compressed quicklists), TTLs, several databases, keys spread over 4 threads.
+#[test]
+fn debug_digest_matches_redis() {
+    let mut d = Diff::start(4, &["--enable-debug-command", "yes"]);
+    d.run(&["DEBUG", "DIGEST"]);
+    d.run(&["DEBUG", "DIGEST-VALUE"]);
+    d.run(&["DEBUG", "DIGEST-VALUE", "missing"]);
+    d.run(&["SET", "s", "hello"]);
+    d.run(&["SET", "i", "-12345"]);
+    d.run(&["SET", "ttl", "x", "EX", "1000"]);
+    d.run(&["APPEND", "raw", &"r".repeat(100)]);
+    d.run(&["RPUSH", "l", "a", "b", "3", "-7"]);
+    d.run(&["SADD", "si", "1", "2", "-3"]);
+    d.run(&["SADD", "sl", "a", "b", "c"]);
+    d.run(&["ZADD", "zl", "1.5", "a", "2", "b", "0.1", "c", "-inf", "d"]);
+    d.run(&["HSET", "hl", "f", "v", "g", "7"]);
+    for i in 0..300 {
+        let n = i.to_string();
+        d.run(&["RPUSH", "big-l", &n, &format!("x{n}")]);
+        d.run(&["SADD", "big-si", &n]);
+        d.run(&["SADD", "big-s", &format!("m{n}")]);
+        d.run(&[
+            "ZADD",
+            "big-z",
+            &format!("{}.25", i * 7 % 11),
+            &format!("m{n}"),
+        ]);
+        d.run(&["HSET", "big-h", &format!("f{n}"), &n]);
+    }
+    d.run(&["CONFIG", "SET", "list-compress-depth", "1"]);
+    d.run(&["CONFIG", "SET", "list-max-listpack-size", "4"]);
+    for i in 0..40 {
+        d.run(&["RPUSH", "cl", &format!("element-{i}-{}", "z".repeat(40))]);
+    }
+    d.run(&["SELECT", "5"]);
+    d.run(&["SET", "s", "hello"]);
+    d.run(&[
+        "DEBUG",
+        "DIGEST-VALUE",
+        "s",
+        "i",
+        "ttl",
+        "raw",
+        "l",
+        "si",
+        "sl",
+        "zl",
+        "hl",
+        "big-l",
+        "big-si",
+        "big-s",
+        "big-z",
+        "big-h",
+        "cl",
+        "missing",
+    ]);
+    d.run(&["SELECT", "0"]);
+    d.run(&[
+        "DEBUG",
+        "DIGEST-VALUE",
+        "s",
+        "i",
+        "ttl",
+        "raw",
+        "l",
+        "si",
+        "sl",
+        "zl",
+        "hl",
+        "big-l",
+        "big-si",
+        "big-s",
+        "big-z",
+        "big-h",
+        "cl",
+        "missing",
+    ]);
+    d.run(&["DEBUG", "DIGEST"]);
+    d.run(&["DEBUG", "DIGEST", "extra"]);
+    // COPY and MOVE keep a value's digest.
+    d.run(&["COPY", "big-z", "copy-z"]);
+    d.run(&["DEBUG", "DIGEST-VALUE", "big-z", "copy-z"]);
+    d.run(&["MOVE", "big-h", "3"]);
+    d.run(&["DEBUG", "DIGEST"]);
+}

@@ -8,6 +8,7 @@
 pub mod args;
 pub mod config;
 pub mod ctx;
+pub mod digest;
 pub mod docs;
 pub mod error;
 pub mod keyed;

@@ -1789,6 +1789,51 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                     .ok_or(CmdError::NoSuchKey)?;
                 cx.out.simple(&text);
             }
+            ("digest-value", _) => {
+                let (db, now) = (cx.session.db, cx.now);
+                let keys = cx.args[2..].to_vec();
+                cx.out.array(keys.len());
+                for key in keys {
+                    let shard = cx.shards().shard_of_key(&key);
+                    let d = cx
+                        .shards()
+                        .call(shard, move |s| {
+                            s.db_mut(db)
+                                .peek(&key, now)
+                                .map_or([0; 20], crate::digest::value_digest)
+                        })
+                        .await;
+                    cx.out.simple(&crate::digest::hex(&d));
+                }
+            }
+            ("digest", 2) => {
+                let now = cx.now;
+                let per_shard = cx
+                    .shards()
+                    .call_all(move |s| {
+                        (0..s.db_count())
+                            .map(|i| {
+                                let mut keys = [0u8; 20];
+                                let mut any = false;
+                                for e in s.db(i).iter(now) {
+                                    any = true;
+                                    crate::digest::xor(&mut keys, &crate::digest::key_digest(e));
+                                }
+                                (any, keys)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .await;
+                let mut dbs = vec![(false, [0u8; 20]); per_shard.first().map_or(0, Vec::len)];
+                for shard in per_shard {
+                    for (acc, (any, keys)) in dbs.iter_mut().zip(shard) {
+                        acc.0 |= any;
+                        acc.1.iter_mut().zip(keys).for_each(|(a, b)| *a ^= b);
+                    }
+                }
+                cx.out
+                    .simple(&crate::digest::hex(&crate::digest::dataset_digest(&dbs)));
+            }
             ("set-active-expire", 3) => {
                 let on = c_atoi(&cx.args[2]) != 0;
                 cx.shards().call_all(move |s| s.active_expire = on).await;
@@ -1825,6 +1870,10 @@ fn debug_help(cx: &mut ConnCtx<'_>) {
         cx.out,
         &cx.args[0],
         &[
+            "DIGEST",
+            "    Output a hex signature representing the current DB content.",
+            "DIGEST-VALUE <key> [<key> ...]",
+            "    Output a hex signature of the values of all the specified keys.",
             "ERROR <string>",
             "    Return a Redis protocol error with <string> as message. Useful for clients",
             "    unit tests to simulate Redis errors.",
