@@ -238,6 +238,9 @@ async fn read_loop(
         let mut parsed_any = false;
         let mut open = true;
         while open {
+            // What CLIENT LIST shows as qbuf while this batch runs: the buffered input including
+            // the commands being executed, as Redis's query buffer is trimmed only afterwards.
+            let buffered = rbuf.len();
             let mut cmds = Vec::new();
             let mut fatal = None;
             let unauthenticated = !is_authenticated(&session, state);
@@ -272,7 +275,7 @@ async fn read_loop(
                 );
                 break 'conn;
             }
-            info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
+            info.qbuf.store(buffered as u64, Ordering::Relaxed);
 
             if !cmds.is_empty() {
                 local.busy.set(true);
@@ -314,6 +317,7 @@ async fn read_loop(
                 info.closing.store(true, Ordering::Relaxed);
                 strata_commands::tracking::disable(&mut session);
             }
+            info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
             let replied = reply(&mut out, fd, info, local).await;
             // Invalidations of this client's own writes follow the replies (see tracking).
             if let Some(t) = &session.tracking {
