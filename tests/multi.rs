@@ -301,3 +301,43 @@ fn a_watch_based_counter_loses_no_increment() {
         .map(|b| String::from_utf8_lossy(b).parse::<i64>().expect("a number"));
     assert_eq!(total, Some(clients * per_client));
 }
+
+/// INFO commandstats counts EXEC itself besides the commands it ran (an aborted or misplaced EXEC
+/// as failed), as Redis does.
+#[test]
+fn exec_is_counted_in_commandstats() {
+    let mut d = Diff::with_threads(4);
+    d.run(&["CONFIG", "RESETSTAT"]);
+    for cmd in [
+        &["MULTI"][..],
+        &["SET", "foo{t}", "bar"],
+        &["GEOADD", "g{t}", "0", "0", "m"],
+        &["EXPIRE", "g{t}", "0"],
+        &["EXEC"],
+        &["MULTI"],
+        &["SET", "a"],
+        &["EXEC"],
+        &["EXEC"],
+        &["MULTI"],
+        &["INCR", "foo{t}"],
+        &["EXEC"],
+    ] {
+        d.run(cmd);
+    }
+    let stats = |c: &mut crate::harness::Conn| -> Vec<String> {
+        let info = String::from_utf8_lossy(&c.call(&["INFO", "commandstats"])).into_owned();
+        let mut lines: Vec<String> = info
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_") && !l.contains("config|"))
+            .map(|l| {
+                // Drop the timings: keep the name and the three counters.
+                let (name, rest) = l.split_once(':').unwrap();
+                let counters: Vec<&str> = rest.split(',').filter(|f| f.contains("calls")).collect();
+                format!("{name}:{}", counters.join(","))
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(stats(&mut d.strata), stats(&mut d.redis));
+}

@@ -549,7 +549,7 @@ enum Route {
     /// keys, or None when they span shards (a keyed command, run by the coordinator).
     Block(Resolved, Vec<Bytes>, Run, Option<usize>),
     /// EXEC: runs the queued transaction.
-    Exec,
+    Exec(Resolved),
 }
 
 struct Pending {
@@ -693,9 +693,14 @@ impl Batch<'_> {
                     self.run_keys(&cmd, &args, f, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Exec => {
+                Route::Exec(cmd) => {
                     self.flush(&mut pending, &mut done).await;
+                    let began = now_us();
                     self.run_exec(&mut local).await;
+                    // EXEC itself is counted (INFO commandstats) besides its commands; an
+                    // aborted transaction (EXECABORT, a WATCHed key changed) counts as failed
+                    // when its reply is an error.
+                    record(&cmd, began, local.buf.get(start) == Some(&b'-'));
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Block(cmd, args, run, shard) => {
@@ -1112,7 +1117,7 @@ impl Batch<'_> {
             Handler::Container => {
                 Route::Reject(format!("ERR unknown subcommand for '{}'", cmd.name))
             }
-            Handler::Exec => Route::Exec,
+            Handler::Exec => Route::Exec(cmd),
         }
     }
 
