@@ -132,7 +132,8 @@ fn run_conn(o: &Opts, index: usize, start: Instant) -> std::io::Result<Vec<u32>>
     let offset = interval.mul_f64(index as f64 / o.conns as f64);
     let total = (o.seconds * o.rate / o.conns as f64).ceil() as u64;
     let value = vec![b'x'; o.data_size];
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93));
+    let mut rng =
+        Rng(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93));
     let (mut buf, mut line) = (Vec::new(), Vec::new());
     let mut lat = Vec::with_capacity(total as usize);
     for i in 0..total {
