@@ -998,6 +998,11 @@ fn command_list_count_and_getkeys() {
         &["COMMAND", "GETKEYSANDFLAGS", "object"],
         &["COMMAND", "GETKEYSANDFLAGS", "nosuch", "k"],
         &["COMMAND", "GETKEYSANDFLAGS", "get|x", "k"],
+        // A range that resolves to nothing is an error (Redis has no getkeys_proc for these).
+        &["COMMAND", "GETKEYS", "pfmerge", "dest"],
+        &["COMMAND", "GETKEYSANDFLAGS", "pfmerge", "dest"],
+        &["COMMAND", "GETKEYS", "pfmerge", "dest", "a", "b"],
+        &["COMMAND", "GETKEYS", "bitop", "and", "dest"],
         &["COMMAND", "GETKEYSANDFLAGS", "get"],
         &["COMMAND", "GETKEYSANDFLAGS", "get", "a", "b"],
         &["COMMAND", "GETKEYSANDFLAGS", "del"],

@@ -91,7 +91,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "O(N) to merge N HyperLogLogs, but with high constant times.",
         Handler::Keys(pfmerge))
         .with_args(PFMERGE_ARGS)
-        .with_getkeys(pfmerge_keys),
+        .with_routing_keys(pfmerge_keys),
     cmd("pfdebug", 3, Flags::WRITE.or(Flags::DENYOOM).or(Flags::ADMIN), PFDEBUG_KEYS,
         "Internal commands for debugging HyperLogLog values", "2.8.9",
         "N/A",
@@ -104,9 +104,9 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 /// PFMERGE's keys when positions cannot tell them: `PFMERGE dest` alone leaves the sources' range
-/// empty, which Redis's key specs treat as unresolvable (COMMAND GETKEYS fails). Strata must still
-/// route the command to the shard owning `dest`, so the destination is reported here. (The one
-/// visible difference: COMMAND GETKEYS PFMERGE dest answers the key where Redis answers an error.)
+/// empty, which Redis's key specs treat as unresolvable (COMMAND GETKEYS fails, and still does
+/// here: this finder is for routing only). Strata must still route the command to the shard owning
+/// `dest`, so the destination is reported here.
 fn pfmerge_keys(args: &[Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
     found(1, KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::INSERT));
     for i in 2..args.len() {

@@ -741,9 +741,11 @@ fn command_getkeys(cx: &mut ConnCtx<'_>) -> CmdResult {
         ));
     }
     let mut keys: Vec<(usize, KeyFlags)> = Vec::new();
-    cmd.spec
-        .key_specs()
-        .each(line, with_flags, |i, f| keys.push((i, f)));
+    let mut specs = cmd.spec.key_specs();
+    if cmd.spec.getkeys_routing_only {
+        specs.getkeys = None;
+    }
+    specs.each(line, with_flags, |i, f| keys.push((i, f)));
     if keys.is_empty() && !cmd.spec.flags.has(Flags::NO_MANDATORY_KEYS) {
         return Err(CmdError::msg("ERR Invalid arguments specified for command"));
     }

@@ -296,6 +296,10 @@ pub struct CommandSpec {
     /// The command's own key finder, for specs positions cannot resolve (unknown, incomplete) or
     /// whose flags vary with the arguments (Redis's `getkeys_proc`).
     pub getkeys: Option<GetKeys>,
+    /// `getkeys` exists only so that Strata can route a line Redis's key specs leave unresolved
+    /// (Redis has no getkeys_proc for the command): COMMAND GETKEYS ignores it and fails as Redis
+    /// does.
+    pub getkeys_routing_only: bool,
     /// Documentation group: "string", "generic", "connection", "server".
     pub group: &'static str,
     pub summary: &'static str,
@@ -348,6 +352,7 @@ impl CommandSpec {
             flags,
             keys,
             getkeys: None,
+            getkeys_routing_only: false,
             group,
             summary,
             since,
@@ -393,6 +398,16 @@ impl CommandSpec {
     pub const fn with_getkeys(self, getkeys: GetKeys) -> CommandSpec {
         CommandSpec {
             getkeys: Some(getkeys),
+            ..self
+        }
+    }
+
+    /// The same spec with a key finder used for routing only (see
+    /// [`CommandSpec::getkeys_routing_only`]).
+    pub const fn with_routing_keys(self, getkeys: GetKeys) -> CommandSpec {
+        CommandSpec {
+            getkeys: Some(getkeys),
+            getkeys_routing_only: true,
             ..self
         }
     }
