@@ -106,7 +106,7 @@ fn for_each_lock(
 impl ShardCmd {
     fn add_locks(&self, set: &mut LockSet) {
         for_each_lock(self.cmd.spec, &self.args, self.db, |db, key, mode| {
-            set.add_key(db, key.clone(), mode)
+            set.add_key(db, key, mode)
         });
     }
 
@@ -1042,7 +1042,7 @@ impl Batch<'_> {
                 }
             }
             for_each_lock(cmd.spec, args, db, |d, key, mode| {
-                plan[set.shard_of_key(key)].1.add_key(d, key.clone(), mode)
+                plan[set.shard_of_key(key)].1.add_key(d, key, mode)
             });
         }
         plan.retain(|(_, locks)| !locks.is_empty());
@@ -1243,7 +1243,7 @@ impl Batch<'_> {
                     plan.len() - 1
                 }
             };
-            plan[i].1.add_key(d, key.clone(), mode);
+            plan[i].1.add_key(d, key, mode);
         });
         if cmd.spec.reads_db.is_some_and(|f| f(args)) {
             for shard in 0..set.len() {
@@ -1529,7 +1529,7 @@ mod tests {
     }
 
     fn key(db: u32, k: &str) -> LockKey {
-        LockKey::Key(db, Bytes::copy_from_slice(k.as_bytes()))
+        LockKey::key(db, k.as_bytes())
     }
 
     #[test]

@@ -46,11 +46,9 @@
 //! point can always be undone.
 
 use std::collections::BTreeSet;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::Bytes;
-use hashbrown::{Equivalent, HashMap};
+use hashbrown::HashMap;
 
 /// A lock context: a multi-shard command, or a transaction across all its commands. Never 0.
 pub type Owner = u64;
@@ -69,45 +67,30 @@ pub fn new_owner() -> Owner {
 const NOBODY: Owner = 0;
 
 /// What a lock protects.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LockKey {
     /// A whole database.
     Db(u32),
-    /// One key of one database.
-    Key(u32, Bytes),
+    /// One key of one database, by its 64-bit [`fingerprint`]. Two keys with the same fingerprint
+    /// share a lock: a false conflict only makes one wait for the other, never breaks exclusion or
+    /// deadlock freedom (a lock set is still taken whole, shards in ascending order), and it makes
+    /// the uncontended path cheap: no key bytes copied, compared or freed, one hash per key.
+    Key(u32, u64),
 }
 
-// Hashed by hand so that `KeyRef` (a borrowed key) hashes identically and lookups need no `Bytes`.
-impl Hash for LockKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        match self {
-            LockKey::Db(db) => {
-                h.write_u8(0);
-                h.write_u32(*db);
-            }
-            LockKey::Key(db, key) => KeyRef { db: *db, key }.hash(h),
-        }
+impl LockKey {
+    /// The item for `key` of `db`.
+    pub fn key(db: u32, key: &[u8]) -> LockKey {
+        LockKey::Key(db, fingerprint(key))
     }
 }
 
-/// A key item looked up without building a [`LockKey`].
-struct KeyRef<'a> {
-    db: u32,
-    key: &'a [u8],
-}
-
-impl Hash for KeyRef<'_> {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u8(1);
-        h.write_u32(self.db);
-        self.key.hash(h);
-    }
-}
-
-impl Equivalent<LockKey> for KeyRef<'_> {
-    fn equivalent(&self, k: &LockKey) -> bool {
-        matches!(k, LockKey::Key(db, key) if *db == self.db && key[..] == *self.key)
-    }
+/// A key's lock fingerprint: the same for the same bytes everywhere in the process.
+pub fn fingerprint(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    const STATE: foldhash::fast::FixedState =
+        foldhash::fast::FixedState::with_seed(0x5eed_1234_abcd_0042);
+    STATE.hash_one(key)
 }
 
 /// How a command uses a key (or, through [`LockSet::add_db`], a whole database).
@@ -189,8 +172,8 @@ impl LockSet {
     }
 
     /// Locks `key` of `db` in `mode`, and `db` in the matching intention mode.
-    pub fn add_key(&mut self, db: u32, key: Bytes, mode: Mode) {
-        self.add(LockKey::Key(db, key), LockMode::of_key(mode));
+    pub fn add_key(&mut self, db: u32, key: &[u8], mode: Mode) {
+        self.add(LockKey::key(db, key), LockMode::of_key(mode));
         self.add(LockKey::Db(db), LockMode::intent(mode));
     }
 
@@ -383,7 +366,10 @@ impl LockTable {
         let allows =
             |item: Option<&Item>, m| item.is_none_or(|i| i.allows(owner, m, reentrant, None));
         allows(self.items.get(&LockKey::Db(db)), LockMode::intent(mode))
-            && allows(self.items.get(&KeyRef { db, key }), LockMode::of_key(mode))
+            && allows(
+                self.items.get(&LockKey::key(db, key)),
+                LockMode::of_key(mode),
+            )
     }
 
     /// The same question for a whole database (`Shared` for reading all of it, `Exclusive` for
@@ -482,7 +468,7 @@ impl LockTable {
             if item.is_unused() {
                 self.items.remove(&key);
             } else {
-                work.push(key);
+                work.push((key, mode));
             }
         }
         if granted {
@@ -526,16 +512,21 @@ impl LockTable {
     /// all. On one item, candidates of mode `m` are the queued requests of that mode before the
     /// first conflicting one (later ones are blocked by rule 2), unless a conflicting hold exists
     /// (then none are), plus the few re-entrant ones.
-    fn grant_waiters(&mut self, mut work: Vec<LockKey>) {
+    ///
+    /// Each changed item comes with the mode that changed on it (a hold of that mode released, or a
+    /// queued request of that mode gone): only waiters of a conflicting mode can have been held up
+    /// by it, so only they are candidates. (Without this, releasing one IX on a database would
+    /// re-examine every request queued there in IX, all of whose other items are unchanged.)
+    fn grant_waiters(&mut self, mut work: Vec<(LockKey, LockMode)>) {
         let mut callbacks = Vec::new();
         let mut candidates = Vec::new();
-        while let Some(key) = work.pop() {
+        while let Some((key, changed)) = work.pop() {
             let Some(item) = self.items.get(&key) else {
                 continue;
             };
             candidates.clear();
             for m in LockMode::ALL {
-                if item.held_conflicts(NOBODY, m) {
+                if !m.conflicts(changed) || item.held_conflicts(NOBODY, m) {
                     continue;
                 }
                 for &id in &item.waiting[m as usize] {
@@ -558,7 +549,7 @@ impl LockTable {
                         state.dequeue(id, *m, req.reentrant);
                     }
                     // Leaving the queue may unblock later requests on this item.
-                    work.push(item.clone());
+                    work.push((item.clone(), *m));
                 }
                 self.hold(&req);
                 callbacks.extend(req.on_grant.take());
@@ -577,8 +568,8 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
-    fn key(k: &str) -> Bytes {
-        Bytes::copy_from_slice(k.as_bytes())
+    fn key(k: &str) -> &[u8] {
+        k.as_bytes()
     }
 
     fn keys(db: u32, ks: &[(&str, Mode)]) -> LockSet {
@@ -655,11 +646,11 @@ mod tests {
         let set = keys(3, &[("a", S), ("a", X), ("b", S)]);
         assert_eq!(set.len(), 3);
         assert_eq!(
-            set.mode_of(&LockKey::Key(3, key("a"))),
+            set.mode_of(&LockKey::key(3, key("a"))),
             Some(LockMode::Exclusive)
         );
         assert_eq!(
-            set.mode_of(&LockKey::Key(3, key("b"))),
+            set.mode_of(&LockKey::key(3, key("b"))),
             Some(LockMode::Shared)
         );
         assert_eq!(
@@ -678,16 +669,16 @@ mod tests {
         for round in 0..2 {
             for i in 0..100_000u32 {
                 let mode = if round == 1 && i % 2 == 0 { X } else { S };
-                set.add_key(0, Bytes::from(i.to_string()), mode);
+                set.add_key(0, i.to_string().as_bytes(), mode);
             }
         }
         assert_eq!(set.len(), 100_001);
         assert_eq!(
-            set.mode_of(&LockKey::Key(0, key("10"))),
+            set.mode_of(&LockKey::key(0, key("10"))),
             Some(LockMode::Exclusive)
         );
         assert_eq!(
-            set.mode_of(&LockKey::Key(0, key("11"))),
+            set.mode_of(&LockKey::key(0, key("11"))),
             Some(LockMode::Shared)
         );
         let mut t = LockTable::default();
@@ -886,8 +877,12 @@ mod tests {
                         0 => set.add_db(next(2) as u32, if next(2) == 0 { S } else { X }),
                         _ => {
                             for _ in 0..1 + next(3) {
-                                let k = Bytes::from(format!("k{}", next(4)));
-                                set.add_key(next(2) as u32, k, if next(2) == 0 { S } else { X });
+                                let k = format!("k{}", next(4));
+                                set.add_key(
+                                    next(2) as u32,
+                                    k.as_bytes(),
+                                    if next(2) == 0 { S } else { X },
+                                );
                             }
                         }
                     }

@@ -91,7 +91,7 @@ impl ShardSet {
     ) -> MultiLock {
         let mut per: Vec<LockSet> = (0..self.len()).map(|_| LockSet::new()).collect();
         for (k, m) in keys {
-            per[self.shard_of_key(&k)].add_key(db, k, m);
+            per[self.shard_of_key(&k)].add_key(db, &k, m);
         }
         let plan = per
             .into_iter()

@@ -10,8 +10,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::db::{Db, FreeWait};
 use crate::locks::{LockId, LockSet, LockTable, Mode, Owner};
 use crate::park::Parked;
@@ -152,7 +150,7 @@ impl Shard {
             while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
                 if p.single_shard() && !self.reserved.contains_key(&p.owner()) {
                     let mut set = LockSet::new();
-                    set.add_key(db as u32, Bytes::from(key), Mode::Exclusive);
+                    set.add_key(db as u32, &key, Mode::Exclusive);
                     if self.locks.may_run_set(Some(p.owner()), &set) {
                         let (id, _) = self.locks.acquire(p.owner(), set, Box::new(|| {}));
                         self.reserved.insert(p.owner(), id);
@@ -277,6 +275,7 @@ impl ThreadStats {
 mod tests {
     use super::*;
     use crate::locks::new_owner;
+    use bytes::Bytes;
     use futures_util::FutureExt;
     use strata_core::Value;
 
