@@ -429,7 +429,7 @@ impl LockTable {
             return (id, Grant::Now);
         }
         for (item, m) in &request.items {
-            let state = self.items.entry(item.clone()).or_default();
+            let state = self.items.entry(*item).or_default();
             if reentrant {
                 state.reentrant.push((id, *m));
             } else {
@@ -484,10 +484,7 @@ impl LockTable {
 
     fn hold(&mut self, req: &Request) {
         for (item, m) in &req.items {
-            self.items
-                .entry(item.clone())
-                .or_default()
-                .hold(req.owner, *m);
+            self.items.entry(*item).or_default().hold(req.owner, *m);
         }
         *self.grants.entry(req.owner).or_default() += 1;
     }
@@ -549,7 +546,7 @@ impl LockTable {
                         state.dequeue(id, *m, req.reentrant);
                     }
                     // Leaving the queue may unblock later requests on this item.
-                    work.push((item.clone(), *m));
+                    work.push((*item, *m));
                 }
                 self.hold(&req);
                 callbacks.extend(req.on_grant.take());
