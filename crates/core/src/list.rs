@@ -658,10 +658,10 @@ impl List {
                 if n.buf.capacity() - n.buf.len() < enc.len() {
                     // Grow by an eighth at least, so a node filled one push at a time is
                     // reallocated O(log) times rather than at every push, with no more slack
-                    // than the allocator's own size classes leave.
-                    let extra = Self::reserve_for(n.buf.len() + enc.len(), ahead)
-                        .max(n.buf.len() / 8)
-                        .max(8);
+                    // than the allocator's own size classes leave (tiny nodes still grow
+                    // exactly, keeping small lists as compact as before).
+                    let extra =
+                        Self::reserve_for(n.buf.len() + enc.len(), ahead).max(n.buf.len() / 8);
                     n.buf.reserve_exact(enc.len() + extra);
                 }
                 splice(&mut n.buf, at, at, enc);
