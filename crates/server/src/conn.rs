@@ -308,7 +308,10 @@ async fn read_loop(
                 out.error(&e.0);
                 session.close_after_reply = true;
             }
-            if !out.is_empty() {
+            // Not for a client that others push to (subscriber, monitor): a message pushed while
+            // the reply waits would overtake it (a message before its SUBSCRIBE's confirmation).
+            // A tracking client's own invalidations are held until its reply is queued anyway.
+            if !out.is_empty() && session.pubsub.total() == 0 && !session.monitor {
                 round_end().await;
             }
             let replied = reply(&mut out, fd, info, local).await;
