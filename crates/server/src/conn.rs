@@ -1,6 +1,7 @@
 //! One client connection, served by two tasks on the thread that accepted it (it never moves):
 //!
-//! * the **reader** reads → parses a batch → dispatches → replies, until the client goes away;
+//! * the **reader** reads → parses a batch → dispatches → replies (once the thread's other ready
+//!   connections have run theirs, see `round_end`), until the client goes away;
 //! * the **writer** drains the client's outbox ([`ClientInfo`]'s push path): messages other threads
 //!   pushed, and the part of a reply the socket did not take at once. It also closes the client when
 //!   told to (CLIENT KILL, SHUTDOWN, an output-buffer limit, the idle `timeout`).
