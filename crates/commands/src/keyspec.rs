@@ -364,6 +364,23 @@ impl Keys<'_> {
             .filter(|s| !s.flags.has(KeyFlags::NOT_KEY))
     }
 
+    /// The key of a command whose only spec is one fixed position (most commands: GET, LPUSH,
+    /// ZPOPMIN...), when `args` reaches it: what [`KeySpec::span`] finds, without its general walk
+    /// (this runs for every command, several times).
+    fn fixed(&self, args: &[Bytes]) -> Option<(usize, KeyFlags)> {
+        let [s] = self.specs else { return None };
+        match (s.begin_search, s.find_keys) {
+            (BeginSearch::Index(i), FindKeys::Range { lastkey: 0, .. })
+                if (i as usize) < args.len()
+                    && !s.flags.has(KeyFlags::NOT_KEY)
+                    && !s.flags.has(KeyFlags::INCOMPLETE) =>
+            {
+                Some((i as usize, s.flags))
+            }
+            _ => None,
+        }
+    }
+
     /// True when positions alone find this line's keys: there are key specs and each resolves.
     fn positional(&self, args: &[Bytes]) -> bool {
         self.keyed().next().is_some() && self.keyed().all(|s| s.span(args).is_ok())
@@ -378,6 +395,12 @@ impl Keys<'_> {
         exact_flags: bool,
         mut f: impl FnMut(usize, KeyFlags),
     ) -> usize {
+        if let Some((i, flags)) = self.fixed(args) {
+            if !(exact_flags && flags.has(KeyFlags::VARIABLE_FLAGS) && self.getkeys.is_some()) {
+                f(i, flags);
+                return 1;
+            }
+        }
         let variable = self.keyed().any(|s| s.flags.has(KeyFlags::VARIABLE_FLAGS));
         let mut n = 0;
         if self.positional(args) && !(exact_flags && variable && self.getkeys.is_some()) {
@@ -400,6 +423,9 @@ impl Keys<'_> {
 
     /// The index of the first key of `args`, if any.
     pub fn first(&self, args: &[Bytes]) -> Option<usize> {
+        if let Some((i, _)) = self.fixed(args) {
+            return Some(i);
+        }
         if self.positional(args) {
             return self
                 .keyed()

@@ -525,6 +525,23 @@ pub fn op_pop(
     )
 }
 
+/// LPOP/RPOP without a count: the element at `end` (None if the key is absent), deleting the key
+/// once empty.
+pub fn op_pop_one(
+    db: &mut Db,
+    key: &[u8],
+    end: End,
+    now: i64,
+) -> Result<Option<Vec<u8>>, CmdError> {
+    let pop = |l: &mut List| l.pop(end);
+    Ok(
+        match write_list(db, key, now, pop, |_| Some(pop_event(end)))? {
+            Found::Done(v) => v,
+            Found::Missing => None,
+        },
+    )
+}
+
 /// LMOVE with the same source and destination: moves one element from `from` to `to` in place
 /// (None if the key is absent).
 pub fn op_rotate(
@@ -647,8 +664,8 @@ fn pop_cmd(cx: &mut ShardCtx<'_>, end: End) -> CmdResult {
     let key = &cx.args[1];
     let db = cx.shard.db_mut(cx.db);
     match count {
-        None => match op_pop(db, key, end, 1, now)? {
-            Some(v) => cx.out.bulk(&v[0]),
+        None => match op_pop_one(db, key, end, now)? {
+            Some(v) => cx.out.bulk(&v),
             None => cx.out.null(),
         },
         Some(0) => match op_check_list(db, key, now)? {

@@ -277,6 +277,14 @@ fn prev_start(buf: &[u8], end: usize) -> usize {
 /// Replaces `buf[range]` with the encoded element, moving the bytes after it.
 fn splice(buf: &mut Vec<u8>, start: usize, end: usize, enc: &Enc<'_>) {
     let (new, old, len) = (enc.len(), end - start, buf.len());
+    if start == len {
+        // Appending (RPUSH): nothing to move, and no zero-fill of the new bytes.
+        buf.reserve_exact(new);
+        buf.extend_from_slice(&enc.head[..enc.head_len]);
+        buf.extend_from_slice(enc.payload);
+        buf.extend_from_slice(&enc.back[..enc.back_len]);
+        return;
+    }
     if new > old {
         let grow = new - old;
         // Exact growth: the allocator rounds to its size class and grows in place within it, so a
@@ -598,18 +606,23 @@ impl List {
 
     /// Adds `v` at `end`.
     pub fn push(&mut self, end: End, v: &[u8]) {
-        self.push_ahead(end, v, 0)
+        self.push_ahead(end, v, &Enc::new(v), 0)
     }
 
     /// Adds every element of `elems` at `end`, one after the other (so pushing a, b, c on the
     /// left leaves c first). The nodes being filled are sized for what is still to come, so a
     /// long push does not reallocate a node at every element.
     pub fn push_all<V: AsRef<[u8]>>(&mut self, end: End, elems: &[V]) {
+        if let [v] = elems {
+            // One element (the common LPUSH/RPUSH): nothing is still to come.
+            return self.push(end, v.as_ref());
+        }
         let mut ahead: usize = elems.iter().map(|v| Enc::new(v.as_ref()).len()).sum();
         for v in elems {
             let v = v.as_ref();
-            ahead -= Enc::new(v).len();
-            self.push_ahead(end, v, ahead);
+            let enc = Enc::new(v);
+            ahead -= enc.len();
+            self.push_ahead(end, v, &enc, ahead);
         }
     }
 
@@ -624,9 +637,9 @@ impl List {
         ahead.min(SIZE_CLASSES[class].saturating_sub(len))
     }
 
-    /// [`List::push`], with `ahead` bytes of elements still to be pushed after this one.
-    fn push_ahead(&mut self, end: End, v: &[u8], ahead: usize) {
-        let enc = Enc::new(v);
+    /// [`List::push`] of `v` encoded as `enc`, with `ahead` bytes of elements still to be pushed
+    /// after this one.
+    fn push_ahead(&mut self, end: End, v: &[u8], enc: &Enc<'_>, ahead: usize) {
         let large = is_large(v);
         self.len += 1;
         let (i, room) = match (end, self.nodes.front(), self.nodes.back()) {
@@ -643,10 +656,15 @@ impl List {
             self.edit(i, |n| {
                 let at = if end == End::Left { 0 } else { n.buf.len() };
                 if n.buf.capacity() - n.buf.len() < enc.len() {
-                    let extra = Self::reserve_for(n.buf.len() + enc.len(), ahead);
+                    // Grow by an eighth at least, so a node filled one push at a time is
+                    // reallocated O(log) times rather than at every push, with no more slack
+                    // than the allocator's own size classes leave (tiny nodes still grow
+                    // exactly, keeping small lists as compact as before).
+                    let extra =
+                        Self::reserve_for(n.buf.len() + enc.len(), ahead).max(n.buf.len() / 8);
                     n.buf.reserve_exact(enc.len() + extra);
                 }
-                splice(&mut n.buf, at, at, &enc);
+                splice(&mut n.buf, at, at, enc);
                 n.count += 1;
             });
         } else {
@@ -660,7 +678,7 @@ impl List {
             } else {
                 Self::reserve_for(enc.len(), ahead)
             };
-            self.insert_node(at, &enc, large, extra);
+            self.insert_node(at, enc, large, extra);
         }
         self.settle(0..0);
     }

@@ -801,16 +801,19 @@ impl Skip {
         let score = self.nodes[x].score;
         let member: &[u8] = &self.nodes[x].member;
         let mut update = [NIL; MAX_LEVEL];
-        let mut cur = NIL;
-        for i in (0..self.level).rev() {
-            loop {
-                let nx = self.next(cur, i);
-                if nx == NIL || nx == x || !self.before(nx, score, member) {
-                    break;
+        // The first node (ZPOPMIN) has the header before it on every level: no search.
+        if self.nodes[NIL].next0 as usize != x {
+            let mut cur = NIL;
+            for i in (0..self.level).rev() {
+                loop {
+                    let nx = self.next(cur, i);
+                    if nx == NIL || nx == x || !self.before(nx, score, member) {
+                        break;
+                    }
+                    cur = nx;
                 }
-                cur = nx;
+                update[i] = cur;
             }
-            update[i] = cur;
         }
         for (i, &u) in update.iter().enumerate().take(self.level) {
             if self.next(u, i) == x {
@@ -944,6 +947,10 @@ impl Skip {
     fn select(&self, rank: usize) -> Option<usize> {
         if rank >= self.len {
             return None;
+        }
+        if rank == 0 {
+            // The first node (ZPOPMIN, ZRANGE 0 ..): no walk.
+            return Some(self.nodes[NIL].next0 as usize);
         }
         let target = rank + 1;
         let mut cur = NIL;

@@ -290,6 +290,20 @@ impl G17 {
     /// `%g`: the 17 significant digits of `%.16e`, written in fixed notation when the exponent is in
     /// -4..17 and in exponent notation otherwise, trailing fraction zeros removed.
     fn finite(&mut self, v: f64) {
+        // Fast path for the common integral score: an integer below 1e17 has at most 17 digits,
+        // so `%.17g` prints it exactly, in fixed notation, with no fraction (`-0` keeps its sign).
+        if v == v.trunc() && v.abs() < 1e17 {
+            if v.is_sign_negative() {
+                self.extend(b"-");
+            }
+            self.extend(Decimal::unsigned(v.abs() as u64).as_bytes());
+        } else {
+            self.digits17(v);
+        }
+    }
+
+    /// `%.17g` from the digits of `%.16e` (any finite value).
+    fn digits17(&mut self, v: f64) {
         let mut sci = Self {
             bytes: [0; 32],
             len: 0,
@@ -476,6 +490,8 @@ mod tests {
             (1e16, "10000000000000000"),
             (1e17, "1e+17"),
             (12345678901234567.0, "12345678901234568"),
+            (99999999999999984.0, "99999999999999984"),
+            (-43320.0, "-43320"),
             (1e100, "1e+100"),
             (-1e-100, "-1e-100"),
             (5e-324, "4.9406564584124654e-324"),
@@ -497,6 +513,34 @@ mod tests {
                 ),
                 "{v:e}"
             );
+        }
+    }
+
+    #[test]
+    fn integral_doubles_take_the_fast_path_with_the_same_text() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut values = vec![
+            0.0,
+            -0.0,
+            9007199254740992.0,
+            99999999999999984.0,
+            -99999999999999984.0,
+        ];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = (x >> (x % 64)) as i64 as f64;
+            values.push(v);
+            values.push(-v);
+        }
+        for v in values {
+            let mut slow = G17 {
+                bytes: [0; 32],
+                len: 0,
+            };
+            slow.digits17(v);
+            assert_eq!(G17::new(v).as_bytes(), slow.as_bytes(), "{v:e}");
         }
     }
 

@@ -895,7 +895,8 @@ impl Db {
     /// Removes `key` if its TTL has passed (an `Expired` event). Returns true if it was due: the
     /// caller treats it as absent, even while [`hold_expiry`] keeps it in the table.
     fn expire_if_needed(&mut self, key: &[u8], now: i64) -> bool {
-        if !self.dict.get(key).is_some_and(|e| Self::expired(e, now)) {
+        // No key has a TTL (the usual case): skip the lookup.
+        if self.volatile == 0 || !self.dict.get(key).is_some_and(|e| Self::expired(e, now)) {
             return false;
         }
         if expiry_held(now) {
