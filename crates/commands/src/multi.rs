@@ -69,12 +69,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd("unwatch", 1, TXN, &[], "Forget about all watched keys", "2.2.0", "O(1)", Handler::Async(unwatch)),
 ];
 
-/// Commands that run at once even inside MULTI (everything else is queued).
-pub fn runs_inside_multi(name: &str) -> bool {
-    matches!(
-        name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    )
+/// Commands that run at once even inside MULTI (everything else is queued), by their name
+/// (`args[0]`, any case).
+pub fn runs_inside_multi(args: &[Bytes]) -> bool {
+    args.first().is_some_and(|name| {
+        ["exec", "discard", "multi", "watch", "quit", "reset"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    })
 }
 
 /// MULTI

@@ -282,7 +282,6 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
-                    atomic: false,
                 }
                 .run(cmds)
                 .await;
@@ -298,7 +297,6 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
-                    atomic: false,
                 }
                 .run(rest)
                 .await;

@@ -36,7 +36,7 @@ use strata_commands::pubsub;
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
     run_shard_handler, table, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
-    KeysHandler, Lookup, Park, ReplyMode, ServerState, Session, ShardCtx,
+    KeysHandler, Lookup, Park, Queued, ReplyMode, ServerState, Session, ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{
@@ -68,6 +68,8 @@ pub struct ShardCmd {
     client: u64,
     /// Remember its keys for the client's CLIENT TRACKING (a read command of a tracking client).
     track: bool,
+    /// Index of its first key argument (0: it has none), for prefetching.
+    key: usize,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -130,10 +132,7 @@ impl ShardCmd {
     }
 
     fn first_key(&self) -> Option<&[u8]> {
-        self.cmd
-            .spec
-            .first_key(&self.args)
-            .map(|i| &self.args[i][..])
+        (self.key > 0).then(|| &self.args[self.key][..])
     }
 
     /// Runs the command on `shard`, appending its reply to `out` and counting it. Returns what a
@@ -222,7 +221,7 @@ impl ShardCmd {
                 // Served (or failed): leave every queue now, so the next in line gets its turn in
                 // this same shard turn.
                 p.finish();
-                if let Some((db, keys)) = p.parked_at() {
+                if let Some((db, keys)) = p.withdraw() {
                     for key in &keys {
                         shard.unpark(db, key, p);
                     }
@@ -399,7 +398,7 @@ async fn run_locked_here(
     release: bool,
 ) -> (LockId, ShardReplies) {
     if release {
-        if let Some(r) = with_shard(|s| run_if_free(s, cmds)) {
+        if let Some(r) = with_shard(|s| run_if_free(s, cmds, owner)) {
             return (0, r);
         }
     }
@@ -407,10 +406,11 @@ async fn run_locked_here(
     (id, with_shard(|s| run_part(s, cmds, id, release)))
 }
 
-/// Runs all of `cmds` at once if no other command holds or awaits any of their keys (then taking
-/// and releasing their locks would change nothing); None if one does.
-fn run_if_free(s: &mut Shard, cmds: &[ShardCmd]) -> Option<ShardReplies> {
-    if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, None)) {
+/// Runs all of `cmds` at once if, for `owner`, no other command holds or awaits any of their keys
+/// (then taking and releasing their locks would change nothing: `owner`'s request would be granted
+/// at once); None if one does. `owner` may hold locks here: a woken parked command's reservation.
+fn run_if_free(s: &mut Shard, cmds: &[ShardCmd], owner: Owner) -> Option<ShardReplies> {
+    if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, Some(owner))) {
         return None;
     }
     let mut p = Progress::default();
@@ -433,7 +433,7 @@ async fn run_locked_on(
         shard,
         Box::new(move || {
             if release {
-                if let Some(r) = with_shard(|s| run_if_free(s, &cmds)) {
+                if let Some(r) = with_shard(|s| run_if_free(s, &cmds, owner)) {
                     shards.reply(origin, tx, (0, r));
                     return;
                 }
@@ -528,6 +528,43 @@ impl Held<'_> {
     }
 }
 
+/// Where a command's keys live.
+struct Placement {
+    /// The shard owning all its keys (`Some(None)`: it has no key), None if they span shards.
+    shard: Option<Option<usize>>,
+    /// Index of its first key argument (0: none).
+    key: usize,
+    /// Number of key arguments.
+    n: usize,
+}
+
+impl Placement {
+    fn of(set: &ShardSet, spec: &CommandSpec, args: &[Bytes]) -> Placement {
+        let mut shard = None;
+        let mut same = true;
+        let (mut key, mut n) = (0, 0);
+        spec.for_each_key(args, |i, _| {
+            let s = set.shard_of_key(&args[i]);
+            if n == 0 {
+                key = i;
+            }
+            n += 1;
+            same &= *shard.get_or_insert(s) == s;
+        });
+        Placement {
+            shard: same.then_some(shard),
+            key,
+            n,
+        }
+    }
+
+    /// For a keyed command (`Handler::Keys`) whose keys live on one shard: whether it runs there as
+    /// one message (not too many keys, and no keys named at run time that may live anywhere).
+    fn one_message(&self, set: &ShardSet, spec: &CommandSpec, args: &[Bytes]) -> bool {
+        self.n <= SLICE && (set.len() == 1 || !spec.reads_db.is_some_and(|f| f(args)))
+    }
+}
+
 /// Where one command's reply is.
 enum Slot {
     /// Bytes `start..end` of the batch's local reply buffer.
@@ -562,9 +599,6 @@ pub struct Batch<'a> {
     pub state: &'a Arc<ServerState>,
     pub session: &'a mut Session,
     pub out: &'a mut ReplyBuf,
-    /// The batch is a transaction's body (EXEC without locks taken up front): each shard's part
-    /// runs all at once or waits whole for its keys, so nothing interleaves with it.
-    pub atomic: bool,
 }
 
 impl Batch<'_> {
@@ -587,7 +621,7 @@ impl Batch<'_> {
             if self.session.close_after_reply {
                 break;
             }
-            if self.session.txn_owner.is_none() && !self.atomic && self.state.pause.maybe_paused() {
+            if self.session.txn_owner.is_none() && self.state.pause.maybe_paused() {
                 if let Some(write) = self.paused(&args) {
                     if !slots.is_empty() {
                         // Answer what came before first: the connection writes those replies,
@@ -603,7 +637,7 @@ impl Batch<'_> {
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
             let start = local.buf.len();
-            if self.session.multi.is_some() && !multi::runs_inside_multi(&name_of(&args)) {
+            if self.session.multi.is_some() && !multi::runs_inside_multi(&args) {
                 match self.queue(args) {
                     Ok(()) => local.simple("QUEUED"),
                     Err(msg) => {
@@ -756,12 +790,24 @@ impl Batch<'_> {
     /// its sub-batch runs in one go. Several: one lock context, parts in ascending shard order (see
     /// the module docs).
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
+        self.flush_parts(pending, done, false).await
+    }
+
+    /// [`flush`](Self::flush); with `atomic` (a transaction's body run without locks taken up
+    /// front), each shard's part runs all at once or waits whole for its keys, so nothing
+    /// interleaves with it.
+    async fn flush_parts(
+        &self,
+        pending: &mut Vec<Pending>,
+        done: &mut Vec<ShardReplies>,
+        atomic: bool,
+    ) {
         let set = &self.state.shards;
         let me = current_shard_id();
         let txn = self.session.txn_owner;
         if pending.len() <= 1 {
             if let Some(p) = pending.pop() {
-                let replies = if self.atomic {
+                let replies = if atomic {
                     self.run_whole(p).await
                 } else if Some(p.shard) == me {
                     Progress::default().finish_free(set, &p.cmds, txn).await
@@ -789,7 +835,7 @@ impl Batch<'_> {
             // allows (it only forbids acquiring after a release), without touching the lock table
             // when its keys are free.
             if k + 1 == order.len() {
-                results[i] = Some(if self.atomic {
+                results[i] = Some(if atomic {
                     self.run_whole(p).await
                 } else if Some(p.shard) == me {
                     Progress::default().finish_free(set, &p.cmds, txn).await
@@ -822,41 +868,36 @@ impl Batch<'_> {
         }
     }
 
-    /// True if EXEC can run `queued` without taking its locks up front: no WATCH to check, and
-    /// every command is a key command of one shard in the current database (no SELECT, nothing
-    /// database-wide, no connection command), so the body is one pipeline flush — one message per
-    /// shard, each part atomic, parts in two-phase locking — with nothing between parts.
-    fn exec_in_one_flush(&self, queued: &[Vec<Bytes>]) -> bool {
+    /// Where EXEC can run each of `queued` without taking its locks up front: the shard owning
+    /// all its keys, and its first key. None if it cannot: a WATCH to check, or a command that is
+    /// not a key command of one shard in the current database (SELECT, anything database-wide, a
+    /// connection command...). The body is then one message per shard, each part run whole, parts
+    /// in two-phase locking, with nothing between parts.
+    fn exec_placement(&self, queued: &[Queued]) -> Option<Vec<(usize, usize)>> {
         if self.session.watch.is_some() {
-            return false;
+            return None;
         }
         let set = &self.state.shards;
-        queued.iter().all(|args| {
-            let Lookup::Found(cmd) = table().resolve(args) else {
-                return false;
-            };
-            if !cmd.spec.flags.has(Flags::NO_AUTH) && !is_authenticated(self.session, self.state) {
-                return false;
+        let authenticated = is_authenticated(self.session, self.state);
+        let mut plan = Vec::with_capacity(queued.len());
+        for q in queued {
+            let (spec, args) = (q.cmd.spec, &q.args[..]);
+            if !authenticated && !spec.flags.has(Flags::NO_AUTH) {
+                return None;
             }
-            let mut first = None;
-            let mut same = true;
-            let mut any = false;
-            cmd.spec.for_each_key(args, |i, _| {
-                any = true;
-                let s = set.shard_of_key(&args[i]);
-                same &= *first.get_or_insert(s) == s;
-            });
-            let few = match cmd.spec.handler {
+            let p = Placement::of(set, spec, args);
+            let shard = p.shard.flatten()?;
+            let one = match spec.handler {
                 Handler::Shard(_) => true,
-                Handler::Keys(_) => {
-                    let mut n = 0;
-                    cmd.spec.for_each_key(args, |_, _| n += 1);
-                    n <= SLICE && (set.len() == 1 || !cmd.spec.reads_db.is_some_and(|f| f(args)))
-                }
+                Handler::Keys(_) => p.one_message(set, spec, args),
                 _ => false,
             };
-            any && same && few && cmd.spec.other_db_key.is_none_or(|o| o(args).is_none())
-        })
+            if !one || spec.other_db_key.is_some_and(|o| o(args).is_some()) {
+                return None;
+            }
+            plan.push((shard, p.key));
+        }
+        Some(plan)
     }
 
     /// CLIENT PAUSE: whether the command must wait now (every command under ALL; under WRITE those
@@ -870,12 +911,10 @@ impl Batch<'_> {
             spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE)
         };
         let write = if matches!(cmd.spec.handler, Handler::Exec) {
-            self.session.multi.as_ref().is_some_and(|q| {
-                q.iter().any(|a| match table().resolve(a) {
-                    Lookup::Found(c) => writes(c.spec),
-                    _ => false,
-                })
-            })
+            self.session
+                .multi
+                .as_ref()
+                .is_some_and(|q| q.iter().any(|q| writes(q.cmd.spec)))
         } else {
             writes(cmd.spec)
         };
@@ -921,7 +960,7 @@ impl Batch<'_> {
             return Err(why.into());
         }
         if let Some(q) = self.session.multi.as_mut() {
-            q.push(args);
+            q.push(Queued { cmd, args });
             self.session
                 .info
                 .multi
@@ -932,7 +971,8 @@ impl Batch<'_> {
 
     /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner
     /// (ascending shard order), checks the watches, runs the queued commands as one pipeline in
-    /// that lock context, and replies with the array of their replies.
+    /// that lock context, and replies with the array of their replies. A transaction of one-shard
+    /// key commands without WATCH skips the up-front locks (see [`Batch::exec_direct`]).
     async fn run_exec(&mut self, out: &mut ReplyBuf) {
         let set = self.state.shards.clone();
         let Some(queued) = self.session.multi.take() else {
@@ -945,24 +985,11 @@ impl Batch<'_> {
             out.error("EXECABORT Transaction discarded because of previous errors.");
             return;
         }
-        let n = queued.len();
-        if self.exec_in_one_flush(&queued) {
-            let mut replies = ReplyBuf::new(self.session.proto);
-            {
-                let mut inner = Batch {
-                    state: self.state,
-                    session: &mut *self.session,
-                    out: &mut replies,
-                    atomic: true,
-                };
-                let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(queued));
-                run.await;
-            }
-            out.proto = self.session.proto;
-            out.array(n);
-            out.buf.extend_from_slice(&replies.buf);
+        if let Some(plan) = self.exec_placement(&queued) {
+            self.exec_direct(queued, plan, out).await;
             return;
         }
+        let n = queued.len();
         let owner = new_owner();
         let lock = set.lock_plan(owner, self.txn_plan(&queued)).await;
         if multi::watch_broken(self.session, &set, now_ms()).await {
@@ -979,9 +1006,9 @@ impl Batch<'_> {
                 state: self.state,
                 session: &mut *self.session,
                 out: &mut replies,
-                atomic: false,
             };
-            let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(queued));
+            let body = queued.into_iter().map(|q| q.args).collect();
+            let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(body));
             run.await;
         }
         self.session.txn_owner = None;
@@ -991,10 +1018,95 @@ impl Batch<'_> {
         out.buf.extend_from_slice(&replies.buf);
     }
 
+    /// Runs a transaction body of one-shard key commands (`plan`: each one's shard and first key)
+    /// without taking locks up front, as one pipeline flush in atomic mode: one message per shard,
+    /// each shard's part run whole (at once when no other command holds its keys, else after
+    /// taking all of them), parts in ascending shard order holding their locks until the last has
+    /// run. When all live on this thread's shard and their keys are free, the body runs in place,
+    /// its replies written straight into EXEC's.
+    async fn exec_direct(
+        &mut self,
+        queued: Vec<Queued>,
+        plan: Vec<(usize, usize)>,
+        out: &mut ReplyBuf,
+    ) {
+        let n = queued.len();
+        let proto = self.session.proto;
+        // MONITOR shows the transaction's commands once they have run.
+        let shown: Vec<Vec<u8>> = if monitor::active() {
+            queued
+                .iter()
+                .filter_map(|q| monitor::describe(q.cmd.spec, &q.args))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let cmds = queued.into_iter().zip(&plan).map(|(q, &(_, key))| {
+            let run = match q.cmd.spec.handler {
+                Handler::Keys(f) => Run::Keys(f),
+                Handler::Shard(f) => Run::Shard(f),
+                _ => unreachable!("exec_placement admits key commands only"),
+            };
+            self.shard_cmd(q.args, q.cmd, run, key)
+        });
+        let first = plan.first().map_or(0, |&(shard, _)| shard);
+        if plan.iter().all(|&(shard, _)| shard == first) {
+            let cmds: Vec<ShardCmd> = cmds.collect();
+            let here = Some(first) == current_shard_id()
+                && with_shard(|s| {
+                    if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, None)) {
+                        return false;
+                    }
+                    prefetch(s, &cmds);
+                    out.proto = proto;
+                    out.array(n);
+                    for c in &cmds {
+                        c.exec(s, out);
+                    }
+                    true
+                });
+            if !here {
+                let r = self.run_whole(Pending { shard: first, cmds }).await;
+                out.proto = proto;
+                out.array(n);
+                out.buf.extend_from_slice(&r.buf);
+            }
+        } else {
+            let mut pending: Vec<Pending> = Vec::new();
+            let mut slots: Vec<(usize, usize)> = Vec::with_capacity(n);
+            for (c, &(shard, _)) in cmds.zip(&plan) {
+                let b = match pending.iter().position(|p| p.shard == shard) {
+                    Some(b) => b,
+                    None => {
+                        pending.push(Pending {
+                            shard,
+                            cmds: Vec::new(),
+                        });
+                        pending.len() - 1
+                    }
+                };
+                pending[b].cmds.push(c);
+                slots.push((b, pending[b].cmds.len() - 1));
+            }
+            let mut done = Vec::with_capacity(pending.len());
+            self.flush_parts(&mut pending, &mut done, true).await;
+            out.proto = proto;
+            out.array(n);
+            for (b, i) in slots {
+                let r = &done[b];
+                let start = if i == 0 { 0 } else { r.ends[i - 1] };
+                out.buf.extend_from_slice(&r.buf[start..r.ends[i]]);
+            }
+        }
+        for line in &shown {
+            monitor::feed(line, self.session.db, &self.session.info, now_us());
+        }
+    }
+
     /// The locks a transaction takes before it runs, per shard: every key of every queued command
     /// (in the database selected at that point of the transaction), and whole databases for the
     /// commands that read or write all of one.
-    fn txn_plan(&self, queued: &[Vec<Bytes>]) -> Vec<(usize, LockSet)> {
+    fn txn_plan(&self, queued: &[Queued]) -> Vec<(usize, LockSet)> {
         let set = &self.state.shards;
         let databases = self.state.config.get_i64("databases").max(1) as u32;
         let mut plan: Vec<(usize, LockSet)> = (0..set.len()).map(|s| (s, LockSet::new())).collect();
@@ -1004,10 +1116,7 @@ impl Batch<'_> {
                 .filter(|&n| n >= 0 && n < databases as i64)
                 .map(|n| n as u32)
         };
-        for args in queued {
-            let Lookup::Found(cmd) = table().resolve(args) else {
-                continue;
-            };
+        for Queued { cmd, args } in queued {
             let mut all = |d: u32, mode: Mode| {
                 for (_, locks) in plan.iter_mut() {
                     locks.add_db(d, mode);
@@ -1058,21 +1167,18 @@ impl Batch<'_> {
             return reject(&cmd, msg);
         }
         let set = &self.state.shards;
-        let single_shard = || {
-            let mut first = None;
-            let mut same = true;
-            cmd.spec.for_each_key(&args, |i, _| {
-                let s = set.shard_of_key(&args[i]);
-                same &= *first.get_or_insert(s) == s;
-            });
-            same.then_some(first.unwrap_or(local_shard))
-        };
+        let place = || Placement::of(set, cmd.spec, &args);
         // Inside EXEC a blocking command does not block: it answers as if it timed out.
-        if cmd.spec.flags.has(Flags::BLOCKING) && self.session.txn_owner.is_none() && !self.atomic {
+        if cmd.spec.flags.has(Flags::BLOCKING) && self.session.txn_owner.is_none() {
             match cmd.spec.handler {
                 Handler::Shard(handler) => {
-                    return match single_shard() {
-                        Some(shard) => Route::Block(cmd, args, Run::Shard(handler), Some(shard)),
+                    return match place().shard {
+                        Some(shard) => Route::Block(
+                            cmd,
+                            args,
+                            Run::Shard(handler),
+                            Some(shard.unwrap_or(local_shard)),
+                        ),
                         None => reject(
                             &cmd,
                             "CROSSSLOT Keys in request don't hash to the same slot".into(),
@@ -1080,30 +1186,34 @@ impl Batch<'_> {
                     }
                 }
                 Handler::Keys(handler) => {
-                    let shard = single_shard();
+                    let shard = place().shard.map(|s| s.unwrap_or(local_shard));
                     return Route::Block(cmd, args, Run::Keys(handler), shard);
                 }
                 _ => {}
             }
         }
         match cmd.spec.handler {
-            Handler::Shard(handler) => match single_shard() {
-                Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, Run::Shard(handler))),
-                None => reject(
+            Handler::Shard(handler) => match place() {
+                Placement {
+                    shard: Some(shard),
+                    key,
+                    ..
+                } => Route::Shard(
+                    shard.unwrap_or(local_shard),
+                    self.shard_cmd(args, cmd, Run::Shard(handler), key),
+                ),
+                _ => reject(
                     &cmd,
                     "CROSSSLOT Keys in request don't hash to the same slot".into(),
                 ),
             },
             Handler::Keys(handler) => {
-                let mut n = 0;
-                cmd.spec.for_each_key(&args, |_, _| n += 1);
-                let few = n <= SLICE;
-                // Keys named at run time may live anywhere: the coordinator locks the database.
-                let local = set.len() == 1 || !cmd.spec.reads_db.is_some_and(|f| f(&args));
-                match single_shard().filter(|_| few && local) {
-                    Some(shard) => {
-                        Route::Shard(shard, self.shard_cmd(args, cmd, Run::Keys(handler)))
-                    }
+                let p = place();
+                match p.shard.filter(|_| p.one_message(set, cmd.spec, &args)) {
+                    Some(shard) => Route::Shard(
+                        shard.unwrap_or(local_shard),
+                        self.shard_cmd(args, cmd, Run::Keys(handler), p.key),
+                    ),
                     None => Route::Keys(cmd, args, handler),
                 }
             }
@@ -1116,8 +1226,10 @@ impl Batch<'_> {
         }
     }
 
-    fn shard_cmd(&self, args: Vec<Bytes>, cmd: Resolved, run: Run) -> ShardCmd {
+    /// `key`: the index of its first key argument (0: none).
+    fn shard_cmd(&self, args: Vec<Bytes>, cmd: Resolved, run: Run, key: usize) -> ShardCmd {
         ShardCmd {
+            key,
             args,
             cmd,
             run,
@@ -1311,7 +1423,8 @@ impl Batch<'_> {
             }
             let (reply, park) = match (shard, run) {
                 (Some(shard), run) => {
-                    let mut c = self.shard_cmd(args.clone(), cmd, run);
+                    let key = cmd.spec.first_key(&args).unwrap_or(0);
+                    let mut c = self.shard_cmd(args.clone(), cmd, run, key);
                     c.parked = Some(parked.clone());
                     let owner = parked.owner();
                     let (_, r) = if Some(shard) == current_shard_id() {
@@ -1375,7 +1488,7 @@ struct Leave<'a> {
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
         self.parked.finish();
-        let Some((db, keys)) = self.parked.parked_at() else {
+        let Some((db, keys)) = self.parked.withdraw() else {
             return;
         };
         let mut per: Vec<Vec<Bytes>> = vec![Vec::new(); self.set.len()];
@@ -1469,13 +1582,6 @@ fn peer_gone(info: &ClientInfo) -> bool {
 }
 
 /// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.
-/// A command's name, lowercased (empty for an empty command).
-fn name_of(args: &[Bytes]) -> String {
-    args.first()
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-        .unwrap_or_default()
-}
-
 fn reject(cmd: &Resolved, msg: String) -> Route {
     with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
     Route::Reject(msg)
@@ -1520,6 +1626,7 @@ mod tests {
             parked: None,
             client: 0,
             track: false,
+            key: 0,
         }
     }
 

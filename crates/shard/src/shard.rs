@@ -7,7 +7,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -45,6 +45,8 @@ pub struct Shard {
     parked: usize,
     /// Keys reserved for woken parked commands, by owner (see [`crate::park`]).
     reserved: HashMap<Owner, LockId>,
+    /// [`crate::db::ready_mark`] when ready keys were last looked for.
+    ready_seen: u64,
 }
 
 impl Shard {
@@ -59,6 +61,7 @@ impl Shard {
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D),
             parked: 0,
             reserved: HashMap::new(),
+            ready_seen: crate::db::ready_mark(),
         }
     }
 
@@ -130,6 +133,9 @@ impl Shard {
 
     /// Releases the key reserved for `owner`'s woken command, if any.
     pub fn unreserve(&mut self, owner: Owner) {
+        if self.reserved.is_empty() {
+            return;
+        }
         if let Some(id) = self.reserved.remove(&owner) {
             self.locks.release(id);
         }
@@ -137,16 +143,17 @@ impl Shard {
 
     /// Wakes the first live command parked on each key written since the last call, reserving the
     /// key for it when it can (see [`crate::park`]). Called after every command; one branch when
-    /// nothing is parked on this shard.
+    /// nothing is parked on this shard or no parked-on key was written since the last call.
     #[inline]
     pub fn serve_ready(&mut self) {
-        if self.parked > 0 {
+        if self.parked > 0 && self.ready_seen != crate::db::ready_mark() {
             self.serve_ready_slow();
         }
     }
 
     #[cold]
     fn serve_ready_slow(&mut self) {
+        self.ready_seen = crate::db::ready_mark();
         for db in 0..self.dbs.len() {
             let mut dropped = 0;
             while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
