@@ -9,6 +9,8 @@
 //!   by shard in ascending order; checks the watches; runs the commands as a pipeline inside that
 //!   lock context (each command re-enters the held locks; commands for one shard travel together);
 //!   then releases. No other client can observe a state between two commands of the transaction.
+//!   A transaction of one-shard key commands without WATCH skips the up-front locks: its body
+//!   joins the pipeline's sub-batches, flushed in atomic mode (see docs/architecture.md).
 //! * **WATCH** registers the client's [`Watch`] on each key's shard; the write path touches it
 //!   (see `strata_shard::watch`). EXEC aborts with a null reply if it was touched, or if a key alive
 //!   at WATCH time has expired since. EXEC, DISCARD, UNWATCH, RESET and closing the connection
@@ -84,7 +86,7 @@ fn multi(cx: &mut ConnCtx<'_>) -> CmdResult {
     if cx.session.multi.is_some() {
         return Err(CmdError::msg("ERR MULTI calls can not be nested"));
     }
-    cx.session.multi = Some(Vec::new());
+    cx.session.multi = Some(Vec::with_capacity(8));
     cx.session.multi_failed = false;
     cx.session.info.multi.store(0, Ordering::Relaxed);
     cx.out.ok();

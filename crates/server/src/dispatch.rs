@@ -7,6 +7,9 @@
 //! * everything else is a **barrier**: the sub-batches collected so far run and complete first, then
 //!   it runs — connection commands (SELECT, CLIENT KILL, SHUTDOWN…) on this thread, multi-shard keyed
 //!   commands through the coordinator, server-wide commands (DBSIZE, KEYS, FLUSHALL…) as async work.
+//!   Not barriers: MULTI (it only changes the session) and the EXEC of a transaction of one-shard
+//!   key commands without WATCH, whose body joins the sub-batches (the run holding it is then
+//!   flushed in atomic mode: each shard's part runs whole).
 //!
 //! **Ordering.** A pipeline's commands take effect in the order sent, as every other client sees it:
 //! * a run of sub-batches that touches one shard needs nothing: the shard runs it in one go, in
@@ -571,6 +574,9 @@ enum Slot {
     Local(usize, usize),
     /// Reply `index` of sub-batch `batch`.
     Remote { batch: usize, index: usize },
+    /// EXEC run with the pipeline: its array header (bytes `start..end` of the local buffer), then
+    /// the replies of its body, each a (batch, index) as in `Remote`.
+    Txn(usize, usize, Vec<(usize, usize)>),
 }
 
 /// How a command will run.
@@ -592,6 +598,25 @@ enum Route {
 struct Pending {
     shard: usize,
     cmds: Vec<ShardCmd>,
+    /// Holds a transaction's body: the run it belongs to is flushed in atomic mode.
+    whole: bool,
+}
+
+impl Pending {
+    /// The index in `pending` of `shard`'s sub-batch, opened if needed.
+    fn index(pending: &mut Vec<Pending>, shard: usize) -> usize {
+        match pending.iter().position(|p| p.shard == shard) {
+            Some(b) => b,
+            None => {
+                pending.push(Pending {
+                    shard,
+                    cmds: Vec::new(),
+                    whole: false,
+                });
+                pending.len() - 1
+            }
+        }
+    }
 }
 
 /// Executes pipelined batches for one connection.
@@ -689,16 +714,7 @@ impl Batch<'_> {
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Shard(shard, cmd) => {
-                    let batch = match pending.iter().position(|p| p.shard == shard) {
-                        Some(b) => b,
-                        None => {
-                            pending.push(Pending {
-                                shard,
-                                cmds: Vec::new(),
-                            });
-                            pending.len() - 1
-                        }
-                    };
+                    let batch = Pending::index(&mut pending, shard);
                     pending[batch].cmds.push(cmd);
                     Slot::Remote {
                         batch: done.len() + batch,
@@ -707,7 +723,11 @@ impl Batch<'_> {
                 }
                 Route::Conn(cmd, args, f) => {
                     // A barrier: what came before takes effect first (CLIENT KILL, SHUTDOWN...).
-                    self.flush(&mut pending, &mut done).await;
+                    // MULTI only changes the session: the pipeline's sub-batches stay open, so
+                    // pipelined transactions travel together (see `take_direct_exec`).
+                    if cmd.name != "multi" {
+                        self.flush(&mut pending, &mut done).await;
+                    }
                     if pubsub::pushes_to_caller(cmd.spec, self.session) {
                         // It pushes to this client: the replies before it go first.
                         self.assemble(&mut slots, &local, &done, &mut starts);
@@ -727,11 +747,26 @@ impl Batch<'_> {
                     self.run_keys(&cmd, &args, f, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Exec => {
-                    self.flush(&mut pending, &mut done).await;
-                    self.run_exec(&mut local).await;
-                    Slot::Local(start, local.buf.len())
-                }
+                Route::Exec => match self.take_direct_exec() {
+                    // The body joins the pipeline's sub-batches (see `take_direct_exec`).
+                    Some(body) => {
+                        local.proto = self.session.proto;
+                        local.array(body.len());
+                        let mut parts = Vec::with_capacity(body.len());
+                        for (shard, cmd) in body {
+                            let b = Pending::index(&mut pending, shard);
+                            pending[b].whole = true;
+                            pending[b].cmds.push(cmd);
+                            parts.push((done.len() + b, pending[b].cmds.len() - 1));
+                        }
+                        Slot::Txn(start, local.buf.len(), parts)
+                    }
+                    None => {
+                        self.flush(&mut pending, &mut done).await;
+                        self.run_exec(&mut local).await;
+                        Slot::Local(start, local.buf.len())
+                    }
+                },
                 Route::Block(cmd, args, run, shard) => {
                     // A barrier: like Redis, later commands wait while it is blocked.
                     self.flush(&mut pending, &mut done).await;
@@ -770,18 +805,34 @@ impl Batch<'_> {
         starts: &mut Vec<usize>,
     ) {
         starts.resize(done.len(), 0);
+        let mut remote = |batch: usize, index: usize| {
+            let r = &done[batch];
+            let (s, e) = (starts[batch], r.ends[index]);
+            starts[batch] = e;
+            &r.buf[s..e]
+        };
         for (slot, suppress) in slots.drain(..) {
-            let bytes = match slot {
-                Slot::Local(s, e) => &local.buf[s..e],
+            let out = &mut self.out.buf;
+            match slot {
+                Slot::Local(s, e) if !suppress => out.extend_from_slice(&local.buf[s..e]),
+                Slot::Local(..) => {}
                 Slot::Remote { batch, index } => {
-                    let r = &done[batch];
-                    let (s, e) = (starts[batch], r.ends[index]);
-                    starts[batch] = e;
-                    &r.buf[s..e]
+                    let bytes = remote(batch, index);
+                    if !suppress {
+                        out.extend_from_slice(bytes);
+                    }
                 }
-            };
-            if !suppress {
-                self.out.buf.extend_from_slice(bytes);
+                Slot::Txn(s, e, parts) => {
+                    if !suppress {
+                        out.extend_from_slice(&local.buf[s..e]);
+                    }
+                    for (batch, index) in parts {
+                        let bytes = remote(batch, index);
+                        if !suppress {
+                            out.extend_from_slice(bytes);
+                        }
+                    }
+                }
             }
         }
     }
@@ -789,19 +840,12 @@ impl Batch<'_> {
     /// Runs every pending sub-batch and waits for all replies, kept in `pending` order. One shard:
     /// its sub-batch runs in one go. Several: one lock context, parts in ascending shard order (see
     /// the module docs).
-    async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
-        self.flush_parts(pending, done, false).await
-    }
-
-    /// [`flush`](Self::flush); with `atomic` (a transaction's body run without locks taken up
-    /// front), each shard's part runs all at once or waits whole for its keys, so nothing
+    ///
+    /// When the run holds a transaction's body (EXEC without locks taken up front), it is flushed
+    /// in *atomic* mode: each shard's part runs all at once or waits whole for its keys, so nothing
     /// interleaves with it.
-    async fn flush_parts(
-        &self,
-        pending: &mut Vec<Pending>,
-        done: &mut Vec<ShardReplies>,
-        atomic: bool,
-    ) {
+    async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
+        let atomic = pending.iter().any(|p| p.whole);
         let set = &self.state.shards;
         let me = current_shard_id();
         let txn = self.session.txn_owner;
@@ -971,8 +1015,8 @@ impl Batch<'_> {
 
     /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner
     /// (ascending shard order), checks the watches, runs the queued commands as one pipeline in
-    /// that lock context, and replies with the array of their replies. A transaction of one-shard
-    /// key commands without WATCH skips the up-front locks (see [`Batch::exec_direct`]).
+    /// that lock context, and replies with the array of their replies. (A transaction of one-shard
+    /// key commands without WATCH does not come here: see [`Batch::take_direct_exec`].)
     async fn run_exec(&mut self, out: &mut ReplyBuf) {
         let set = self.state.shards.clone();
         let Some(queued) = self.session.multi.take() else {
@@ -983,10 +1027,6 @@ impl Batch<'_> {
         if std::mem::take(&mut self.session.multi_failed) {
             multi::unwatch_all(self.session, &set).await;
             out.error("EXECABORT Transaction discarded because of previous errors.");
-            return;
-        }
-        if let Some(plan) = self.exec_placement(&queued) {
-            self.exec_direct(queued, plan, out).await;
             return;
         }
         let n = queued.len();
@@ -1018,89 +1058,41 @@ impl Batch<'_> {
         out.buf.extend_from_slice(&replies.buf);
     }
 
-    /// Runs a transaction body of one-shard key commands (`plan`: each one's shard and first key)
-    /// without taking locks up front, as one pipeline flush in atomic mode: one message per shard,
+    /// EXEC of a transaction of one-shard key commands without WATCH (see
+    /// [`Batch::exec_placement`]): takes the queue and returns each command with its shard, to run
+    /// with the pipeline's sub-batches in atomic mode — one message per shard for the whole run,
     /// each shard's part run whole (at once when no other command holds its keys, else after
     /// taking all of them), parts in ascending shard order holding their locks until the last has
-    /// run. When all live on this thread's shard and their keys are free, the body runs in place,
-    /// its replies written straight into EXEC's.
-    async fn exec_direct(
-        &mut self,
-        queued: Vec<Queued>,
-        plan: Vec<(usize, usize)>,
-        out: &mut ReplyBuf,
-    ) {
-        let n = queued.len();
-        let proto = self.session.proto;
-        // MONITOR shows the transaction's commands once they have run.
-        let shown: Vec<Vec<u8>> = if monitor::active() {
-            queued
-                .iter()
-                .filter_map(|q| monitor::describe(q.cmd.spec, &q.args))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let cmds = queued.into_iter().zip(&plan).map(|(q, &(_, key))| {
-            let run = match q.cmd.spec.handler {
-                Handler::Keys(f) => Run::Keys(f),
-                Handler::Shard(f) => Run::Shard(f),
-                _ => unreachable!("exec_placement admits key commands only"),
-            };
-            self.shard_cmd(q.args, q.cmd, run, key)
-        });
-        let first = plan.first().map_or(0, |&(shard, _)| shard);
-        if plan.iter().all(|&(shard, _)| shard == first) {
-            let cmds: Vec<ShardCmd> = cmds.collect();
-            let here = Some(first) == current_shard_id()
-                && with_shard(|s| {
-                    if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, None)) {
-                        return false;
+    /// run — so no other client sees a state between two of its commands, and pipelined
+    /// transactions travel together. None when EXEC runs on its own ([`Batch::run_exec`]): no
+    /// MULTI, a queue to discard, or locks to take up front.
+    fn take_direct_exec(&mut self) -> Option<Vec<(usize, ShardCmd)>> {
+        if self.session.multi_failed {
+            return None;
+        }
+        let plan = self.exec_placement(self.session.multi.as_ref()?)?;
+        let queued = self.session.multi.take()?;
+        self.session.info.multi.store(-1, Ordering::Relaxed);
+        let monitoring = monitor::active();
+        let body = queued
+            .into_iter()
+            .zip(plan)
+            .map(|(q, (shard, key))| {
+                if monitoring {
+                    if let Some(line) = monitor::describe(q.cmd.spec, &q.args) {
+                        let session = &self.session;
+                        monitor::feed(&line, session.db, &session.info, now_us());
                     }
-                    prefetch(s, &cmds);
-                    out.proto = proto;
-                    out.array(n);
-                    for c in &cmds {
-                        c.exec(s, out);
-                    }
-                    true
-                });
-            if !here {
-                let r = self.run_whole(Pending { shard: first, cmds }).await;
-                out.proto = proto;
-                out.array(n);
-                out.buf.extend_from_slice(&r.buf);
-            }
-        } else {
-            let mut pending: Vec<Pending> = Vec::new();
-            let mut slots: Vec<(usize, usize)> = Vec::with_capacity(n);
-            for (c, &(shard, _)) in cmds.zip(&plan) {
-                let b = match pending.iter().position(|p| p.shard == shard) {
-                    Some(b) => b,
-                    None => {
-                        pending.push(Pending {
-                            shard,
-                            cmds: Vec::new(),
-                        });
-                        pending.len() - 1
-                    }
+                }
+                let run = match q.cmd.spec.handler {
+                    Handler::Keys(f) => Run::Keys(f),
+                    Handler::Shard(f) => Run::Shard(f),
+                    _ => unreachable!("exec_placement admits key commands only"),
                 };
-                pending[b].cmds.push(c);
-                slots.push((b, pending[b].cmds.len() - 1));
-            }
-            let mut done = Vec::with_capacity(pending.len());
-            self.flush_parts(&mut pending, &mut done, true).await;
-            out.proto = proto;
-            out.array(n);
-            for (b, i) in slots {
-                let r = &done[b];
-                let start = if i == 0 { 0 } else { r.ends[i - 1] };
-                out.buf.extend_from_slice(&r.buf[start..r.ends[i]]);
-            }
-        }
-        for line in &shown {
-            monitor::feed(line, self.session.db, &self.session.info, now_us());
-        }
+                (shard, self.shard_cmd(q.args, q.cmd, run, key))
+            })
+            .collect();
+        Some(body)
     }
 
     /// The locks a transaction takes before it runs, per shard: every key of every queued command
@@ -1417,13 +1409,22 @@ impl Batch<'_> {
             parked: parked.clone(),
         };
         let info = self.session.info.clone();
+        let key = cmd.spec.first_key(&args).unwrap_or(0);
+        let mut first = true;
         loop {
-            if peer_gone(&info) {
+            // Nothing is served to a client that left while it waited. (The first attempt comes
+            // right after its command was read, so only a kill is checked then, as in Redis.)
+            let gone = if first {
+                info.killed.load(Ordering::Relaxed)
+            } else {
+                peer_gone(&info)
+            };
+            if gone {
                 return;
             }
+            first = false;
             let (reply, park) = match (shard, run) {
                 (Some(shard), run) => {
-                    let key = cmd.spec.first_key(&args).unwrap_or(0);
                     let mut c = self.shard_cmd(args.clone(), cmd, run, key);
                     c.parked = Some(parked.clone());
                     let owner = parked.owner();

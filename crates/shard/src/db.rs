@@ -1320,6 +1320,12 @@ impl Db {
         removed
     }
 
+    /// True if a parked-on key was written since [`next_ready`](Self::next_ready) last ran dry.
+    #[inline]
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.hooks.ready.is_empty()
+    }
+
     /// The next ready key and the first live command parked on it (finished ones are dropped on
     /// the way, and counted in `dropped`); None when no key is ready.
     pub(crate) fn next_ready(&mut self, dropped: &mut usize) -> Option<(Box<[u8]>, Arc<Parked>)> {

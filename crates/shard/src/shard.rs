@@ -155,6 +155,9 @@ impl Shard {
     fn serve_ready_slow(&mut self) {
         self.ready_seen = crate::db::ready_mark();
         for db in 0..self.dbs.len() {
+            if !self.dbs[db].has_ready() {
+                continue;
+            }
             let mut dropped = 0;
             while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
                 if p.single_shard() && !self.reserved.contains_key(&p.owner()) {
