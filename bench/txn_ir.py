@@ -12,9 +12,10 @@ Rows (as in txn.py):
 
     python3 bench/txn_ir.py --strata target/release/strata --threads 1 --rows txn1,pingpong
 
-Needs valgrind; Strata runs with --io-engine epoll (valgrind does not follow io_uring). The idle cost of
-the servers while the ping-pong clients sleep is not subtracted (it is tiny next to the workload; the
-script reports the idle Ir per second it measured, so it can be checked).
+Needs valgrind; Strata runs with --io-engine epoll (valgrind does not follow io_uring). After the workload
+the server is left idle for as long again and that idle Ir (background timers, cron; it matters for the
+ping-pong row, whose clients sleep) is subtracted; the idle rate is printed too. Files are kept with
+--keep DIR (cg.<server>.<row>.out.1 is the workload) for callgrind_annotate.
 """
 
 import argparse
@@ -103,6 +104,10 @@ def measure(label, argv, row, args, workdir):
         work()
         elapsed = time.time() - start
         control(proc.pid, "-d")
+        # The same time again with the clients idle: the server's own background work over the
+        # workload's duration (timers, cron), subtracted below.
+        time.sleep(elapsed)
+        control(proc.pid, "-d")
         ctl = connect(port)
         ctl.sendall(common.resp_command("SHUTDOWN", "NOSAVE"))
         proc.wait(timeout=120)
@@ -110,10 +115,10 @@ def measure(label, argv, row, args, workdir):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    # The dump taken right after the workload (the file with the highest suffix but the final one).
-    dumps = sorted(f for f in os.listdir(workdir) if f.startswith("cg.%s.%s.out" % (label, row)))
-    ir = max(total_ir(os.path.join(workdir, f)) for f in dumps if f != os.path.basename(out))
-    return ir / ops, elapsed, dumps
+    # Dump 1: the workload; dump 2: as long idle.
+    work = total_ir(out + ".1")
+    idle = total_ir(out + ".2")
+    return (work - idle) / ops, idle / elapsed, elapsed
 
 
 def main():
@@ -144,8 +149,8 @@ def main():
     for row in args.rows.split(","):
         line = []
         for label in args.servers.split(","):
-            per_op, elapsed, _ = measure(label, servers[label], row, args, workdir)
-            line.append("%s %.0f Ir/op" % (label, per_op))
+            per_op, idle_rate, _ = measure(label, servers[label], row, args, workdir)
+            line.append("%s %.0f Ir/op (idle %.0f Ir/s)" % (label, per_op, idle_rate))
         print("%-9s %s" % (row, "   ".join(line)), flush=True)
     print("callgrind files in", workdir)
 

@@ -1527,33 +1527,32 @@ enum Woke {
 /// abandoned waits.
 const GONE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Waits for a wake-up, the deadline (unix ms), or the client going away.
+/// Waits for a wake-up, the deadline (unix ms), or the client going away. One timer at a time:
+/// the deadline or the next check that the client is still there, whichever comes first.
 async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -> Woke {
     use futures_util::future::{select, Either};
     use std::pin::pin;
-    let until = async {
-        match deadline {
-            Some(at) => {
-                let ms = (at - now_ms()).max(0) as u64;
-                monoio::time::sleep(std::time::Duration::from_millis(ms)).await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    let gone = async {
-        loop {
-            monoio::time::sleep(GONE_POLL).await;
-            if peer_gone(info) {
-                return;
-            }
-        }
-    };
     let (w, u) = (pin!(parked.woken()), pin!(info.unblocked()));
-    match select(select(w, u), select(pin!(until), pin!(gone))).await {
-        Either::Left((Either::Left(_), _)) => Woke::Written,
-        Either::Left((Either::Right((how, _)), _)) => Woke::Unblocked(how),
-        Either::Right((Either::Left(_), _)) => Woke::Deadline,
-        Either::Right((Either::Right(_), _)) => Woke::Gone,
+    let mut events = select(w, u);
+    let poll_ms = GONE_POLL.as_millis() as i64;
+    loop {
+        let now = now_ms();
+        let (at, is_deadline) = match deadline {
+            Some(d) if d <= now + poll_ms => (d, true),
+            _ => (now + poll_ms, false),
+        };
+        let ms = (at - now).max(0) as u64;
+        let timer = pin!(monoio::time::sleep(std::time::Duration::from_millis(ms)));
+        match select(&mut events, timer).await {
+            Either::Left((Either::Left(_), _)) => return Woke::Written,
+            Either::Left((Either::Right((how, _)), _)) => return Woke::Unblocked(how),
+            Either::Right(_) if is_deadline => return Woke::Deadline,
+            Either::Right(_) => {
+                if peer_gone(info) {
+                    return Woke::Gone;
+                }
+            }
+        }
     }
 }
 

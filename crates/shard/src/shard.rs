@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::db::{Db, FreeWait};
-use crate::locks::{LockId, LockSet, LockTable, Mode, Owner};
+use crate::locks::{LockId, LockTable, Mode, Owner};
 use crate::park::Parked;
 
 /// Keys examined per database per active-expiry tick.
@@ -160,13 +160,22 @@ impl Shard {
             }
             let mut dropped = 0;
             while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
-                if p.single_shard() && !self.reserved.contains_key(&p.owner()) {
-                    let mut set = LockSet::new();
-                    set.add_key(db as u32, Bytes::from(key), Mode::Exclusive);
-                    if self.locks.may_run_set(Some(p.owner()), &set) {
-                        let (id, _) = self.locks.acquire(p.owner(), set, Box::new(|| {}));
-                        self.reserved.insert(p.owner(), id);
-                    }
+                let owner = p.owner();
+                if p.single_shard()
+                    && !self.reserved.contains_key(&owner)
+                    && self
+                        .locks
+                        .may_run(Some(owner), db as u32, &key, Mode::Exclusive)
+                {
+                    let key = Bytes::from(key);
+                    let (id, _) = self.locks.acquire_key(
+                        owner,
+                        db as u32,
+                        key,
+                        Mode::Exclusive,
+                        Box::new(|| {}),
+                    );
+                    self.reserved.insert(owner, id);
                 }
                 p.wake();
             }
