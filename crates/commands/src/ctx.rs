@@ -206,6 +206,12 @@ pub enum ReplyMode {
     Skip,
 }
 
+/// A command queued inside MULTI, resolved once when it was queued.
+pub struct Queued {
+    pub cmd: crate::table::Resolved,
+    pub args: Vec<Bytes>,
+}
+
 /// Per-connection state, owned by the connection.
 pub struct Session {
     pub info: Arc<ClientInfo>,
@@ -217,7 +223,7 @@ pub struct Session {
     /// Close the connection once pending replies are written (QUIT, fatal errors).
     pub close_after_reply: bool,
     /// Inside MULTI: the queued commands (see [`crate::multi`]).
-    pub multi: Option<Vec<Vec<Bytes>>>,
+    pub multi: Option<Vec<Queued>>,
     /// A command was rejected while queueing: EXEC answers EXECABORT.
     pub multi_failed: bool,
     /// The client's WATCH state, and the keys it watches: (database, key).

@@ -37,7 +37,9 @@ pub mod zset;
 use std::sync::OnceLock;
 
 pub use args::Args;
-pub use ctx::{ClientInfo, ConnCtx, Park, ReplyMode, ServerState, Session, ShardCtx, TimeoutReply};
+pub use ctx::{
+    ClientInfo, ConnCtx, Park, Queued, ReplyMode, ServerState, Session, ShardCtx, TimeoutReply,
+};
 pub use error::{CmdError, CmdResult};
 pub use keyed::{KeysCtx, KeysHandler};
 pub use table::{

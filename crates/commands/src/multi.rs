@@ -9,6 +9,8 @@
 //!   by shard in ascending order; checks the watches; runs the commands as a pipeline inside that
 //!   lock context (each command re-enters the held locks; commands for one shard travel together);
 //!   then releases. No other client can observe a state between two commands of the transaction.
+//!   A transaction of one-shard key commands without WATCH skips the up-front locks: its body
+//!   joins the pipeline's sub-batches, flushed in atomic mode (see docs/architecture.md).
 //! * **WATCH** registers the client's [`Watch`] on each key's shard; the write path touches it
 //!   (see `strata_shard::watch`). EXEC aborts with a null reply if it was touched, or if a key alive
 //!   at WATCH time has expired since. EXEC, DISCARD, UNWATCH, RESET and closing the connection
@@ -69,12 +71,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd("unwatch", 1, TXN, &[], "Forget about all watched keys", "2.2.0", "O(1)", Handler::Async(unwatch)),
 ];
 
-/// Commands that run at once even inside MULTI (everything else is queued).
-pub fn runs_inside_multi(name: &str) -> bool {
-    matches!(
-        name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    )
+/// Commands that run at once even inside MULTI (everything else is queued), by their name
+/// (`args[0]`, any case).
+pub fn runs_inside_multi(args: &[Bytes]) -> bool {
+    args.first().is_some_and(|name| {
+        ["exec", "discard", "multi", "watch", "quit", "reset"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    })
 }
 
 /// MULTI
@@ -82,7 +86,7 @@ fn multi(cx: &mut ConnCtx<'_>) -> CmdResult {
     if cx.session.multi.is_some() {
         return Err(CmdError::msg("ERR MULTI calls can not be nested"));
     }
-    cx.session.multi = Some(Vec::new());
+    cx.session.multi = Some(Vec::with_capacity(8));
     cx.session.multi_failed = false;
     cx.session.info.multi.store(0, Ordering::Relaxed);
     cx.out.ok();

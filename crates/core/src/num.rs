@@ -42,17 +42,17 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
         return None;
     }
     let text = std::str::from_utf8(s).ok()?;
-    let lower = text.to_ascii_lowercase();
-    let v = match lower.trim_start_matches(['+', '-']) {
-        "inf" | "infinity" => {
-            if lower.starts_with('-') {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }
+    let body = text.trim_start_matches(['+', '-']);
+    let v = if body.eq_ignore_ascii_case("inf") || body.eq_ignore_ascii_case("infinity") {
+        if text.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
         }
-        "nan" => return None,
-        _ => text.parse::<f64>().ok()?,
+    } else if body.eq_ignore_ascii_case("nan") {
+        return None;
+    } else {
+        text.parse::<f64>().ok()?
     };
     (!v.is_nan()).then_some(v)
 }

@@ -287,7 +287,6 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
-                    atomic: false,
                 }
                 .run(cmds)
                 .await;
@@ -303,7 +302,6 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
-                    atomic: false,
                 }
                 .run(rest)
                 .await;

@@ -7,6 +7,9 @@
 //! * everything else is a **barrier**: the sub-batches collected so far run and complete first, then
 //!   it runs — connection commands (SELECT, CLIENT KILL, SHUTDOWN…) on this thread, multi-shard keyed
 //!   commands through the coordinator, server-wide commands (DBSIZE, KEYS, FLUSHALL…) as async work.
+//!   Not barriers: MULTI (it only changes the session) and the EXEC of a transaction of one-shard
+//!   key commands without WATCH, whose body joins the sub-batches (the run holding it is then
+//!   flushed in atomic mode: each shard's part runs whole).
 //!
 //! **Ordering.** A pipeline's commands take effect in the order sent, as every other client sees it:
 //! * a run of sub-batches that touches one shard needs nothing: the shard runs it in one go, in
@@ -36,7 +39,7 @@ use strata_commands::pubsub;
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
     run_shard_handler, table, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
-    KeysHandler, Lookup, Park, ReplyMode, ServerState, Session, ShardCtx,
+    KeysHandler, Lookup, Park, Queued, ReplyMode, ServerState, Session, ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{
@@ -68,6 +71,8 @@ pub struct ShardCmd {
     client: u64,
     /// Remember its keys for the client's CLIENT TRACKING (a read command of a tracking client).
     track: bool,
+    /// Index of its first key argument (0: it has none), for prefetching.
+    key: usize,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -130,10 +135,7 @@ impl ShardCmd {
     }
 
     fn first_key(&self) -> Option<&[u8]> {
-        self.cmd
-            .spec
-            .first_key(&self.args)
-            .map(|i| &self.args[i][..])
+        (self.key > 0).then(|| &self.args[self.key][..])
     }
 
     /// Runs the command on `shard`, appending its reply to `out` and counting it. Returns what a
@@ -222,7 +224,7 @@ impl ShardCmd {
                 // Served (or failed): leave every queue now, so the next in line gets its turn in
                 // this same shard turn.
                 p.finish();
-                if let Some((db, keys)) = p.parked_at() {
+                if let Some((db, keys)) = p.withdraw() {
                     for key in &keys {
                         shard.unpark(db, key, p);
                     }
@@ -399,7 +401,7 @@ async fn run_locked_here(
     release: bool,
 ) -> (LockId, ShardReplies) {
     if release {
-        if let Some(r) = with_shard(|s| run_if_free(s, cmds)) {
+        if let Some(r) = with_shard(|s| run_if_free(s, cmds, owner)) {
             return (0, r);
         }
     }
@@ -407,10 +409,11 @@ async fn run_locked_here(
     (id, with_shard(|s| run_part(s, cmds, id, release)))
 }
 
-/// Runs all of `cmds` at once if no other command holds or awaits any of their keys (then taking
-/// and releasing their locks would change nothing); None if one does.
-fn run_if_free(s: &mut Shard, cmds: &[ShardCmd]) -> Option<ShardReplies> {
-    if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, None)) {
+/// Runs all of `cmds` at once if, for `owner`, no other command holds or awaits any of their keys
+/// (then taking and releasing their locks would change nothing: `owner`'s request would be granted
+/// at once); None if one does. `owner` may hold locks here: a woken parked command's reservation.
+fn run_if_free(s: &mut Shard, cmds: &[ShardCmd], owner: Owner) -> Option<ShardReplies> {
+    if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, Some(owner))) {
         return None;
     }
     let mut p = Progress::default();
@@ -433,7 +436,7 @@ async fn run_locked_on(
         shard,
         Box::new(move || {
             if release {
-                if let Some(r) = with_shard(|s| run_if_free(s, &cmds)) {
+                if let Some(r) = with_shard(|s| run_if_free(s, &cmds, owner)) {
                     shards.reply(origin, tx, (0, r));
                     return;
                 }
@@ -528,12 +531,52 @@ impl Held<'_> {
     }
 }
 
+/// Where a command's keys live.
+struct Placement {
+    /// The shard owning all its keys (`Some(None)`: it has no key), None if they span shards.
+    shard: Option<Option<usize>>,
+    /// Index of its first key argument (0: none).
+    key: usize,
+    /// Number of key arguments.
+    n: usize,
+}
+
+impl Placement {
+    fn of(set: &ShardSet, spec: &CommandSpec, args: &[Bytes]) -> Placement {
+        let mut shard = None;
+        let mut same = true;
+        let (mut key, mut n) = (0, 0);
+        spec.for_each_key(args, |i, _| {
+            let s = set.shard_of_key(&args[i]);
+            if n == 0 {
+                key = i;
+            }
+            n += 1;
+            same &= *shard.get_or_insert(s) == s;
+        });
+        Placement {
+            shard: same.then_some(shard),
+            key,
+            n,
+        }
+    }
+
+    /// For a keyed command (`Handler::Keys`) whose keys live on one shard: whether it runs there as
+    /// one message (not too many keys, and no keys named at run time that may live anywhere).
+    fn one_message(&self, set: &ShardSet, spec: &CommandSpec, args: &[Bytes]) -> bool {
+        self.n <= SLICE && (set.len() == 1 || !spec.reads_db.is_some_and(|f| f(args)))
+    }
+}
+
 /// Where one command's reply is.
 enum Slot {
     /// Bytes `start..end` of the batch's local reply buffer.
     Local(usize, usize),
     /// Reply `index` of sub-batch `batch`.
     Remote { batch: usize, index: usize },
+    /// EXEC run with the pipeline: its array header (bytes `start..end` of the local buffer), then
+    /// the replies of its body, each a (batch, index) as in `Remote`.
+    Txn(usize, usize, Vec<(usize, usize)>),
 }
 
 /// How a command will run.
@@ -555,6 +598,25 @@ enum Route {
 struct Pending {
     shard: usize,
     cmds: Vec<ShardCmd>,
+    /// Holds a transaction's body: the run it belongs to is flushed in atomic mode.
+    whole: bool,
+}
+
+impl Pending {
+    /// The index in `pending` of `shard`'s sub-batch, opened if needed.
+    fn index(pending: &mut Vec<Pending>, shard: usize) -> usize {
+        match pending.iter().position(|p| p.shard == shard) {
+            Some(b) => b,
+            None => {
+                pending.push(Pending {
+                    shard,
+                    cmds: Vec::new(),
+                    whole: false,
+                });
+                pending.len() - 1
+            }
+        }
+    }
 }
 
 /// Executes pipelined batches for one connection.
@@ -562,9 +624,6 @@ pub struct Batch<'a> {
     pub state: &'a Arc<ServerState>,
     pub session: &'a mut Session,
     pub out: &'a mut ReplyBuf,
-    /// The batch is a transaction's body (EXEC without locks taken up front): each shard's part
-    /// runs all at once or waits whole for its keys, so nothing interleaves with it.
-    pub atomic: bool,
 }
 
 impl Batch<'_> {
@@ -587,7 +646,7 @@ impl Batch<'_> {
             if self.session.close_after_reply {
                 break;
             }
-            if self.session.txn_owner.is_none() && !self.atomic && self.state.pause.maybe_paused() {
+            if self.session.txn_owner.is_none() && self.state.pause.maybe_paused() {
                 if let Some(write) = self.paused(&args) {
                     if !slots.is_empty() {
                         // Answer what came before first: the connection writes those replies,
@@ -603,7 +662,7 @@ impl Batch<'_> {
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
             let start = local.buf.len();
-            if self.session.multi.is_some() && !multi::runs_inside_multi(&name_of(&args)) {
+            if self.session.multi.is_some() && !multi::runs_inside_multi(&args) {
                 match self.queue(args) {
                     Ok(()) => local.simple("QUEUED"),
                     Err(msg) => {
@@ -655,16 +714,7 @@ impl Batch<'_> {
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Shard(shard, cmd) => {
-                    let batch = match pending.iter().position(|p| p.shard == shard) {
-                        Some(b) => b,
-                        None => {
-                            pending.push(Pending {
-                                shard,
-                                cmds: Vec::new(),
-                            });
-                            pending.len() - 1
-                        }
-                    };
+                    let batch = Pending::index(&mut pending, shard);
                     pending[batch].cmds.push(cmd);
                     Slot::Remote {
                         batch: done.len() + batch,
@@ -673,7 +723,11 @@ impl Batch<'_> {
                 }
                 Route::Conn(cmd, args, f) => {
                     // A barrier: what came before takes effect first (CLIENT KILL, SHUTDOWN...).
-                    self.flush(&mut pending, &mut done).await;
+                    // MULTI only changes the session: the pipeline's sub-batches stay open, so
+                    // pipelined transactions travel together (see `take_direct_exec`).
+                    if cmd.name != "multi" {
+                        self.flush(&mut pending, &mut done).await;
+                    }
                     if pubsub::pushes_to_caller(cmd.spec, self.session) {
                         // It pushes to this client: the replies before it go first.
                         self.assemble(&mut slots, &local, &done, &mut starts);
@@ -693,16 +747,32 @@ impl Batch<'_> {
                     self.run_keys(&cmd, &args, f, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Exec(cmd) => {
-                    self.flush(&mut pending, &mut done).await;
-                    let began = now_us();
-                    self.run_exec(&mut local).await;
-                    // EXEC itself is counted (INFO commandstats) besides its commands; an
-                    // aborted transaction (EXECABORT, a WATCHed key changed) counts as failed
-                    // when its reply is an error.
-                    record(&cmd, began, local.buf.get(start) == Some(&b'-'));
-                    Slot::Local(start, local.buf.len())
-                }
+                Route::Exec(cmd) => match self.take_direct_exec() {
+                    // The body joins the pipeline's sub-batches (see `take_direct_exec`).
+                    Some(body) => {
+                        local.proto = self.session.proto;
+                        local.array(body.len());
+                        let mut parts = Vec::with_capacity(body.len());
+                        for (shard, cmd) in body {
+                            let b = Pending::index(&mut pending, shard);
+                            pending[b].whole = true;
+                            pending[b].cmds.push(cmd);
+                            parts.push((done.len() + b, pending[b].cmds.len() - 1));
+                        }
+                        // EXEC itself is counted (INFO commandstats) besides its commands.
+                        record(&cmd, now_us(), false);
+                        Slot::Txn(start, local.buf.len(), parts)
+                    }
+                    None => {
+                        self.flush(&mut pending, &mut done).await;
+                        let began = now_us();
+                        self.run_exec(&mut local).await;
+                        // An aborted transaction (EXECABORT, a WATCHed key changed, EXEC without
+                        // MULTI) counts as a failed EXEC, as in Redis.
+                        record(&cmd, began, local.buf.get(start) == Some(&b'-'));
+                        Slot::Local(start, local.buf.len())
+                    }
+                },
                 Route::Block(cmd, args, run, shard) => {
                     // A barrier: like Redis, later commands wait while it is blocked.
                     self.flush(&mut pending, &mut done).await;
@@ -741,18 +811,34 @@ impl Batch<'_> {
         starts: &mut Vec<usize>,
     ) {
         starts.resize(done.len(), 0);
+        let mut remote = |batch: usize, index: usize| {
+            let r = &done[batch];
+            let (s, e) = (starts[batch], r.ends[index]);
+            starts[batch] = e;
+            &r.buf[s..e]
+        };
         for (slot, suppress) in slots.drain(..) {
-            let bytes = match slot {
-                Slot::Local(s, e) => &local.buf[s..e],
+            let out = &mut self.out.buf;
+            match slot {
+                Slot::Local(s, e) if !suppress => out.extend_from_slice(&local.buf[s..e]),
+                Slot::Local(..) => {}
                 Slot::Remote { batch, index } => {
-                    let r = &done[batch];
-                    let (s, e) = (starts[batch], r.ends[index]);
-                    starts[batch] = e;
-                    &r.buf[s..e]
+                    let bytes = remote(batch, index);
+                    if !suppress {
+                        out.extend_from_slice(bytes);
+                    }
                 }
-            };
-            if !suppress {
-                self.out.buf.extend_from_slice(bytes);
+                Slot::Txn(s, e, parts) => {
+                    if !suppress {
+                        out.extend_from_slice(&local.buf[s..e]);
+                    }
+                    for (batch, index) in parts {
+                        let bytes = remote(batch, index);
+                        if !suppress {
+                            out.extend_from_slice(bytes);
+                        }
+                    }
+                }
             }
         }
     }
@@ -760,13 +846,18 @@ impl Batch<'_> {
     /// Runs every pending sub-batch and waits for all replies, kept in `pending` order. One shard:
     /// its sub-batch runs in one go. Several: one lock context, parts in ascending shard order (see
     /// the module docs).
+    ///
+    /// When the run holds a transaction's body (EXEC without locks taken up front), it is flushed
+    /// in *atomic* mode: each shard's part runs all at once or waits whole for its keys, so nothing
+    /// interleaves with it.
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
+        let atomic = pending.iter().any(|p| p.whole);
         let set = &self.state.shards;
         let me = current_shard_id();
         let txn = self.session.txn_owner;
         if pending.len() <= 1 {
             if let Some(p) = pending.pop() {
-                let replies = if self.atomic {
+                let replies = if atomic {
                     self.run_whole(p).await
                 } else if Some(p.shard) == me {
                     Progress::default().finish_free(set, &p.cmds, txn).await
@@ -794,7 +885,7 @@ impl Batch<'_> {
             // allows (it only forbids acquiring after a release), without touching the lock table
             // when its keys are free.
             if k + 1 == order.len() {
-                results[i] = Some(if self.atomic {
+                results[i] = Some(if atomic {
                     self.run_whole(p).await
                 } else if Some(p.shard) == me {
                     Progress::default().finish_free(set, &p.cmds, txn).await
@@ -827,41 +918,36 @@ impl Batch<'_> {
         }
     }
 
-    /// True if EXEC can run `queued` without taking its locks up front: no WATCH to check, and
-    /// every command is a key command of one shard in the current database (no SELECT, nothing
-    /// database-wide, no connection command), so the body is one pipeline flush — one message per
-    /// shard, each part atomic, parts in two-phase locking — with nothing between parts.
-    fn exec_in_one_flush(&self, queued: &[Vec<Bytes>]) -> bool {
+    /// Where EXEC can run each of `queued` without taking its locks up front: the shard owning
+    /// all its keys, and its first key. None if it cannot: a WATCH to check, or a command that is
+    /// not a key command of one shard in the current database (SELECT, anything database-wide, a
+    /// connection command...). The body is then one message per shard, each part run whole, parts
+    /// in two-phase locking, with nothing between parts.
+    fn exec_placement(&self, queued: &[Queued]) -> Option<Vec<(usize, usize)>> {
         if self.session.watch.is_some() {
-            return false;
+            return None;
         }
         let set = &self.state.shards;
-        queued.iter().all(|args| {
-            let Lookup::Found(cmd) = table().resolve(args) else {
-                return false;
-            };
-            if !cmd.spec.flags.has(Flags::NO_AUTH) && !is_authenticated(self.session, self.state) {
-                return false;
+        let authenticated = is_authenticated(self.session, self.state);
+        let mut plan = Vec::with_capacity(queued.len());
+        for q in queued {
+            let (spec, args) = (q.cmd.spec, &q.args[..]);
+            if !authenticated && !spec.flags.has(Flags::NO_AUTH) {
+                return None;
             }
-            let mut first = None;
-            let mut same = true;
-            let mut any = false;
-            cmd.spec.for_each_key(args, |i, _| {
-                any = true;
-                let s = set.shard_of_key(&args[i]);
-                same &= *first.get_or_insert(s) == s;
-            });
-            let few = match cmd.spec.handler {
+            let p = Placement::of(set, spec, args);
+            let shard = p.shard.flatten()?;
+            let one = match spec.handler {
                 Handler::Shard(_) => true,
-                Handler::Keys(_) => {
-                    let mut n = 0;
-                    cmd.spec.for_each_key(args, |_, _| n += 1);
-                    n <= SLICE && (set.len() == 1 || !cmd.spec.reads_db.is_some_and(|f| f(args)))
-                }
+                Handler::Keys(_) => p.one_message(set, spec, args),
                 _ => false,
             };
-            any && same && few && cmd.spec.other_db_key.is_none_or(|o| o(args).is_none())
-        })
+            if !one || spec.other_db_key.is_some_and(|o| o(args).is_some()) {
+                return None;
+            }
+            plan.push((shard, p.key));
+        }
+        Some(plan)
     }
 
     /// CLIENT PAUSE: whether the command must wait now (every command under ALL; under WRITE those
@@ -875,12 +961,10 @@ impl Batch<'_> {
             spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE)
         };
         let write = if matches!(cmd.spec.handler, Handler::Exec) {
-            self.session.multi.as_ref().is_some_and(|q| {
-                q.iter().any(|a| match table().resolve(a) {
-                    Lookup::Found(c) => writes(c.spec),
-                    _ => false,
-                })
-            })
+            self.session
+                .multi
+                .as_ref()
+                .is_some_and(|q| q.iter().any(|q| writes(q.cmd.spec)))
         } else {
             writes(cmd.spec)
         };
@@ -926,7 +1010,7 @@ impl Batch<'_> {
             return Err(why.into());
         }
         if let Some(q) = self.session.multi.as_mut() {
-            q.push(args);
+            q.push(Queued { cmd, args });
             self.session
                 .info
                 .multi
@@ -937,7 +1021,8 @@ impl Batch<'_> {
 
     /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner
     /// (ascending shard order), checks the watches, runs the queued commands as one pipeline in
-    /// that lock context, and replies with the array of their replies.
+    /// that lock context, and replies with the array of their replies. (A transaction of one-shard
+    /// key commands without WATCH does not come here: see [`Batch::take_direct_exec`].)
     async fn run_exec(&mut self, out: &mut ReplyBuf) {
         let set = self.state.shards.clone();
         let Some(queued) = self.session.multi.take() else {
@@ -951,23 +1036,6 @@ impl Batch<'_> {
             return;
         }
         let n = queued.len();
-        if self.exec_in_one_flush(&queued) {
-            let mut replies = ReplyBuf::new(self.session.proto);
-            {
-                let mut inner = Batch {
-                    state: self.state,
-                    session: &mut *self.session,
-                    out: &mut replies,
-                    atomic: true,
-                };
-                let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(queued));
-                run.await;
-            }
-            out.proto = self.session.proto;
-            out.array(n);
-            out.buf.extend_from_slice(&replies.buf);
-            return;
-        }
         let owner = new_owner();
         let lock = set.lock_plan(owner, self.txn_plan(&queued)).await;
         if multi::watch_broken(self.session, &set, now_ms()).await {
@@ -984,9 +1052,9 @@ impl Batch<'_> {
                 state: self.state,
                 session: &mut *self.session,
                 out: &mut replies,
-                atomic: false,
             };
-            let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(queued));
+            let body = queued.into_iter().map(|q| q.args).collect();
+            let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(body));
             run.await;
         }
         self.session.txn_owner = None;
@@ -996,10 +1064,47 @@ impl Batch<'_> {
         out.buf.extend_from_slice(&replies.buf);
     }
 
+    /// EXEC of a transaction of one-shard key commands without WATCH (see
+    /// [`Batch::exec_placement`]): takes the queue and returns each command with its shard, to run
+    /// with the pipeline's sub-batches in atomic mode — one message per shard for the whole run,
+    /// each shard's part run whole (at once when no other command holds its keys, else after
+    /// taking all of them), parts in ascending shard order holding their locks until the last has
+    /// run — so no other client sees a state between two of its commands, and pipelined
+    /// transactions travel together. None when EXEC runs on its own ([`Batch::run_exec`]): no
+    /// MULTI, a queue to discard, or locks to take up front.
+    fn take_direct_exec(&mut self) -> Option<Vec<(usize, ShardCmd)>> {
+        if self.session.multi_failed {
+            return None;
+        }
+        let plan = self.exec_placement(self.session.multi.as_ref()?)?;
+        let queued = self.session.multi.take()?;
+        self.session.info.multi.store(-1, Ordering::Relaxed);
+        let monitoring = monitor::active();
+        let body = queued
+            .into_iter()
+            .zip(plan)
+            .map(|(q, (shard, key))| {
+                if monitoring {
+                    if let Some(line) = monitor::describe(q.cmd.spec, &q.args) {
+                        let session = &self.session;
+                        monitor::feed(&line, session.db, &session.info, now_us());
+                    }
+                }
+                let run = match q.cmd.spec.handler {
+                    Handler::Keys(f) => Run::Keys(f),
+                    Handler::Shard(f) => Run::Shard(f),
+                    _ => unreachable!("exec_placement admits key commands only"),
+                };
+                (shard, self.shard_cmd(q.args, q.cmd, run, key))
+            })
+            .collect();
+        Some(body)
+    }
+
     /// The locks a transaction takes before it runs, per shard: every key of every queued command
     /// (in the database selected at that point of the transaction), and whole databases for the
     /// commands that read or write all of one.
-    fn txn_plan(&self, queued: &[Vec<Bytes>]) -> Vec<(usize, LockSet)> {
+    fn txn_plan(&self, queued: &[Queued]) -> Vec<(usize, LockSet)> {
         let set = &self.state.shards;
         let databases = self.state.config.get_i64("databases").max(1) as u32;
         let mut plan: Vec<(usize, LockSet)> = (0..set.len()).map(|s| (s, LockSet::new())).collect();
@@ -1009,10 +1114,7 @@ impl Batch<'_> {
                 .filter(|&n| n >= 0 && n < databases as i64)
                 .map(|n| n as u32)
         };
-        for args in queued {
-            let Lookup::Found(cmd) = table().resolve(args) else {
-                continue;
-            };
+        for Queued { cmd, args } in queued {
             let mut all = |d: u32, mode: Mode| {
                 for (_, locks) in plan.iter_mut() {
                     locks.add_db(d, mode);
@@ -1063,21 +1165,18 @@ impl Batch<'_> {
             return reject(&cmd, msg);
         }
         let set = &self.state.shards;
-        let single_shard = || {
-            let mut first = None;
-            let mut same = true;
-            cmd.spec.for_each_key(&args, |i, _| {
-                let s = set.shard_of_key(&args[i]);
-                same &= *first.get_or_insert(s) == s;
-            });
-            same.then_some(first.unwrap_or(local_shard))
-        };
+        let place = || Placement::of(set, cmd.spec, &args);
         // Inside EXEC a blocking command does not block: it answers as if it timed out.
-        if cmd.spec.flags.has(Flags::BLOCKING) && self.session.txn_owner.is_none() && !self.atomic {
+        if cmd.spec.flags.has(Flags::BLOCKING) && self.session.txn_owner.is_none() {
             match cmd.spec.handler {
                 Handler::Shard(handler) => {
-                    return match single_shard() {
-                        Some(shard) => Route::Block(cmd, args, Run::Shard(handler), Some(shard)),
+                    return match place().shard {
+                        Some(shard) => Route::Block(
+                            cmd,
+                            args,
+                            Run::Shard(handler),
+                            Some(shard.unwrap_or(local_shard)),
+                        ),
                         None => reject(
                             &cmd,
                             "CROSSSLOT Keys in request don't hash to the same slot".into(),
@@ -1085,30 +1184,34 @@ impl Batch<'_> {
                     }
                 }
                 Handler::Keys(handler) => {
-                    let shard = single_shard();
+                    let shard = place().shard.map(|s| s.unwrap_or(local_shard));
                     return Route::Block(cmd, args, Run::Keys(handler), shard);
                 }
                 _ => {}
             }
         }
         match cmd.spec.handler {
-            Handler::Shard(handler) => match single_shard() {
-                Some(shard) => Route::Shard(shard, self.shard_cmd(args, cmd, Run::Shard(handler))),
-                None => reject(
+            Handler::Shard(handler) => match place() {
+                Placement {
+                    shard: Some(shard),
+                    key,
+                    ..
+                } => Route::Shard(
+                    shard.unwrap_or(local_shard),
+                    self.shard_cmd(args, cmd, Run::Shard(handler), key),
+                ),
+                _ => reject(
                     &cmd,
                     "CROSSSLOT Keys in request don't hash to the same slot".into(),
                 ),
             },
             Handler::Keys(handler) => {
-                let mut n = 0;
-                cmd.spec.for_each_key(&args, |_, _| n += 1);
-                let few = n <= SLICE;
-                // Keys named at run time may live anywhere: the coordinator locks the database.
-                let local = set.len() == 1 || !cmd.spec.reads_db.is_some_and(|f| f(&args));
-                match single_shard().filter(|_| few && local) {
-                    Some(shard) => {
-                        Route::Shard(shard, self.shard_cmd(args, cmd, Run::Keys(handler)))
-                    }
+                let p = place();
+                match p.shard.filter(|_| p.one_message(set, cmd.spec, &args)) {
+                    Some(shard) => Route::Shard(
+                        shard.unwrap_or(local_shard),
+                        self.shard_cmd(args, cmd, Run::Keys(handler), p.key),
+                    ),
                     None => Route::Keys(cmd, args, handler),
                 }
             }
@@ -1121,8 +1224,10 @@ impl Batch<'_> {
         }
     }
 
-    fn shard_cmd(&self, args: Vec<Bytes>, cmd: Resolved, run: Run) -> ShardCmd {
+    /// `key`: the index of its first key argument (0: none).
+    fn shard_cmd(&self, args: Vec<Bytes>, cmd: Resolved, run: Run, key: usize) -> ShardCmd {
         ShardCmd {
+            key,
             args,
             cmd,
             run,
@@ -1310,13 +1415,23 @@ impl Batch<'_> {
             parked: parked.clone(),
         };
         let info = self.session.info.clone();
+        let key = cmd.spec.first_key(&args).unwrap_or(0);
+        let mut first = true;
         loop {
-            if peer_gone(&info) {
+            // Nothing is served to a client that left while it waited. (The first attempt comes
+            // right after its command was read, so only a kill is checked then, as in Redis.)
+            let gone = if first {
+                info.killed.load(Ordering::Relaxed)
+            } else {
+                peer_gone(&info)
+            };
+            if gone {
                 return;
             }
+            first = false;
             let (reply, park) = match (shard, run) {
                 (Some(shard), run) => {
-                    let mut c = self.shard_cmd(args.clone(), cmd, run);
+                    let mut c = self.shard_cmd(args.clone(), cmd, run, key);
                     c.parked = Some(parked.clone());
                     let owner = parked.owner();
                     let (_, r) = if Some(shard) == current_shard_id() {
@@ -1380,7 +1495,7 @@ struct Leave<'a> {
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
         self.parked.finish();
-        let Some((db, keys)) = self.parked.parked_at() else {
+        let Some((db, keys)) = self.parked.withdraw() else {
             return;
         };
         let mut per: Vec<Vec<Bytes>> = vec![Vec::new(); self.set.len()];
@@ -1418,33 +1533,32 @@ enum Woke {
 /// abandoned waits.
 const GONE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Waits for a wake-up, the deadline (unix ms), or the client going away.
+/// Waits for a wake-up, the deadline (unix ms), or the client going away. One timer at a time:
+/// the deadline or the next check that the client is still there, whichever comes first.
 async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -> Woke {
     use futures_util::future::{select, Either};
     use std::pin::pin;
-    let until = async {
-        match deadline {
-            Some(at) => {
-                let ms = (at - now_ms()).max(0) as u64;
-                monoio::time::sleep(std::time::Duration::from_millis(ms)).await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    let gone = async {
-        loop {
-            monoio::time::sleep(GONE_POLL).await;
-            if peer_gone(info) {
-                return;
-            }
-        }
-    };
     let (w, u) = (pin!(parked.woken()), pin!(info.unblocked()));
-    match select(select(w, u), select(pin!(until), pin!(gone))).await {
-        Either::Left((Either::Left(_), _)) => Woke::Written,
-        Either::Left((Either::Right((how, _)), _)) => Woke::Unblocked(how),
-        Either::Right((Either::Left(_), _)) => Woke::Deadline,
-        Either::Right((Either::Right(_), _)) => Woke::Gone,
+    let mut events = select(w, u);
+    let poll_ms = GONE_POLL.as_millis() as i64;
+    loop {
+        let now = now_ms();
+        let (at, is_deadline) = match deadline {
+            Some(d) if d <= now + poll_ms => (d, true),
+            _ => (now + poll_ms, false),
+        };
+        let ms = (at - now).max(0) as u64;
+        let timer = pin!(monoio::time::sleep(std::time::Duration::from_millis(ms)));
+        match select(&mut events, timer).await {
+            Either::Left((Either::Left(_), _)) => return Woke::Written,
+            Either::Left((Either::Right((how, _)), _)) => return Woke::Unblocked(how),
+            Either::Right(_) if is_deadline => return Woke::Deadline,
+            Either::Right(_) => {
+                if peer_gone(info) {
+                    return Woke::Gone;
+                }
+            }
+        }
     }
 }
 
@@ -1474,13 +1588,6 @@ fn peer_gone(info: &ClientInfo) -> bool {
 }
 
 /// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.
-/// A command's name, lowercased (empty for an empty command).
-fn name_of(args: &[Bytes]) -> String {
-    args.first()
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-        .unwrap_or_default()
-}
-
 fn reject(cmd: &Resolved, msg: String) -> Route {
     with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
     Route::Reject(msg)
@@ -1525,6 +1632,7 @@ mod tests {
             parked: None,
             client: 0,
             track: false,
+            key: 0,
         }
     }
 

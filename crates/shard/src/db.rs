@@ -41,6 +41,7 @@
 //! Invariant: everything removed from the table is either dropped at once (small), owned by the
 //! queue, or owned by the freer thread until freed; nothing is leaked.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
@@ -216,6 +217,21 @@ struct Hooks {
     watched: HashMap<Box<[u8]>, Vec<Watcher>>,
 }
 
+thread_local! {
+    /// Bumped each time a parked-on key of a database of this thread becomes ready, so the shard
+    /// looks for ready keys only when there may be some (see [`crate::Shard::serve_ready`]).
+    static READY: Cell<u64> = const { Cell::new(0) };
+}
+
+fn mark_ready() {
+    READY.with(|r| r.set(r.get().wrapping_add(1)));
+}
+
+/// The count [`mark_ready`] bumps (only its changes mean anything).
+pub(crate) fn ready_mark() -> u64 {
+    READY.with(Cell::get)
+}
+
 /// The commands parked on one key.
 #[derive(Default)]
 struct ParkQueue {
@@ -271,6 +287,7 @@ impl Hooks {
             if let Some(q) = self.parked.get_mut(key).filter(|q| !q.ready) {
                 q.ready = true;
                 self.ready.push(key.into());
+                mark_ready();
             }
         }
         if !self.waiters.is_empty() {
@@ -300,6 +317,7 @@ impl Hooks {
             for (key, q) in self.parked.iter_mut().filter(|(_, q)| !q.ready) {
                 q.ready = true;
                 self.ready.push(key.clone());
+                mark_ready();
             }
         }
         for (_, list) in self.waiters.drain() {
@@ -1322,8 +1340,15 @@ impl Db {
             // The one that left may have been served or woken in vain: give the next its turn.
             q.ready = true;
             self.hooks.ready.push(key.into());
+            mark_ready();
         }
         removed
+    }
+
+    /// True if a parked-on key was written since [`next_ready`](Self::next_ready) last ran dry.
+    #[inline]
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.hooks.ready.is_empty()
     }
 
     /// The next ready key and the first live command parked on it (finished ones are dropped on

@@ -407,11 +407,36 @@ impl LockTable {
         set: LockSet,
         on_grant: Box<dyn FnOnce()>,
     ) -> (LockId, Grant) {
+        self.acquire_items(owner, set.items.into_iter().collect(), on_grant)
+    }
+
+    /// [`acquire`](Self::acquire) for one key of `db` in `mode` (and `db` in the matching intention
+    /// mode), without building a [`LockSet`].
+    pub fn acquire_key(
+        &mut self,
+        owner: Owner,
+        db: u32,
+        key: &[u8],
+        mode: Mode,
+        on_grant: Box<dyn FnOnce()>,
+    ) -> (LockId, Grant) {
+        let items = vec![
+            (LockKey::key(db, key), LockMode::of_key(mode)),
+            (LockKey::Db(db), LockMode::intent(mode)),
+        ];
+        self.acquire_items(owner, items, on_grant)
+    }
+
+    fn acquire_items(
+        &mut self,
+        owner: Owner,
+        items: Vec<(LockKey, LockMode)>,
+        on_grant: Box<dyn FnOnce()>,
+    ) -> (LockId, Grant) {
         debug_assert_ne!(owner, NOBODY, "owners come from new_owner()");
         self.last_id += 1;
         let id = self.last_id;
         let reentrant = self.holds_any(owner);
-        let items: Vec<(LockKey, LockMode)> = set.items.into_iter().collect();
         let now = items.iter().all(|(item, m)| {
             self.items
                 .get(item)
@@ -455,7 +480,7 @@ impl LockTable {
             return;
         };
         let granted = req.on_grant.is_none();
-        let mut work = Vec::with_capacity(req.items.len());
+        let mut work = Vec::new();
         for (key, mode) in req.items {
             let Some(item) = self.items.get_mut(&key) else {
                 continue;
@@ -479,7 +504,9 @@ impl LockTable {
                 }
             }
         }
-        self.grant_waiters(work);
+        if !work.is_empty() {
+            self.grant_waiters(work);
+        }
     }
 
     fn hold(&mut self, req: &Request) {

@@ -72,9 +72,10 @@ impl Parked {
         true
     }
 
-    /// The database and keys it is parked on (None if it never parked).
-    pub fn parked_at(&self) -> Option<(usize, Vec<Bytes>)> {
-        self.at.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// Takes where it is parked (None if it never parked, or was withdrawn already): the caller
+    /// withdraws it from those queues, so nobody else needs to.
+    pub fn withdraw(&self) -> Option<(usize, Vec<Bytes>)> {
+        self.at.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// The lock owner the command runs as (its reservations are held for it).

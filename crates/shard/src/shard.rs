@@ -7,11 +7,11 @@
 
 use std::cell::{Cell, RefCell};
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use crate::db::{Db, FreeWait};
-use crate::locks::{LockId, LockSet, LockTable, Mode, Owner};
+use crate::locks::{LockId, LockTable, Mode, Owner};
 use crate::park::Parked;
 
 /// Keys examined per database per active-expiry tick.
@@ -43,6 +43,8 @@ pub struct Shard {
     parked: usize,
     /// Keys reserved for woken parked commands, by owner (see [`crate::park`]).
     reserved: HashMap<Owner, LockId>,
+    /// [`crate::db::ready_mark`] when ready keys were last looked for.
+    ready_seen: u64,
 }
 
 impl Shard {
@@ -57,6 +59,7 @@ impl Shard {
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D),
             parked: 0,
             reserved: HashMap::new(),
+            ready_seen: crate::db::ready_mark(),
         }
     }
 
@@ -128,6 +131,9 @@ impl Shard {
 
     /// Releases the key reserved for `owner`'s woken command, if any.
     pub fn unreserve(&mut self, owner: Owner) {
+        if self.reserved.is_empty() {
+            return;
+        }
         if let Some(id) = self.reserved.remove(&owner) {
             self.locks.release(id);
         }
@@ -135,26 +141,38 @@ impl Shard {
 
     /// Wakes the first live command parked on each key written since the last call, reserving the
     /// key for it when it can (see [`crate::park`]). Called after every command; one branch when
-    /// nothing is parked on this shard.
+    /// nothing is parked on this shard or no parked-on key was written since the last call.
     #[inline]
     pub fn serve_ready(&mut self) {
-        if self.parked > 0 {
+        if self.parked > 0 && self.ready_seen != crate::db::ready_mark() {
             self.serve_ready_slow();
         }
     }
 
     #[cold]
     fn serve_ready_slow(&mut self) {
+        self.ready_seen = crate::db::ready_mark();
         for db in 0..self.dbs.len() {
+            if !self.dbs[db].has_ready() {
+                continue;
+            }
             let mut dropped = 0;
             while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
-                if p.single_shard() && !self.reserved.contains_key(&p.owner()) {
-                    let mut set = LockSet::new();
-                    set.add_key(db as u32, &key, Mode::Exclusive);
-                    if self.locks.may_run_set(Some(p.owner()), &set) {
-                        let (id, _) = self.locks.acquire(p.owner(), set, Box::new(|| {}));
-                        self.reserved.insert(p.owner(), id);
-                    }
+                let owner = p.owner();
+                if p.single_shard()
+                    && !self.reserved.contains_key(&owner)
+                    && self
+                        .locks
+                        .may_run(Some(owner), db as u32, &key, Mode::Exclusive)
+                {
+                    let (id, _) = self.locks.acquire_key(
+                        owner,
+                        db as u32,
+                        &key,
+                        Mode::Exclusive,
+                        Box::new(|| {}),
+                    );
+                    self.reserved.insert(owner, id);
                 }
                 p.wake();
             }
