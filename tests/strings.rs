@@ -828,3 +828,34 @@ fn msetnx_across_shards_is_atomic() {
         );
     }
 }
+
+/// INCRBYFLOAT adds in Redis's `long double` and prints `%.17Lf` trimmed: results that f64 would
+/// round differently (1/41 then -1/41 is "0"; 5000 + 1.5e-5 keeps its 21 digits), integers past
+/// i64, inf increments and non-float values.
+#[test]
+fn incrbyfloat_is_long_double_arithmetic() {
+    let mut d = Diff::new();
+    for (key, by) in [
+        ("a", "0.024390243902439025"),
+        ("a", "-0.024390243902439025"),
+        ("b", "5000"),
+        ("b", "1.5e-5"),
+        ("c", "0.1"),
+        ("c", "0.2"),
+        ("c", "-0.3"),
+        ("d", "1e308"),
+        ("d", "1e308"),
+        ("e", "inf"),
+        ("e", "nan"),
+        ("e", "1e5000"),
+        ("f", "3.0e3"),
+        ("f", "-0.0000000000000000001"),
+    ] {
+        d.run(&["INCRBYFLOAT", key, by]);
+        d.run(&["GET", key]);
+    }
+    d.run(&["SET", "i", "9223372036854775807"]);
+    d.run(&["INCRBYFLOAT", "i", "1"]);
+    d.run(&["SET", "s", "abc"]);
+    d.run(&["INCRBYFLOAT", "s", "1"]);
+}

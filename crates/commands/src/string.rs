@@ -22,7 +22,8 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
-use strata_core::num::{format_human_f64, parse_f64, parse_i64};
+use strata_core::long_double::LongDouble;
+use strata_core::num::parse_i64;
 use strata_core::{Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
 use strata_shard::{notify, Db};
@@ -1051,18 +1052,21 @@ fn decrby(cx: &mut ShardCtx<'_>) -> CmdResult {
 /// the increment, as Redis does (both fail with `ERR value is not a valid float`).
 pub fn op_incr_by_float(db: &mut Db, key: &[u8], by: &[u8], now: i64) -> Result<Bytes, CmdError> {
     let mut entry = db.modify(key, now);
+    // Redis's `long double` arithmetic, emulated exactly (see `LongDouble`), so every sum prints
+    // digit for digit as Redis prints it (1/41 then -1/41 gives "0", not a rounding residue).
     let cur = match &entry {
-        None => None,
-        Some(e) => Some(match as_str(e.value())? {
-            Str::Int(i) => Num::Int(i),
-            Str::Bytes(b) => Num::parse(b).ok_or(CmdError::NotFloat)?,
-        }),
+        None => LongDouble::from_i64(0),
+        Some(e) => match as_str(e.value())? {
+            Str::Int(i) => LongDouble::from_i64(i),
+            Str::Bytes(b) => LongDouble::parse(b).ok_or(CmdError::NotFloat)?,
+        },
     };
-    let inc = Num::parse(by).ok_or(CmdError::NotFloat)?;
-    let text = cur
-        .unwrap_or(Num::Int(0))
-        .add(inc)
-        .ok_or(CmdError::msg("ERR increment would produce NaN or Infinity"))?;
+    let inc = LongDouble::parse(by).ok_or(CmdError::NotFloat)?;
+    let sum = cur + inc;
+    if sum.is_infinite() {
+        return Err(CmdError::msg("ERR increment would produce NaN or Infinity"));
+    }
+    let text = Bytes::from(sum.to_human());
     let value = Value::Str(text.clone());
     match &mut entry {
         Some(e) => e.set_value(value),
@@ -1072,39 +1076,6 @@ pub fn op_incr_by_float(db: &mut Db, key: &[u8], by: &[u8], now: i64) -> Result<
         }
     }
     Ok(text)
-}
-
-/// An INCRBYFLOAT operand. Redis adds in `long double`, which holds every 64-bit integer exactly; sums of
-/// two integers are therefore done exactly here too, and everything else in f64.
-#[derive(Clone, Copy)]
-enum Num {
-    Int(i64),
-    Float(f64),
-}
-
-impl Num {
-    fn parse(b: &[u8]) -> Option<Num> {
-        match parse_i64(b) {
-            Some(i) => Some(Num::Int(i)),
-            None => parse_f64(b).map(Num::Float),
-        }
-    }
-
-    fn as_f64(self) -> f64 {
-        match self {
-            Num::Int(i) => i as f64,
-            Num::Float(f) => f,
-        }
-    }
-
-    /// The sum as INCRBYFLOAT prints it, or None if it is not finite.
-    fn add(self, other: Num) -> Option<Bytes> {
-        if let (Num::Int(a), Num::Int(b)) = (self, other) {
-            return Some(Bytes::from((i128::from(a) + i128::from(b)).to_string()));
-        }
-        let sum = self.as_f64() + other.as_f64();
-        sum.is_finite().then(|| Bytes::from(format_human_f64(sum)))
-    }
 }
 
 /// INCRBYFLOAT key increment → the new value as a bulk string.
