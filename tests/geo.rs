@@ -597,5 +597,23 @@ fn store_across_shards_matches_redis() {
         run(&mut d, &format!("SET {d3} x"));
         run(&mut d, &format!("GEORADIUS {s0} 0 41 500 km STORE {d3}"));
         run(&mut d, &format!("TYPE {d3}"));
+        // STORE repeated with different keys: Redis writes the last one (keys on other shards).
+        let d1 = &dsts[1];
+        run(&mut d, &format!("DEL {d1} {d2} {d3}"));
+        run(
+            &mut d,
+            &format!("GEORADIUS {s0} 0 41 500 km STORE {d1} STORE {d2} STOREDIST {d3}"),
+        );
+        run(&mut d, &format!("ZRANGE {d3} 0 -1 WITHSCORES"));
+        run(&mut d, &format!("EXISTS {d1} {d2}"));
+        run(
+            &mut d,
+            &format!("GEORADIUSBYMEMBER {s0} m1 900 km STOREDIST {d2} STORE {d1}"),
+        );
+        run(&mut d, &format!("ZRANGE {d1} 0 -1 WITHSCORES"));
+        run(
+            &mut d,
+            &format!("COMMAND GETKEYS GEORADIUS {s0} 0 41 5 km STORE {d1} STORE {d2}"),
+        );
     }
 }

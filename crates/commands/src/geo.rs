@@ -17,10 +17,9 @@
 //! * distances are replied with 4 decimals (`%.4f`), coordinates as Redis's human long double
 //!   (`%.17Lf` without trailing zeros; a RESP3 double).
 //!
-//! One deliberate difference: GEORADIUS with STORE/STOREDIST repeated naming *different* keys.
-//! Redis writes the last one, but its key specs (which route and lock the command, here as in Redis
-//! Cluster) name the first; rather than write a key it has not locked, possibly on another shard,
-//! Strata refuses that command line with an error.
+//! GEORADIUS with STORE/STOREDIST repeated naming *different* keys: Redis writes the last, but its
+//! key specs (which route and lock the command, here as in Redis Cluster) name the first; such a
+//! line declares so (`writes_db`) and runs with its database locked exclusive on every shard.
 
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
@@ -33,7 +32,6 @@ use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
 use crate::error::{CmdError, CmdResult};
 use crate::keyed::KeysCtx;
-use crate::keyspec::Keys;
 use crate::table::{Arg, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec};
 use crate::zset::ops::{parse_score, read, store, zadd};
 
@@ -396,6 +394,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", "3.2.0",
         "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
         Handler::Keys(georadius))
+        .with_writes_db(stores_elsewhere)
         .with_args(GEORADIUS_ARGS)
         .with_history(GEORADIUS_HISTORY)
         .deprecated("6.2.0", "`GEOSEARCH` and `GEOSEARCHSTORE` with the `BYRADIUS` argument"),
@@ -403,6 +402,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", "3.2.0",
         "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
         Handler::Keys(georadiusbymember))
+        .with_writes_db(stores_elsewhere)
         .with_args(GEORADIUSBYMEMBER_ARGS)
         .with_history(GEORADIUSBYMEMBER_HISTORY)
         .deprecated("6.2.0", "`GEOSEARCH` and `GEOSEARCHSTORE` with the `BYRADIUS` and `FROMMEMBER` arguments"),
@@ -985,7 +985,7 @@ fn search_here(cx: &mut ShardCtx<'_>, v: Variant) -> CmdResult {
 }
 
 /// A search that may store: searched on the source's shard, stored on the destination's.
-async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant, specs: &'static [KeySpec]) -> CmdResult {
+async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant) -> CmdResult {
     let (db, now) = (cx.db, cx.now);
     let args: Vec<Bytes> = cx.args.to_vec();
     let src = if v.searchstore { 2 } else { 1 };
@@ -1001,19 +1001,9 @@ async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant, specs: &'static [KeySpec
         }
     };
     // The dispatcher locked (and routed by) the keys the key specs find; with STORE or STOREDIST
-    // repeated, the last one (which Redis writes) may name another key.
+    // repeated, the last one (which Redis writes) may name another key: then `stores_elsewhere`
+    // had the database locked exclusive on every shard, so writing it here is still atomic.
     let dst = cx.args[key].clone();
-    let mut locked = false;
-    Keys {
-        specs,
-        getkeys: None,
-    }
-    .each(cx.args, false, |i, _| locked |= cx.args[i] == dst);
-    if !locked {
-        return Err(CmdError::msg(
-            "ERR STORE and STOREDIST name different keys; give one destination",
-        ));
-    }
     let n = elems.len();
     let dst_key = dst.clone();
     let event = if v.searchstore {
@@ -1031,13 +1021,33 @@ async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant, specs: &'static [KeySpec
 
 /// GEORADIUS key longitude latitude radius M|KM|FT|MI [WITHCOORD] [WITHDIST] [WITHHASH]
 /// [COUNT count [ANY]] [ASC|DESC] [STORE key|STOREDIST key]
+/// GEORADIUS/GEORADIUSBYMEMBER naming more than one distinct STORE/STOREDIST key: Redis's key
+/// specs name the first, Redis writes the last, so the command may write a key it has not locked
+/// (see [`strata_commands::table::CommandSpec::writes_db`]). Errs on the side of true: a key
+/// literally named "store" only costs a database-wide lock.
+fn stores_elsewhere(args: &[Bytes]) -> bool {
+    let mut first: Option<&Bytes> = None;
+    for (i, a) in args.iter().enumerate().skip(2) {
+        if a.eq_ignore_ascii_case(b"store") || a.eq_ignore_ascii_case(b"storedist") {
+            if let Some(k) = args.get(i + 1) {
+                match first {
+                    None => first = Some(k),
+                    Some(f) if f != k => return true,
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    false
+}
+
 pub fn georadius<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     let v = Variant {
         from: From::Coords,
         nostore: false,
         searchstore: false,
     };
-    Box::pin(search_keyed(cx, v, GEORADIUS_KEYS))
+    Box::pin(search_keyed(cx, v))
 }
 
 /// GEORADIUSBYMEMBER key member radius M|KM|FT|MI [options as GEORADIUS]
@@ -1047,7 +1057,7 @@ pub fn georadiusbymember<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdR
         nostore: false,
         searchstore: false,
     };
-    Box::pin(search_keyed(cx, v, GEORADIUSBYMEMBER_KEYS))
+    Box::pin(search_keyed(cx, v))
 }
 
 /// GEOSEARCHSTORE destination source FROMMEMBER member|FROMLONLAT longitude latitude
@@ -1059,7 +1069,7 @@ pub fn geosearchstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResu
         nostore: false,
         searchstore: true,
     };
-    Box::pin(search_keyed(cx, v, GEOSEARCHSTORE_KEYS))
+    Box::pin(search_keyed(cx, v))
 }
 
 /// GEORADIUS_RO: GEORADIUS without STORE.

@@ -322,6 +322,11 @@ pub struct CommandSpec {
     /// says whether this command line does. If so, the command runs through the coordinator with
     /// its database locked shared on every shard, so whatever keys it reads, it reads atomically.
     pub reads_db: Option<ReadsDb>,
+    /// For commands that may write a key their key specs do not name (GEORADIUS with STORE given
+    /// twice: Redis's specs name the first, Redis writes the last): says whether this command line
+    /// does. If so, the command runs through the coordinator with its database locked exclusive on
+    /// every shard, so the write is atomic wherever that key lives.
+    pub writes_db: Option<ReadsDb>,
 }
 
 /// See [`CommandSpec::reads_db`].
@@ -369,6 +374,7 @@ impl CommandSpec {
             other_db_key: None,
             parts: Parts::Whole,
             reads_db: None,
+            writes_db: None,
         }
     }
 
@@ -377,6 +383,15 @@ impl CommandSpec {
     pub const fn with_reads_db(self, f: ReadsDb) -> CommandSpec {
         CommandSpec {
             reads_db: Some(f),
+            ..self
+        }
+    }
+
+    /// The same spec, writing keys named only at run time when `f` says so (see
+    /// [`CommandSpec::writes_db`]).
+    pub const fn with_writes_db(self, f: ReadsDb) -> CommandSpec {
+        CommandSpec {
+            writes_db: Some(f),
             ..self
         }
     }

@@ -564,7 +564,10 @@ impl Placement {
     /// For a keyed command (`Handler::Keys`) whose keys live on one shard: whether it runs there as
     /// one message (not too many keys, and no keys named at run time that may live anywhere).
     fn one_message(&self, set: &ShardSet, spec: &CommandSpec, args: &[Bytes]) -> bool {
-        self.n <= SLICE && (set.len() == 1 || !spec.reads_db.is_some_and(|f| f(args)))
+        self.n <= SLICE
+            && (set.len() == 1
+                || !(spec.reads_db.is_some_and(|f| f(args))
+                    || spec.writes_db.is_some_and(|f| f(args))))
     }
 }
 
@@ -1138,7 +1141,9 @@ impl Batch<'_> {
                 }
                 "keys" | "scan" | "randomkey" | "dbsize" => all(db as u32, Mode::Shared),
                 _ => {
-                    if cmd.spec.reads_db.is_some_and(|f| f(args)) {
+                    if cmd.spec.writes_db.is_some_and(|f| f(args)) {
+                        all(db as u32, Mode::Exclusive);
+                    } else if cmd.spec.reads_db.is_some_and(|f| f(args)) {
                         all(db as u32, Mode::Shared);
                     }
                 }
@@ -1350,14 +1355,21 @@ impl Batch<'_> {
             };
             plan[i].1.add_key(d, key, mode);
         });
-        if cmd.spec.reads_db.is_some_and(|f| f(args)) {
+        let whole_db = if cmd.spec.writes_db.is_some_and(|f| f(args)) {
+            Some(Mode::Exclusive)
+        } else if cmd.spec.reads_db.is_some_and(|f| f(args)) {
+            Some(Mode::Shared)
+        } else {
+            None
+        };
+        if let Some(mode) = whole_db {
             for shard in 0..set.len() {
                 if !plan.iter().any(|(s, _)| *s == shard) {
                     plan.push((shard, LockSet::new()));
                 }
             }
             for (_, locks) in plan.iter_mut() {
-                locks.add_db(db as u32, Mode::Shared);
+                locks.add_db(db as u32, mode);
             }
         }
         plan.sort_by_key(|(s, _)| *s);
