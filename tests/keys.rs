@@ -977,49 +977,31 @@ fn debug_digest_matches_redis() {
     for i in 0..40 {
         d.run(&["RPUSH", "cl", &format!("element-{i}-{}", "z".repeat(40))]);
     }
+    let digest_all = [
+        "DEBUG",
+        "DIGEST-VALUE",
+        "s",
+        "i",
+        "ttl",
+        "raw",
+        "l",
+        "si",
+        "sl",
+        "zl",
+        "hl",
+        "big-l",
+        "big-si",
+        "big-s",
+        "big-z",
+        "big-h",
+        "cl",
+        "missing",
+    ];
     d.run(&["SELECT", "5"]);
     d.run(&["SET", "s", "hello"]);
-    d.run(&[
-        "DEBUG",
-        "DIGEST-VALUE",
-        "s",
-        "i",
-        "ttl",
-        "raw",
-        "l",
-        "si",
-        "sl",
-        "zl",
-        "hl",
-        "big-l",
-        "big-si",
-        "big-s",
-        "big-z",
-        "big-h",
-        "cl",
-        "missing",
-    ]);
+    d.run(&digest_all);
     d.run(&["SELECT", "0"]);
-    d.run(&[
-        "DEBUG",
-        "DIGEST-VALUE",
-        "s",
-        "i",
-        "ttl",
-        "raw",
-        "l",
-        "si",
-        "sl",
-        "zl",
-        "hl",
-        "big-l",
-        "big-si",
-        "big-s",
-        "big-z",
-        "big-h",
-        "cl",
-        "missing",
-    ]);
+    d.run(&digest_all);
     d.run(&["DEBUG", "DIGEST"]);
     d.run(&["DEBUG", "DIGEST", "extra"]);
     // COPY and MOVE keep a value's digest.

@@ -152,31 +152,36 @@ const EVICT_PER_CALL: usize = 1000;
 
 /// Evicts remembered keys of this shard while the process-wide table is above
 /// `tracking-table-max-keys`, telling their readers as if the keys had changed (Redis's
-/// trackingLimitUsedSlots). Each eviction first claims one unit of the excess, so shards evicting
-/// at once never evict more than the excess. Returns true if this shard could evict more.
+/// trackingLimitUsedSlots). A call first claims its share of the excess (at most
+/// [`EVICT_PER_CALL`] keys, at most this shard's), so shards evicting at once never evict more than
+/// the excess. Returns true if this shard could evict more.
 pub fn enforce_limit() -> bool {
     let max = MAX_KEYS.load(Ordering::Relaxed);
     if max == 0 || TOTAL_KEYS.load(Ordering::Relaxed) <= max {
         return false;
     }
-    for _ in 0..EVICT_PER_CALL {
-        let Some(key) = LOCAL.with(|l| l.borrow().table.keys().next().cloned()) else {
-            return false;
-        };
-        let claimed = TOTAL_KEYS
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                (t > max).then(|| t - 1)
-            })
-            .is_ok();
-        if !claimed {
-            return false;
-        }
-        let ids = LOCAL.with(|l| l.borrow_mut().table.remove(&key));
-        if let Some(ids) = ids {
-            invalidate_readers(&key, ids, 0);
-        }
+    let local = LOCAL.with(|l| l.borrow().table.len()).min(EVICT_PER_CALL);
+    // Claim this call's share of the excess in one step, then evict that many keys found in one
+    // walk of the table (one walk per call, not one per key).
+    let mut claimed = 0;
+    let _ = TOTAL_KEYS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+        claimed = t.saturating_sub(max).min(local);
+        (claimed > 0).then(|| t - claimed)
+    });
+    if claimed == 0 {
+        return false;
     }
-    true
+    let evicted: Vec<(Box<[u8]>, Vec<u64>)> = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        let keys: Vec<Box<[u8]>> = l.table.keys().take(claimed).cloned().collect();
+        keys.into_iter()
+            .filter_map(|k| l.table.remove(&k).map(|ids| (k, ids)))
+            .collect()
+    });
+    for (key, ids) in evicted {
+        invalidate_readers(&key, ids, 0);
+    }
+    claimed == EVICT_PER_CALL
 }
 
 fn invalidate_readers(key: &[u8], ids: Vec<u64>, current: u64) {
