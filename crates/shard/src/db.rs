@@ -65,12 +65,11 @@ pub fn now_ms() -> i64 {
     now_us() / 1000
 }
 
-/// Microseconds since the Unix epoch (Redis's `ustime()`: also used to time commands).
+/// Microseconds since the Unix epoch (Redis's `ustime()`: also used to time commands). See
+/// [`crate::clock`] for how it stays cheap.
+#[inline]
 pub fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
+    crate::clock::now_us()
 }
 
 /// Redis's 24-bit LRU clock (seconds) for a time in ms.

@@ -1,5 +1,6 @@
 //! Shards: one thread's slice of the keyspace, and how threads talk to each other.
 //!
+//! * [`clock`]: the wall clock, cheap enough to read twice per command.
 //! * [`db`]: one database: the one write path, its key events, lazy and active expiry, lazy free.
 //! * [`locks`]: the lock table: key and intention locks with owners, for multi-shard commands and
 //!   transactions.
@@ -10,6 +11,7 @@
 //! * [`tracking`]: client-side caching: who to tell when a key changes.
 //! * [`watch`]: WATCH's touched flags, set from the write path's events.
 
+pub mod clock;
 pub mod db;
 pub mod locks;
 pub mod multi;
