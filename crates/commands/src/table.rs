@@ -667,6 +667,14 @@ impl Table {
         let Some(first) = args.first() else {
             return Lookup::Unknown("ERR empty command".into());
         };
+        // A pipeline mostly repeats a command: the last name this thread resolved, spelled the
+        // same way, skips the case folding and the hash lookup.
+        let cached = LAST_RESOLVED.with(|c| c.get());
+        if let Some(cmd) = cached.matches(self, first) {
+            if cmd.spec.arity_ok(args.len()) {
+                return Lookup::Found(cmd);
+            }
+        }
         let mut lower = [0u8; 32];
         let found = (first.len() <= lower.len())
             .then(|| {
@@ -682,6 +690,11 @@ impl Table {
         if !cmd.spec.arity_ok(args.len()) {
             let msg = format!("ERR wrong number of arguments for '{}' command", cmd.name);
             return Lookup::BadArity(cmd, msg);
+        }
+        if cmd.spec.subcommands.is_empty() {
+            if let Some(entry) = LastResolved::new(self, first, cmd) {
+                LAST_RESOLVED.with(|c| c.set(entry));
+            }
         }
         // A container always names a subcommand (its arity is -2); a command with a bare form
         // and subcommands (COMMAND) runs its own handler when called alone.
@@ -701,6 +714,46 @@ impl Table {
             return Lookup::Found(sub);
         }
         Lookup::Found(cmd)
+    }
+}
+
+/// The last command without subcommands a thread resolved, by the exact bytes it was named with.
+#[derive(Clone, Copy)]
+struct LastResolved {
+    table: usize,
+    len: u8,
+    name: [u8; 16],
+    cmd: Option<Resolved>,
+}
+
+thread_local! {
+    static LAST_RESOLVED: std::cell::Cell<LastResolved> = const {
+        std::cell::Cell::new(LastResolved { table: 0, len: 0, name: [0; 16], cmd: None })
+    };
+}
+
+impl LastResolved {
+    /// Only the process's table is cached: its address is never reused by another one.
+    fn new(table: &Table, raw: &[u8], cmd: Resolved) -> Option<LastResolved> {
+        if !std::ptr::eq(table, crate::table()) {
+            return None;
+        }
+        let mut name = [0; 16];
+        name.get_mut(..raw.len())?.copy_from_slice(raw);
+        Some(LastResolved {
+            table: table as *const Table as usize,
+            len: raw.len() as u8,
+            name,
+            cmd: Some(cmd),
+        })
+    }
+
+    #[inline]
+    fn matches(&self, table: &Table, raw: &[u8]) -> Option<Resolved> {
+        let same = self.table == table as *const Table as usize
+            && usize::from(self.len) == raw.len()
+            && self.name.get(..raw.len()) == Some(raw);
+        same.then_some(self.cmd).flatten()
     }
 }
 
@@ -838,6 +891,38 @@ mod tests {
         s.split(' ')
             .map(|a| Bytes::copy_from_slice(a.as_bytes()))
             .collect()
+    }
+
+    #[test]
+    fn repeated_lookups_answer_as_the_first() {
+        let t = crate::table();
+        let name = |l: &str| match t.resolve(&line(l)) {
+            Lookup::Found(c) => c.name.to_string(),
+            Lookup::Unknown(m) | Lookup::BadArity(_, m) => m,
+        };
+        for _ in 0..2 {
+            assert_eq!(name("GET k"), "get");
+            assert_eq!(name("GET k"), "get");
+            assert_eq!(
+                name("GET"),
+                "ERR wrong number of arguments for 'get' command"
+            );
+            assert_eq!(name("gEt k"), "get");
+            assert_eq!(
+                name("GETX k"),
+                "ERR unknown command 'GETX', with args beginning with: 'k' "
+            );
+            assert_eq!(name("CLIENT ID"), "client|id");
+            assert_eq!(
+                name("CLIENT NOPE"),
+                "ERR unknown subcommand 'NOPE'. Try CLIENT HELP."
+            );
+            assert_eq!(name("ZREMRANGEBYSCORE k 0 1"), "zremrangebyscore");
+            assert_eq!(
+                name("GEORADIUSBYMEMBER_RO k m 1 km"),
+                "georadiusbymember_ro"
+            );
+        }
     }
 
     fn keys_of(cmd: &str) -> Vec<(usize, KeyAccess)> {
