@@ -3,8 +3,12 @@
 /// Number of hash slots.
 pub const SLOTS: usize = 16384;
 
-const fn crc16_table() -> [u16; 256] {
-    let mut table = [0u16; 256];
+/// `CRC16[k][b]`: the CRC of byte `b` followed by `k` zero bytes, from a zero register. The CRC is
+/// linear, so eight bytes fold into the register with eight independent lookups ("slicing by 8")
+/// instead of a chain of eight dependent ones: routing hashes every key of every command to its
+/// slot when there are several shards, and the byte-at-a-time loop was a tenth of a pipelined GET.
+const fn crc16_tables() -> [[u16; 256]; 8] {
+    let mut t = [[0u16; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut crc = (i as u16) << 8;
@@ -17,26 +21,50 @@ const fn crc16_table() -> [u16; 256] {
             };
             bit += 1;
         }
-        table[i] = crc;
+        t[0][i] = crc;
         i += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev << 8) ^ t[0][(prev >> 8) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    t
 }
 
-static CRC16: [u16; 256] = crc16_table();
+static CRC16: [[u16; 256]; 8] = crc16_tables();
 
 /// CRC16-XMODEM (poly 0x1021, init 0), the checksum Redis Cluster uses.
 pub fn crc16(data: &[u8]) -> u16 {
-    data.iter().fold(0u16, |crc, &b| {
-        (crc << 8) ^ CRC16[(((crc >> 8) as u8) ^ b) as usize]
+    let t = &CRC16;
+    let mut crc = 0u16;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let hi = crc ^ u16::from_be_bytes([c[0], c[1]]);
+        crc = t[7][(hi >> 8) as usize]
+            ^ t[6][(hi & 0xff) as usize]
+            ^ t[5][c[2] as usize]
+            ^ t[4][c[3] as usize]
+            ^ t[3][c[4] as usize]
+            ^ t[2][c[5] as usize]
+            ^ t[1][c[6] as usize]
+            ^ t[0][c[7] as usize];
+    }
+    chunks.remainder().iter().fold(crc, |crc, &b| {
+        (crc << 8) ^ t[0][(((crc >> 8) as u8) ^ b) as usize]
     })
 }
 
 /// The hash slot of `key`: the CRC16 of its `{hashtag}` if it has a non-empty one, else of the key.
 pub fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+    let tagged = memchr::memchr(b'{', key).and_then(|open| {
         let rest = &key[open + 1..];
-        let close = rest.iter().position(|&b| b == b'}')?;
+        let close = memchr::memchr(b'}', rest)?;
         (close > 0).then(|| &rest[..close])
     });
     crc16(tagged.unwrap_or(key)) & (SLOTS as u16 - 1)
@@ -45,6 +73,41 @@ pub fn key_slot(key: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The definition: one bit at a time.
+    fn crc16_bitwise(data: &[u8]) -> u16 {
+        let mut crc = 0u16;
+        for &b in data {
+            crc ^= u16::from(b) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc
+    }
+
+    #[test]
+    fn sliced_crc_equals_the_definition_at_every_length() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let data: Vec<u8> = (0..300)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for len in 0..data.len() {
+            for start in [0, 1, 5] {
+                let d = &data[start.min(len)..len];
+                assert_eq!(crc16(d), crc16_bitwise(d), "len {}", d.len());
+            }
+        }
+    }
 
     #[test]
     fn matches_redis_cluster() {

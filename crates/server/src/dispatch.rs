@@ -269,6 +269,7 @@ impl Progress {
     fn run_free(&mut self, s: &mut Shard, cmds: &[ShardCmd], owner: Option<Owner>) -> bool {
         if self.next == 0 {
             prefetch(s, cmds);
+            self.reserve(cmds.len());
         }
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
@@ -284,9 +285,16 @@ impl Progress {
         self.next == cmds.len()
     }
 
+    /// Room for `n` replies of a typical size, so a sub-batch's buffers grow at most rarely.
+    fn reserve(&mut self, n: usize) {
+        self.ends.reserve(n);
+        self.out.reserve(n * 16);
+    }
+
     /// Runs all of `cmds` on `s` (their locks are held by the caller's lock context).
     fn run_all(&mut self, s: &mut Shard, cmds: &[ShardCmd]) {
         prefetch(s, cmds);
+        self.reserve(cmds.len());
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
         for cmd in cmds {
@@ -607,13 +615,14 @@ struct Pending {
 
 impl Pending {
     /// The index in `pending` of `shard`'s sub-batch, opened if needed.
-    fn index(pending: &mut Vec<Pending>, shard: usize) -> usize {
+    /// `room`: how many commands it may get (the rest of the batch).
+    fn index(pending: &mut Vec<Pending>, shard: usize, room: usize) -> usize {
         match pending.iter().position(|p| p.shard == shard) {
             Some(b) => b,
             None => {
                 pending.push(Pending {
                     shard,
-                    cmds: Vec::new(),
+                    cmds: Vec::with_capacity(room),
                     whole: false,
                 });
                 pending.len() - 1
@@ -717,7 +726,7 @@ impl Batch<'_> {
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Shard(shard, cmd) => {
-                    let batch = Pending::index(&mut pending, shard);
+                    let batch = Pending::index(&mut pending, shard, cmds.len() + 1);
                     pending[batch].cmds.push(cmd);
                     Slot::Remote {
                         batch: done.len() + batch,
@@ -757,7 +766,7 @@ impl Batch<'_> {
                         local.array(body.len());
                         let mut parts = Vec::with_capacity(body.len());
                         for (shard, cmd) in body {
-                            let b = Pending::index(&mut pending, shard);
+                            let b = Pending::index(&mut pending, shard, 1);
                             pending[b].whole = true;
                             pending[b].cmds.push(cmd);
                             parts.push((done.len() + b, pending[b].cmds.len() - 1));

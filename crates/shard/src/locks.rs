@@ -67,7 +67,7 @@ pub fn new_owner() -> Owner {
 const NOBODY: Owner = 0;
 
 /// What a lock protects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LockKey {
     /// A whole database.
     Db(u32),
@@ -153,11 +153,20 @@ impl LockMode {
 }
 
 /// What one request asks for on one shard: items with their modes, each item once (the strongest
-/// mode asked for wins). Built in O(n) by hashing.
+/// mode asked for wins). Keys go in a vector, deduplicated as they come while the set is small and
+/// by one sort when it is handed to the table once it is not; databases (one or two per request)
+/// are kept apart, each once. No hashing and one allocation for a pipeline's sub-batch, which
+/// builds one of these per part.
 #[derive(Clone, Debug, Default)]
 pub struct LockSet {
-    items: HashMap<LockKey, LockMode>,
+    keys: Vec<(LockKey, LockMode)>,
+    /// True while `keys` may hold an item twice.
+    repeats: bool,
+    dbs: Vec<(u32, LockMode)>,
 }
+
+/// Up to this many keys, a new key is looked for among those already in the set.
+const SCAN_BELOW: usize = 16;
 
 impl LockSet {
     pub fn new() -> Self {
@@ -165,10 +174,23 @@ impl LockSet {
     }
 
     fn add(&mut self, item: LockKey, mode: LockMode) {
-        self.items
-            .entry(item)
-            .and_modify(|m| *m = m.join(mode))
-            .or_insert(mode);
+        match item {
+            LockKey::Db(db) => match self.dbs.iter_mut().find(|(d, _)| *d == db) {
+                Some((_, m)) => *m = m.join(mode),
+                None => self.dbs.push((db, mode)),
+            },
+            LockKey::Key(..) => {
+                if self.keys.len() < SCAN_BELOW && !self.repeats {
+                    if let Some((_, m)) = self.keys.iter_mut().find(|(k, _)| *k == item) {
+                        *m = m.join(mode);
+                        return;
+                    }
+                } else {
+                    self.repeats = true;
+                }
+                self.keys.push((item, mode));
+            }
+        }
     }
 
     /// Locks `key` of `db` in `mode`, and `db` in the matching intention mode.
@@ -184,22 +206,59 @@ impl LockSet {
 
     /// Adds everything `other` asks for.
     pub fn extend(&mut self, other: LockSet) {
-        for (item, mode) in other.items {
+        for (item, mode) in other.into_items() {
             self.add(item, mode);
         }
     }
 
-    /// The mode this set takes `item` in, if any.
-    pub fn mode_of(&self, item: &LockKey) -> Option<LockMode> {
-        self.items.get(item).copied()
+    /// Merges repeated keys (sorting them), so each item appears once.
+    fn dedup(&mut self) {
+        if !self.repeats {
+            return;
+        }
+        self.repeats = false;
+        self.keys.sort_unstable_by_key(|&(k, _)| k);
+        self.keys.dedup_by(|(k, m), (kept, kept_mode)| {
+            let same = k == kept;
+            if same {
+                *kept_mode = kept_mode.join(*m);
+            }
+            same
+        });
     }
 
+    /// Every item once, with its mode.
+    fn into_items(mut self) -> Vec<(LockKey, LockMode)> {
+        self.dedup();
+        let mut items = self.keys;
+        items.extend(self.dbs.iter().map(|&(db, m)| (LockKey::Db(db), m)));
+        items
+    }
+
+    /// Every item, possibly repeated with weaker modes (enough to test for conflicts).
+    fn iter(&self) -> impl Iterator<Item = (LockKey, LockMode)> + '_ {
+        let dbs = self.dbs.iter().map(|&(db, m)| (LockKey::Db(db), m));
+        self.keys.iter().copied().chain(dbs)
+    }
+
+    /// The mode this set takes `item` in, if any.
+    pub fn mode_of(&self, item: &LockKey) -> Option<LockMode> {
+        self.iter()
+            .filter(|(k, _)| k == item)
+            .map(|(_, m)| m)
+            .reduce(LockMode::join)
+    }
+
+    /// Number of distinct items.
     pub fn len(&self) -> usize {
-        self.items.len()
+        let mut keys: Vec<LockKey> = self.keys.iter().map(|&(k, _)| k).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.len() + self.dbs.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.keys.is_empty() && self.dbs.is_empty()
     }
 }
 
@@ -219,18 +278,44 @@ struct Hold {
 }
 
 /// The state of one item that is held or queued for. Items with neither are not in the table.
+/// Small, and free of allocations while uncontended (one holder, nobody queued): every key of a
+/// pipeline that spans shards passes through here.
 #[derive(Default)]
 struct Item {
     /// Holds per mode, all owners together.
     held: [u32; 4],
-    holders: Vec<Hold>,
+    /// The first holder inline (owner 0: none), further ones in `more`.
+    first: Hold,
+    more: Vec<Hold>,
+    /// Requests queued on the item, boxed: most items never have any.
+    queue: Option<Box<Queue>>,
+}
+
+#[derive(Default)]
+struct Queue {
     /// Queued non-re-entrant requests, by mode, in arrival order.
     waiting: [BTreeSet<LockId>; 4],
     /// Queued re-entrant requests (rare): they skip rule 2 but still count as earlier requests.
     reentrant: Vec<(LockId, LockMode)>,
 }
 
+impl Default for Hold {
+    fn default() -> Self {
+        Hold {
+            owner: NOBODY,
+            held: [0; 4],
+        }
+    }
+}
+
 impl Item {
+    fn holder(&self, owner: Owner) -> Option<&Hold> {
+        if self.first.owner == owner && owner != NOBODY {
+            return Some(&self.first);
+        }
+        self.more.iter().find(|h| h.owner == owner)
+    }
+
     /// Whether an owner other than `owner` holds a mode conflicting with `mode`.
     fn held_conflicts(&self, owner: Owner, mode: LockMode) -> bool {
         let mask = CONFLICTS[mode as usize];
@@ -238,27 +323,25 @@ impl Item {
         if !(0..4).any(|m| conflicting(&self.held, m)) {
             return false;
         }
-        let own = self
-            .holders
-            .iter()
-            .find(|h| h.owner == owner)
-            .map_or([0; 4], |h| h.held);
+        let own = self.holder(owner).map_or([0; 4], |h| h.held);
         (0..4).any(|m| mask & (1 << m) != 0 && self.held[m] > own[m])
     }
 
     /// Whether a request queued before `before` (any queued request if None) conflicts with `mode`.
     fn queue_conflicts(&self, mode: LockMode, before: Option<LockId>) -> bool {
+        let Some(q) = &self.queue else {
+            return false;
+        };
         let earlier = |id: LockId| before.is_none_or(|b| id < b);
         LockMode::ALL
             .iter()
             .filter(|m| mode.conflicts(**m))
             .any(|m| {
-                self.waiting[*m as usize]
+                q.waiting[*m as usize]
                     .first()
                     .is_some_and(|&id| earlier(id))
             })
-            || self
-                .reentrant
+            || q.reentrant
                 .iter()
                 .any(|&(id, m)| earlier(id) && mode.conflicts(m))
     }
@@ -275,41 +358,86 @@ impl Item {
     }
 
     fn hold(&mut self, owner: Owner, mode: LockMode) {
-        self.held[mode as usize] += 1;
-        match self.holders.iter_mut().find(|h| h.owner == owner) {
-            Some(h) => h.held[mode as usize] += 1,
-            None => {
-                let mut held = [0; 4];
-                held[mode as usize] = 1;
-                self.holders.push(Hold { owner, held });
+        let m = mode as usize;
+        self.held[m] += 1;
+        if self.first.owner == owner {
+            self.first.held[m] += 1;
+        } else if let Some(h) = self.more.iter_mut().find(|h| h.owner == owner) {
+            h.held[m] += 1;
+        } else {
+            let mut held = [0; 4];
+            held[m] = 1;
+            if self.first.owner == NOBODY {
+                self.first = Hold { owner, held };
+            } else {
+                self.more.push(Hold { owner, held });
             }
         }
     }
 
     fn unhold(&mut self, owner: Owner, mode: LockMode) {
         let m = mode as usize;
-        if let Some(i) = self.holders.iter().position(|h| h.owner == owner) {
-            let h = &mut self.holders[i];
+        if self.first.owner == owner && owner != NOBODY {
+            self.first.held[m] -= 1;
+            self.held[m] -= 1;
+            if self.first.held == [0; 4] {
+                self.first = self.more.pop().unwrap_or_default();
+            }
+        } else if let Some(i) = self.more.iter().position(|h| h.owner == owner) {
+            let h = &mut self.more[i];
             h.held[m] -= 1;
             self.held[m] -= 1;
             if h.held == [0; 4] {
-                self.holders.swap_remove(i);
+                self.more.swap_remove(i);
             }
         }
     }
 
-    fn dequeue(&mut self, id: LockId, mode: LockMode, reentrant: bool) {
+    fn enqueue(&mut self, id: LockId, mode: LockMode, reentrant: bool) {
+        let q = self.queue.get_or_insert_default();
         if reentrant {
-            self.reentrant.retain(|&(r, _)| r != id);
+            q.reentrant.push((id, mode));
         } else {
-            self.waiting[mode as usize].remove(&id);
+            q.waiting[mode as usize].insert(id);
         }
     }
 
+    fn dequeue(&mut self, id: LockId, mode: LockMode, reentrant: bool) {
+        let Some(q) = &mut self.queue else {
+            return;
+        };
+        if reentrant {
+            q.reentrant.retain(|&(r, _)| r != id);
+        } else {
+            q.waiting[mode as usize].remove(&id);
+        }
+        if q.reentrant.is_empty() && q.waiting.iter().all(BTreeSet::is_empty) {
+            self.queue = None;
+        }
+    }
+
+    /// Queued ids that may be grantable once `changed` was released here, in arrival order per
+    /// mode (see [`LockTable::grant_waiters`]), then the re-entrant ones.
+    fn candidates(&self, changed: LockMode, out: &mut Vec<LockId>) {
+        let Some(q) = &self.queue else {
+            return;
+        };
+        for m in LockMode::ALL {
+            if !m.conflicts(changed) || self.held_conflicts(NOBODY, m) {
+                continue;
+            }
+            for &id in &q.waiting[m as usize] {
+                if self.queue_conflicts(m, Some(id)) {
+                    break;
+                }
+                out.push(id);
+            }
+        }
+        out.extend(q.reentrant.iter().map(|&(id, _)| id));
+    }
+
     fn is_unused(&self) -> bool {
-        self.holders.is_empty()
-            && self.reentrant.is_empty()
-            && self.waiting.iter().all(BTreeSet::is_empty)
+        self.first.owner == NOBODY && self.queue.is_none()
     }
 }
 
@@ -389,9 +517,9 @@ impl LockTable {
         }
         let owner = owner.unwrap_or(NOBODY);
         let reentrant = self.holds_any(owner);
-        set.items.iter().all(|(item, &m)| {
+        set.iter().all(|(item, m)| {
             self.items
-                .get(item)
+                .get(&item)
                 .is_none_or(|i| i.allows(owner, m, reentrant, None))
         })
     }
@@ -407,7 +535,7 @@ impl LockTable {
         set: LockSet,
         on_grant: Box<dyn FnOnce()>,
     ) -> (LockId, Grant) {
-        self.acquire_items(owner, set.items.into_iter().collect(), on_grant)
+        self.acquire_items(owner, set.into_items(), on_grant)
     }
 
     /// [`acquire`](Self::acquire) for one key of `db` in `mode` (and `db` in the matching intention
@@ -454,12 +582,10 @@ impl LockTable {
             return (id, Grant::Now);
         }
         for (item, m) in &request.items {
-            let state = self.items.entry(*item).or_default();
-            if reentrant {
-                state.reentrant.push((id, *m));
-            } else {
-                state.waiting[*m as usize].insert(id);
-            }
+            self.items
+                .entry(*item)
+                .or_default()
+                .enqueue(id, *m, reentrant);
         }
         request.on_grant = Some(on_grant);
         self.requests.insert(id, request);
@@ -549,18 +675,7 @@ impl LockTable {
                 continue;
             };
             candidates.clear();
-            for m in LockMode::ALL {
-                if !m.conflicts(changed) || item.held_conflicts(NOBODY, m) {
-                    continue;
-                }
-                for &id in &item.waiting[m as usize] {
-                    if item.queue_conflicts(m, Some(id)) {
-                        break;
-                    }
-                    candidates.push(id);
-                }
-            }
-            candidates.extend(item.reentrant.iter().map(|&(id, _)| id));
+            item.candidates(changed, &mut candidates);
             for &id in &candidates {
                 if !self.grantable(id) {
                     continue;
@@ -941,8 +1056,8 @@ mod tests {
             // Holds of different owners never conflict.
             for (i, (_, a)) in held.iter().enumerate() {
                 for (_, b) in &held[i + 1..] {
-                    for (item, ma) in &a.items {
-                        if let Some(mb) = b.mode_of(item) {
+                    for (item, ma) in a.iter() {
+                        if let Some(mb) = b.mode_of(&item) {
                             assert!(!ma.conflicts(mb), "{item:?} held {ma:?} and {mb:?}");
                         }
                     }
