@@ -11,7 +11,9 @@
 //!   leaves the unfinished tail in the buffer and the next call resumes where this one stopped. A line
 //!   still missing its terminator is not searched again from its start either (`scanned`).
 //! - **Zero-copy.** A bulk argument, or an unquoted inline argument, is a `Bytes` slice of the read
-//!   buffer (`split_to` + `freeze`); only inline arguments with quotes are copied.
+//!   buffer (`split_to` + `freeze`); only inline arguments with quotes are copied. A small multibulk
+//!   already wholly in the buffer (the usual case in a pipeline) is cut off in one piece and its
+//!   arguments sliced from it, without consuming its header lines one by one.
 //! - **Claims cost nothing.** A claimed argument count pre-allocates at most 1024 slots and a claimed
 //!   bulk length allocates nothing; `bytes_needed_hint` reports it so the caller may choose to reserve.
 //! - **Chunking never changes the outcome.** The requests, and the protocol error, read from a stream
@@ -31,6 +33,8 @@ use bytes::{Buf, Bytes, BytesMut};
 
 /// `argv` slots allocated up front for a multibulk, whatever count the client claimed.
 const MAX_PREALLOC_ARGS: usize = 1024;
+/// Most arguments of a multibulk read by the whole-request fast path (`RequestParser::whole`).
+const WHOLE_MAX_ARGS: usize = 16;
 /// Most arguments a client that has not authenticated may send in one multibulk.
 const UNAUTH_MAX_ARGS: i64 = 10;
 /// Longest bulk argument a client that has not authenticated may send.
@@ -120,6 +124,12 @@ impl RequestParser {
         unauthenticated: bool,
     ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         self.missing = 0;
+        if self.pending_args == 0 && !unauthenticated && buf.first() == Some(&b'*') {
+            if let Some(args) = self.whole(buf) {
+                self.scanned = 0;
+                return Ok(Some(args));
+            }
+        }
         while self.pending_args == 0 {
             match buf.first() {
                 None => return Ok(None),
@@ -159,6 +169,53 @@ impl RequestParser {
             self.pending_args -= 1;
         }
         Ok(Some(std::mem::take(&mut self.args)))
+    }
+
+    /// The fast path for a small multibulk already wholly in `buf`: its headers are read in place
+    /// and it is cut off in one piece, each argument a slice of that piece. None (with `buf`
+    /// untouched) for anything else — partly read, more than [`WHOLE_MAX_ARGS`] arguments, or
+    /// anything unusual — which the general path then reads, errors included.
+    fn whole(&self, buf: &mut BytesMut) -> Option<Vec<Bytes>> {
+        let b: &[u8] = buf;
+        // A header's `\r`, with the byte after it present, among the line's first 32 bytes (and
+        // within the header length limit, as the general path searches).
+        let window = self.limits.max_inline_len.saturating_add(1).min(32);
+        let line_end = |from: usize| {
+            let line = b.get(from..b.len().min(from + window))?;
+            let cr = from + line.iter().position(|&c| c == b'\r')?;
+            (cr + 2 <= b.len()).then_some(cr)
+        };
+        let cr = line_end(0)?;
+        let count = string2ll(&b[1..cr]).filter(|n| (1..=WHOLE_MAX_ARGS as i64).contains(n))?;
+        let mut spans = [(0usize, 0usize); WHOLE_MAX_ARGS];
+        let mut pos = cr + 2;
+        for span in spans.iter_mut().take(count as usize) {
+            if b.get(pos) != Some(&b'$') {
+                return None;
+            }
+            let cr = line_end(pos)?;
+            let len = string2ll(&b[pos + 1..cr])
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|&n| n <= self.limits.max_bulk_len)?;
+            let start = cr + 2;
+            pos = start.checked_add(len)?.checked_add(2)?;
+            if pos > b.len() {
+                return None;
+            }
+            *span = (start, len);
+        }
+        let frame = buf.split_to(pos).freeze();
+        let n = count as usize;
+        let mut args = Vec::with_capacity(n);
+        for &(start, len) in &spans[..n - 1] {
+            args.push(frame.slice(start..start + len));
+        }
+        let (start, len) = spans[n - 1];
+        let mut last = frame;
+        last.advance(start);
+        last.truncate(len);
+        args.push(last);
+        Some(args)
     }
 
     /// How many more bytes the bulk argument being read needed when `next` last returned `Ok(None)`,
