@@ -565,21 +565,40 @@ impl LockTable {
         self.last_id += 1;
         let id = self.last_id;
         let reentrant = self.holds_any(owner);
-        let now = items.iter().all(|(item, m)| {
-            self.items
-                .get(item)
-                .is_none_or(|i| i.allows(owner, *m, reentrant, None))
-        });
+        // Optimistically hold each item as it is checked (one probe per item; the items of a
+        // request are distinct, so holding one never affects the check of another), and undo
+        // those holds if one is refused.
+        let mut held = 0;
+        for &(item, m) in &items {
+            match self.items.entry(item) {
+                hashbrown::hash_map::Entry::Vacant(v) => v.insert(Item::default()).hold(owner, m),
+                hashbrown::hash_map::Entry::Occupied(o) => {
+                    if !o.get().allows(owner, m, reentrant, None) {
+                        break;
+                    }
+                    o.into_mut().hold(owner, m);
+                }
+            }
+            held += 1;
+        }
         let mut request = Request {
             owner,
             items,
             reentrant,
             on_grant: None,
         };
-        if now {
-            self.hold(&request);
+        if held == request.items.len() {
+            *self.grants.entry(owner).or_default() += 1;
             self.requests.insert(id, request);
             return (id, Grant::Now);
+        }
+        for &(item, m) in &request.items[..held] {
+            if let hashbrown::hash_map::Entry::Occupied(mut o) = self.items.entry(item) {
+                o.get_mut().unhold(owner, m);
+                if o.get().is_unused() {
+                    o.remove();
+                }
+            }
         }
         for (item, m) in &request.items {
             self.items
@@ -608,16 +627,17 @@ impl LockTable {
         let granted = req.on_grant.is_none();
         let mut work = Vec::new();
         for (key, mode) in req.items {
-            let Some(item) = self.items.get_mut(&key) else {
+            let hashbrown::hash_map::Entry::Occupied(mut o) = self.items.entry(key) else {
                 continue;
             };
+            let item = o.get_mut();
             if granted {
                 item.unhold(req.owner, mode);
             } else {
                 item.dequeue(id, mode, req.reentrant);
             }
             if item.is_unused() {
-                self.items.remove(&key);
+                o.remove();
             } else {
                 work.push((key, mode));
             }
