@@ -424,6 +424,8 @@ mod freer {
 
     pub(super) enum Job {
         Drop(Entry),
+        /// Anything else too large to drop on a shard thread (a flushed tracking table).
+        DropAny(Box<dyn Send>),
         /// Answered once every value sent before it has been dropped.
         Sync(Sender<()>),
     }
@@ -449,6 +451,7 @@ mod freer {
                                     PENDING.fetch_sub(1, Ordering::Relaxed);
                                     FREED.fetch_add(1, Ordering::Relaxed);
                                 }
+                                Job::DropAny(v) => drop(v),
                                 Job::Sync(done) => {
                                     let _ = done.send(());
                                 }
@@ -473,6 +476,18 @@ mod freer {
         }
     }
 
+    /// Hands `v` to the freer thread (drops it here if there is none).
+    pub(super) fn drop_any_later(v: Box<dyn Send>) {
+        match sender() {
+            Some(tx) => {
+                if let Err(std::sync::mpsc::SendError(job)) = tx.send(Job::DropAny(v)) {
+                    drop(job);
+                }
+            }
+            None => drop(v),
+        }
+    }
+
     /// Blocks until everything handed over before the call has been dropped.
     pub(super) fn sync() {
         let Some(tx) = sender() else { return };
@@ -481,6 +496,12 @@ mod freer {
             let _ = wait.recv();
         }
     }
+}
+
+/// Drops `v` on the freer thread: for structures other than values that may be too large to free
+/// inside a command.
+pub fn drop_in_background<T: Send + 'static>(v: T) {
+    freer::drop_any_later(Box::new(v));
 }
 
 /// Values handed to the freer thread and not dropped yet (part of INFO `lazyfree_pending_objects`).

@@ -94,6 +94,8 @@ fn trackers() -> std::sync::RwLockReadGuard<'static, BTreeMap<u64, Arc<dyn Track
 struct Local {
     /// Default mode: key → ids of the clients that read it since its last invalidation.
     table: HashMap<Box<[u8]>, Vec<u64>>,
+    /// Client ids in `table`, all keys together (so a flush need not count them).
+    items: usize,
     /// The client whose command is running on this shard (0: none known).
     current: u64,
     /// Keys modified during this shard turn and the client that modified each first (0: none),
@@ -114,11 +116,13 @@ pub fn remember<'a>(id: u64, keys: impl IntoIterator<Item = &'a [u8]>) {
                 Some(ids) => {
                     if !ids.contains(&id) {
                         ids.push(id);
+                        l.items += 1;
                         TOTAL_ITEMS.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 None => {
                     l.table.insert(key.into(), vec![id]);
+                    l.items += 1;
                     TOTAL_KEYS.fetch_add(1, Ordering::Relaxed);
                     TOTAL_ITEMS.fetch_add(1, Ordering::Relaxed);
                 }
@@ -174,9 +178,12 @@ pub fn enforce_limit() -> bool {
     let evicted: Vec<(Box<[u8]>, Vec<u64>)> = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         let keys: Vec<Box<[u8]>> = l.table.keys().take(claimed).cloned().collect();
-        keys.into_iter()
+        let evicted: Vec<(Box<[u8]>, Vec<u64>)> = keys
+            .into_iter()
             .filter_map(|k| l.table.remove(&k).map(|ids| (k, ids)))
-            .collect()
+            .collect();
+        l.items -= evicted.iter().map(|(_, ids)| ids.len()).sum::<usize>();
+        evicted
     });
     for (key, ids) in evicted {
         invalidate_readers(&key, ids, 0);
@@ -216,10 +223,22 @@ pub fn flush() {
     if active() == 0 {
         return;
     }
-    let modified = LOCAL.with(|l| std::mem::take(&mut l.borrow_mut().modified));
+    let mut modified = LOCAL.with(|l| std::mem::take(&mut l.borrow_mut().modified));
     if modified.is_empty() {
         return;
     }
+    announce_modified(&modified);
+    // Hand the emptied map back, so the next turn's keys reuse its allocation.
+    modified.clear();
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.modified.is_empty() {
+            l.modified = modified;
+        }
+    });
+}
+
+fn announce_modified(modified: &HashMap<Box<[u8]>, u64>) {
     let map = trackers();
     for (&id, t) in map.iter() {
         let Some(prefixes) = t.bcast_prefixes() else {
@@ -248,6 +267,7 @@ pub fn key_modified(key: &[u8]) {
     let (ids, current) = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         let ids = l.table.remove(key);
+        l.items -= ids.as_ref().map_or(0, Vec::len);
         let current = l.current;
         // The first modifier of a key in a turn is the one NOLOOP filters by (as Redis records it).
         if BCAST.load(Ordering::Relaxed) != 0 && !l.modified.contains_key(key) {
@@ -264,9 +284,16 @@ pub fn key_modified(key: &[u8]) {
 /// FLUSHDB/FLUSHALL ran on this shard: its table is dropped. When `announce`, every tracking
 /// client is sent a null invalidation (the caller makes sure that happens once per flush).
 pub fn flushed(announce: bool) {
-    let dropped = LOCAL.with(|l| std::mem::take(&mut l.borrow_mut().table));
+    let (dropped, items) = LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        (std::mem::take(&mut l.table), std::mem::take(&mut l.items))
+    });
     TOTAL_KEYS.fetch_sub(dropped.len(), Ordering::Relaxed);
-    TOTAL_ITEMS.fetch_sub(dropped.values().map(Vec::len).sum(), Ordering::Relaxed);
+    TOTAL_ITEMS.fetch_sub(items, Ordering::Relaxed);
+    // Freeing a table of millions of keys would stall this thread: the freer thread drops it.
+    if !dropped.is_empty() {
+        crate::db::drop_in_background(dropped);
+    }
     if announce && active() != 0 {
         for t in trackers().values() {
             t.invalidate(None);
@@ -364,11 +391,20 @@ mod tests {
             ])]
         );
 
-        // A flush drops the table and announces a null invalidation to everyone.
-        remember(9001, [&b"c"[..]]);
+        // A flush drops the table (on the freer thread), takes its keys and items off the
+        // process-wide totals, and announces a null invalidation to everyone.
+        let keys_before = TOTAL_KEYS.load(Ordering::Relaxed);
+        let items_before = TOTAL_ITEMS.load(Ordering::Relaxed);
+        remember(9001, [&b"c"[..], b"e"]);
+        remember(9002, [&b"c"[..]]);
+        assert_eq!(TOTAL_KEYS.load(Ordering::Relaxed), keys_before + 2);
+        assert_eq!(TOTAL_ITEMS.load(Ordering::Relaxed), items_before + 3);
         flushed(true);
+        assert_eq!(TOTAL_KEYS.load(Ordering::Relaxed), 0);
+        assert_eq!(TOTAL_ITEMS.load(Ordering::Relaxed), 0);
         key_modified(b"c");
         assert_eq!(got(&reader), vec![None]);
+        assert_eq!(got(&looper), vec![None]);
         assert_eq!(got(&bcast), vec![None]);
 
         // Unregistered clients are skipped.
