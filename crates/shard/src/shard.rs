@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::db::{Db, FreeWait};
 use crate::locks::{LockId, LockTable, Mode, Owner};
-use crate::park::Parked;
+use crate::park::{Here, Parked};
 
 /// Keys examined per database per active-expiry tick.
 pub const ACTIVE_EXPIRE_BUDGET: usize = 2000;
@@ -22,6 +22,9 @@ pub const REHASH_BUCKETS_PER_TICK: usize = 1000;
 pub const COMPACT_HINTS_PER_TICK: usize = 2000;
 /// Units of lazy-free work (entries, buckets, hints) per background tick, over all databases.
 pub const LAZYFREE_PER_TICK: usize = 10_000;
+/// Parked commands run by one pass of [`Shard::serve_ready`]; past it, the rest are woken to run
+/// from their tasks (a chain of blocked clients cannot hold the shard for long).
+pub const SERVE_BUDGET: usize = 1024;
 
 /// One thread's slice of the keyspace: every database, its lock table, and counters.
 ///
@@ -45,6 +48,9 @@ pub struct Shard {
     reserved: HashMap<Owner, LockId>,
     /// [`crate::db::ready_mark`] when ready keys were last looked for.
     ready_seen: u64,
+    /// Ready keys are not served now: a pass is running, or a transaction part or lock-context
+    /// part is (see [`Shard::hold_serving`]).
+    holding: bool,
 }
 
 impl Shard {
@@ -60,6 +66,7 @@ impl Shard {
             parked: 0,
             reserved: HashMap::new(),
             ready_seen: crate::db::ready_mark(),
+            holding: false,
         }
     }
 
@@ -139,9 +146,11 @@ impl Shard {
         }
     }
 
-    /// Wakes the first live command parked on each key written since the last call, reserving the
-    /// key for it when it can (see [`crate::park`]). Called after every command; one branch when
-    /// nothing is parked on this shard or no parked-on key was written since the last call.
+    /// Serves the parked commands waiting for keys written since the last call (see
+    /// [`crate::park`]): the first live command parked on each ready key runs right here when it
+    /// can, and what it writes is served in the same pass; otherwise it is woken, the key reserved
+    /// for it when it can be. Called after every command; one branch when nothing is parked on
+    /// this shard or no parked-on key was written since the last call.
     #[inline]
     pub fn serve_ready(&mut self) {
         if self.parked > 0 && self.ready_seen != crate::db::ready_mark() {
@@ -149,35 +158,78 @@ impl Shard {
         }
     }
 
+    /// Holds (`true`) or resumes serving ready keys; returns the previous setting, to restore.
+    /// A transaction part or lock-context part holds it while it runs: blocked clients are served
+    /// after it as a whole, as Redis serves them after EXEC.
+    pub fn hold_serving(&mut self, hold: bool) -> bool {
+        std::mem::replace(&mut self.holding, hold)
+    }
+
     #[cold]
     fn serve_ready_slow(&mut self) {
-        self.ready_seen = crate::db::ready_mark();
-        for db in 0..self.dbs.len() {
-            if !self.dbs[db].has_ready() {
-                continue;
-            }
-            let mut dropped = 0;
-            while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
-                let owner = p.owner();
-                if p.single_shard()
-                    && !self.reserved.contains_key(&owner)
-                    && self
-                        .locks
-                        .may_run(Some(owner), db as u32, &key, Mode::Exclusive)
-                {
-                    let (id, _) = self.locks.acquire_key(
-                        owner,
-                        db as u32,
-                        &key,
-                        Mode::Exclusive,
-                        Box::new(|| {}),
-                    );
-                    self.reserved.insert(owner, id);
-                }
-                p.wake();
-            }
-            self.parked -= dropped;
+        if self.holding {
+            return;
         }
+        self.holding = true;
+        let mut budget = SERVE_BUDGET;
+        let mut busy: Vec<(usize, Box<[u8]>)> = Vec::new();
+        loop {
+            self.ready_seen = crate::db::ready_mark();
+            for db in 0..self.dbs.len() {
+                while self.dbs[db].has_ready() {
+                    let mut dropped = 0;
+                    let next = self.dbs[db].next_ready(&mut dropped);
+                    self.parked -= dropped;
+                    let Some((key, p)) = next else { break };
+                    if budget > 0 && p.single_shard() {
+                        budget -= 1;
+                        match p.serve_here(self) {
+                            Here::Served => {
+                                p.wake();
+                                continue;
+                            }
+                            Here::Parked => continue,
+                            Here::Busy => {
+                                busy.push((db, key));
+                                continue;
+                            }
+                            Here::Wake => {}
+                        }
+                    }
+                    self.wake(db, &key, &p);
+                }
+            }
+            // What the served commands wrote may have made more keys ready.
+            if self.ready_seen == crate::db::ready_mark() {
+                break;
+            }
+        }
+        if !busy.is_empty() {
+            for (db, key) in busy {
+                self.dbs[db].keep_ready(key);
+            }
+            // Look again after the next command: a lock is only released by one.
+            self.ready_seen = crate::db::ready_mark().wrapping_sub(1);
+        }
+        self.holding = false;
+    }
+
+    /// Wakes `p`, parked on `key`, to run again from its task, reserving the key for it when all
+    /// its keys live here and the lock can be granted at once.
+    fn wake(&mut self, db: usize, key: &[u8], p: &Arc<Parked>) {
+        let owner = p.owner();
+        if p.single_shard()
+            && !self.reserved.contains_key(&owner)
+            && self
+                .locks
+                .may_run(Some(owner), db as u32, key, Mode::Exclusive)
+        {
+            let (id, _) =
+                self.locks
+                    .acquire_key(owner, db as u32, key, Mode::Exclusive, Box::new(|| {}));
+            self.reserved.insert(owner, id);
+        }
+        p.wake();
     }
 
     /// Parked-command registrations on this shard.
