@@ -254,11 +254,11 @@ impl ShardCmd {
         // The `Parked` holds the runner: the command gets it back as an argument, not a cycle.
         cmd.parked = None;
         Box::new(move |shard: &mut Shard, p: &Arc<Parked>| {
-            if peer_gone(&info) {
-                return Served::Gone;
-            }
             if !cmd.may_run(&shard.locks, Some(p.owner())) {
                 return Served::Busy;
+            }
+            if peer_gone(&info) {
+                return Served::Gone;
             }
             p.set_retried();
             cmd.parked = Some(p.clone());

@@ -414,4 +414,86 @@ mod tests {
         s.serve_ready();
         assert!(woken(&p));
     }
+
+    /// A runner that takes `from` (deleting it) and writes `to`, if given; parks again when
+    /// `from` is missing, and waits while another owner's lock is on it.
+    fn mover(from: &'static str, to: Option<&'static str>) -> crate::park::Runner {
+        Box::new(move |s: &mut Shard, p: &Arc<Parked>| {
+            if !s
+                .locks
+                .may_run(Some(p.owner()), 0, from.as_bytes(), Mode::Exclusive)
+            {
+                return crate::park::Served::Busy;
+            }
+            if !s.db_mut(0).delete(from.as_bytes(), 1) {
+                return crate::park::Served::Parked;
+            }
+            if let Some(to) = to {
+                write(s, to);
+            }
+            p.finish();
+            if let Some((db, keys)) = p.withdraw() {
+                for k in &keys {
+                    s.unpark(db, k, p);
+                }
+            }
+            crate::park::Served::Replied(from.as_bytes().to_vec())
+        })
+    }
+
+    fn parked_with(s: &mut Shard, key: &'static str, runner: crate::park::Runner) -> Arc<Parked> {
+        let p = Parked::new(new_owner(), true);
+        p.record(0, &[Bytes::from_static(key.as_bytes())]);
+        s.park(0, key.as_bytes(), p.clone());
+        p.set_runner(runner);
+        p
+    }
+
+    #[test]
+    fn a_write_serves_parked_commands_on_the_shard_and_their_chain_in_one_pass() {
+        let mut s = Shard::new(0, 1);
+        let a = parked_with(&mut s, "k1", mover("k1", Some("k2")));
+        let b = parked_with(&mut s, "k2", mover("k2", Some("k3")));
+        let c = parked_with(&mut s, "k3", mover("k3", None));
+        write(&mut s, "k1");
+        s.serve_ready();
+        for (p, reply) in [(&a, "k1"), (&b, "k2"), (&c, "k3")] {
+            assert!(woken(p));
+            assert_eq!(p.take_reply().as_deref(), Some(reply.as_bytes()));
+        }
+        assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+        assert!(s.locks.is_idle(), "nothing reserved");
+    }
+
+    #[test]
+    fn serving_waits_for_a_held_pass_and_for_locks_and_never_runs_a_closed_command() {
+        let mut s = Shard::new(0, 1);
+        let a = parked_with(&mut s, "k", mover("k", None));
+        // Held (a transaction part runs): served once it is released.
+        let held = s.hold_serving(true);
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(a.take_reply().is_none());
+        s.hold_serving(held);
+        s.serve_ready();
+        assert_eq!(a.take_reply().as_deref(), Some(&b"k"[..]));
+        // Another owner's lock on the key: served after the command that releases it.
+        let b = parked_with(&mut s, "k", mover("k", None));
+        let (id, _) = s
+            .locks
+            .acquire_key(new_owner(), 0, b"k", Mode::Exclusive, Box::new(|| {}));
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(b.take_reply().is_none() && !woken(&b));
+        s.locks.release(id);
+        s.serve_ready();
+        assert_eq!(b.take_reply().as_deref(), Some(&b"k"[..]));
+        // Closed by its task (deadline, client gone): never run.
+        let c = parked_with(&mut s, "k", mover("k", None));
+        assert!(c.close().is_none());
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(c.take_reply().is_none());
+        assert!(s.db_mut(0).contains(b"k", 1), "nothing taken for it");
+    }
 }
