@@ -1314,9 +1314,12 @@ impl Db {
         self.dict.iter().map(Entry::heap_size).sum()
     }
 
-    /// Parks `p` on `key` behind the commands already parked there (see [`crate::park`]).
-    pub(crate) fn park(&mut self, key: &[u8], p: Arc<Parked>) {
+    /// Parks `p` on `key` behind the commands already parked there (see [`crate::park`]). False
+    /// if it is parked there already (a key named twice, as in `BLPOP k k 0`: its keys are parked
+    /// on one after another, so it would be the last).
+    pub(crate) fn park(&mut self, key: &[u8], p: Arc<Parked>) -> bool {
         match self.hooks.parked.get_mut(key) {
+            Some(q) if q.queue.back().is_some_and(|x| Arc::ptr_eq(x, &p)) => return false,
             Some(q) => q.queue.push_back(p),
             None => {
                 let mut q = ParkQueue::default();
@@ -1324,6 +1327,7 @@ impl Db {
                 self.hooks.parked.insert(key.into(), q);
             }
         }
+        true
     }
 
     /// Withdraws `p` from `key`'s queue; true if it was there.

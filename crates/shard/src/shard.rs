@@ -124,8 +124,9 @@ impl Shard {
 
     /// Parks `p` on `key` of database `db` (see [`crate::park`]).
     pub fn park(&mut self, db: usize, key: &[u8], p: Arc<Parked>) {
-        self.dbs[db].park(key, p);
-        self.parked += 1;
+        if self.dbs[db].park(key, p) {
+            self.parked += 1;
+        }
     }
 
     /// Withdraws `p` from `key` of database `db`, and releases the key's reservation for it.
@@ -402,6 +403,20 @@ mod tests {
         assert!(s.locks.is_idle(), "no reservation across shards");
         assert_eq!(s.parked(), 1, "the finished one was dropped");
         s.unpark(0, b"k", &multi);
+        assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+    }
+
+    #[test]
+    fn a_key_named_twice_is_one_registration() {
+        let mut s = Shard::new(0, 1);
+        let p = Parked::new(new_owner(), true);
+        for k in [&b"a"[..], b"b", b"b", b"a"] {
+            s.park(0, k, p.clone());
+        }
+        assert_eq!(s.parked(), 2);
+        for k in [&b"a"[..], b"b", b"b", b"a"] {
+            s.unpark(0, k, &p);
+        }
         assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
     }
 
