@@ -1196,6 +1196,17 @@ impl Batch<'_> {
                 plan[set.shard_of_key(key)].1.add_key(d, key, mode)
             });
         }
+        // The watched keys too (shared): from the check of the watches to the end of the body,
+        // nothing changes them — a blocked client that a write made ready and that would write one
+        // (BRPOPLPUSH into a watched list) is served after the transaction, not between the check
+        // and the body.
+        if self.session.watch.is_some() {
+            for (d, key) in &self.session.watched {
+                plan[set.shard_of_key(key)]
+                    .1
+                    .add_key(*d as u32, key, Mode::Shared);
+            }
+        }
         plan.retain(|(_, locks)| !locks.is_empty());
         plan
     }
