@@ -16,21 +16,21 @@
 //!   If it finds nothing it stays parked. If a lock stands in the way the key stays ready and is
 //!   tried again after the shard's next command (a lock is only released by one), so it is served
 //!   right after the transaction or lock context that holds its keys.
-//! * **Reservation.** When the command cannot be run on the shard (a budget-exceeding chain, a
-//!   client gone), it is woken to run again from its task; when all its keys live on this shard,
-//!   the wake also takes
-//!   an exclusive lock on the key for the command's owner (only if that can be granted at once).
-//!   Commands of other clients on that key then queue behind it; the woken command runs as that
-//!   owner (re-entering the lock) and releases the reservation when done. So an element pushed for a
-//!   parked client is served to it, as in Redis, even when another client's pipeline asks for it
-//!   next. A parked command whose keys span shards is woken without a reservation (reserving in
-//!   the middle of the ascending shard order could deadlock with a lock context); if another client
-//!   takes the element first, it parks again, nothing is lost.
+//! * **Woken, with a reservation.** A command whose keys span shards, or one the shard cannot run
+//!   (past the pass's budget, its client gone), is woken to run again from its task. When all its
+//!   keys live on this shard the wake also takes an exclusive lock on the key for the command's
+//!   owner (only if that can be granted at once): commands of other clients on that key then
+//!   queue behind it; the woken command runs as that owner (re-entering the lock) and releases the
+//!   reservation when done. A parked command whose keys span shards is woken without a reservation
+//!   (reserving in the middle of the ascending shard order could deadlock with a lock context); if
+//!   another client takes the element first, it parks again, nothing is lost.
 //! * **Exactly once.** A parked command finishes once (served, timed out, or its client gone):
 //!   [`Parked::finish`] marks it, shards drop it from their queues lazily, and the waiting task
-//!   withdraws it from every shard it parked on ([`Shard::unpark`](crate::Shard::unpark)). Since
-//!   the command itself pops the element, in a shard turn, only while it is alive, no element is
-//!   ever taken for a dead client.
+//!   withdraws it from every shard it parked on ([`Shard::unpark`](crate::Shard::unpark)). The
+//!   command pops the element itself, in a shard turn, only while it is alive: the runner checks
+//!   its client first, under the `Parked`'s mutex that [`Parked::close`] takes when the task ends
+//!   its wait, so no element is ever taken for a dead client, and a reply served just before a
+//!   deadline or CLIENT UNBLOCK is the one the client gets.
 //! * **No lost wake-up.** The command checks its keys and parks in the same shard turn (or, across
 //!   shards, while holding locks on all its keys), so no write can fall in between.
 
