@@ -381,3 +381,238 @@ fn client_unblock_ends_a_blocked_command_or_wait_as_redis_does() {
         seen
     });
 }
+
+/// The `n` first keys `<tag>:<i>` in quarter `q` of the slot space: one shard with `--threads 4`,
+/// without a hash tag.
+fn keys_in(q: u16, tag: &str, n: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{tag}:{i}"))
+        .filter(|k| hash_slot(k) / 4096 == q)
+        .take(n)
+        .collect()
+}
+
+/// Redis's "Circular BRPOPLPUSH": two clients each blocked moving one list to the other; one push
+/// is served along the whole chain before anyone else's next command, so a third client sees the
+/// element back in the first list. Repeated (the old wake-and-rerun raced with that command), with
+/// keys sharing a shard by hash tag or by slot, on one thread and on four.
+#[test]
+fn a_chain_of_blocked_moves_completes_before_the_next_command_of_anyone() {
+    for threads in ["1", "4"] {
+        let s = Server::strata(&["--threads", threads]);
+        let untagged = keys_in(1, "circ", 2);
+        for (l1, l2) in [
+            ("list1{t}".to_string(), "list2{t}".to_string()),
+            (untagged[0].clone(), untagged[1].clone()),
+        ] {
+            let mut admin = s.conn();
+            let mut observer = s.conn();
+            let mut rd1 = s.conn();
+            let mut rd2 = s.conn();
+            for round in 0..25 {
+                admin.call(&["DEL", &l1, &l2]);
+                rd1.send(&["BRPOPLPUSH", &l1, &l2, "0"]);
+                wait_blocked(&mut admin, 1);
+                rd2.send(&["BRPOPLPUSH", &l2, &l1, "0"]);
+                wait_blocked(&mut admin, 2);
+                assert_eq!(admin.call_decoded(&["RPUSH", &l1, "foo"]).as_int(), Some(1));
+                let seen = (
+                    observer.call(&["LRANGE", &l1, "0", "-1"]),
+                    observer.call(&["LRANGE", &l2, "0", "-1"]),
+                );
+                assert_eq!(
+                    seen,
+                    (b"*1\r\n$3\r\nfoo\r\n".to_vec(), b"*0\r\n".to_vec()),
+                    "--threads {threads}, {l1} {l2}, round {round}"
+                );
+                assert_eq!(rd1.read_reply(), b"$3\r\nfoo\r\n");
+                assert_eq!(rd2.read_reply(), b"$3\r\nfoo\r\n");
+            }
+        }
+    }
+}
+
+/// BLMOVEs linked into a chain, a push at its head: each is served in turn in the same pass, and
+/// the element ends at the tail before the pusher's next command, as in Redis.
+#[test]
+fn linked_blmoves_pass_an_element_down_the_chain_at_once() {
+    both(|s| {
+        let keys = keys_in(2, "chain", 4);
+        let mut admin = s.conn();
+        let mut movers: Vec<_> = (0..3).map(|_| s.conn()).collect();
+        for (i, m) in movers.iter_mut().enumerate() {
+            m.send(&["BLMOVE", &keys[i], &keys[i + 1], "RIGHT", "LEFT", "0"]);
+            wait_blocked(&mut admin, i as i64 + 1);
+        }
+        let mut seen = vec![admin.call(&["RPUSH", &keys[0], "x"])];
+        for k in &keys {
+            seen.push(admin.call(&["LRANGE", k, "0", "-1"]));
+        }
+        for m in &mut movers {
+            seen.push(m.read_reply());
+        }
+        seen
+    });
+}
+
+/// One push of several elements serves several blocked clients, first blocked first, each taking
+/// what its command takes; the one left without an element stays blocked.
+#[test]
+fn one_push_of_several_elements_serves_blocked_clients_in_fifo_order() {
+    both(|s| {
+        let k = key_in(3, "fifo");
+        let mut admin = s.conn();
+        let cmds: [&[&str]; 4] = [
+            &["BLPOP", &k, "0"],
+            &["BRPOP", &k, "0"],
+            &["BLMPOP", "0", "1", &k, "LEFT", "COUNT", "2"],
+            &["BLPOP", &k, "0"],
+        ];
+        let mut clients: Vec<_> = (0..cmds.len()).map(|_| s.conn()).collect();
+        for (i, (c, cmd)) in clients.iter_mut().zip(cmds).enumerate() {
+            c.send(cmd);
+            wait_blocked(&mut admin, i as i64 + 1);
+        }
+        let mut seen = vec![admin.call(&["LPUSH", &k, "a", "b", "c", "d"])];
+        seen.push(admin.call(&["LRANGE", &k, "0", "-1"]));
+        for c in clients.iter_mut().take(3) {
+            seen.push(c.read_reply());
+        }
+        wait_blocked(&mut admin, 1);
+        seen.push(admin.call(&["RPUSH", &k, "f"]));
+        seen.push(clients[3].read_reply());
+        seen.push(admin.call(&["EXISTS", &k]));
+        seen
+    });
+}
+
+/// A blocked client is served after a transaction as a whole, never in the middle of it (with and
+/// without WATCH, which runs EXEC another way), as Redis serves blocked clients after EXEC.
+#[test]
+fn a_blocked_client_is_served_after_exec_as_a_whole() {
+    both(|s| {
+        let k = key_in(0, "txn");
+        let mut admin = s.conn();
+        let mut blocked = s.conn();
+        let mut seen = Vec::new();
+        for watch in [false, true] {
+            blocked.send(&["BLPOP", &k, "0"]);
+            wait_blocked(&mut admin, 1);
+            if watch {
+                seen.push(admin.call(&["WATCH", "unrelated"]));
+            }
+            seen.push(admin.call(&["MULTI"]));
+            seen.push(admin.call(&["LPUSH", &k, "a"]));
+            seen.push(admin.call(&["LPUSH", &k, "b"]));
+            seen.push(admin.call(&["DEL", &k]));
+            seen.push(admin.call(&["RPUSH", &k, "c", "d"]));
+            seen.push(admin.call(&["EXEC"]));
+            seen.push(admin.call(&["LRANGE", &k, "0", "-1"]));
+            seen.push(blocked.read_reply());
+            seen.push(admin.call(&["DEL", &k]));
+        }
+        seen
+    });
+}
+
+/// Clients killed or disconnected while blocked, ahead of live ones in the queue, while several
+/// producers push: every element pushed is received by a live consumer or still in the list,
+/// exactly once (nothing is popped for a client that is gone).
+#[test]
+fn blocked_clients_that_are_gone_lose_no_element_under_concurrent_producers() {
+    use std::collections::BTreeMap;
+    for threads in ["1", "4"] {
+        let s = Server::strata(&["--threads", threads]);
+        let k = key_in(2, "gone");
+        let mut admin = s.conn();
+        for round in 0..6 {
+            // Victims block first: two killed, one that closes its socket.
+            let mut victims: Vec<_> = (0..3).map(|_| s.conn()).collect();
+            let ids: Vec<i64> = victims
+                .iter_mut()
+                .map(|v| v.call_decoded(&["CLIENT", "ID"]).as_int().expect("an id"))
+                .collect();
+            for (i, v) in victims.iter_mut().enumerate() {
+                v.send(&["BLPOP", &k, "0"]);
+                wait_blocked(&mut admin, i as i64 + 1);
+            }
+            for id in &ids[..2] {
+                let killed = admin.call_decoded(&["CLIENT", "KILL", "ID", &id.to_string()]);
+                assert_eq!(killed.as_int(), Some(1));
+            }
+            drop(victims.pop());
+            let consumers: Vec<_> = (0..3)
+                .map(|_| {
+                    let mut conn = s.conn();
+                    let k = k.clone();
+                    std::thread::spawn(move || {
+                        let mut got = Vec::new();
+                        // Until the producers are done and the list stays empty for a while.
+                        let mut idle = 0;
+                        while idle < 3 {
+                            let r = Reply::decode(&conn.call(&["BLPOP", &k, "0.2"]));
+                            match r.as_array() {
+                                Some(a) => {
+                                    idle = 0;
+                                    got.push(a[1].as_bytes().expect("an element").to_vec());
+                                }
+                                None => idle += 1,
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            let producers: Vec<_> = (0..2)
+                .map(|p| {
+                    let mut conn = s.conn();
+                    let k = k.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..150 {
+                            conn.call(&["RPUSH", &k, &format!("{round}-{p}-{i}")]);
+                        }
+                    })
+                })
+                .collect();
+            for p in producers {
+                p.join().expect("producer");
+            }
+            let mut count: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+            for c in consumers {
+                for e in c.join().expect("consumer") {
+                    *count.entry(e).or_default() += 1;
+                }
+            }
+            let rest = admin.call_decoded(&["LRANGE", &k, "0", "-1"]);
+            for e in rest.as_array().expect("a list") {
+                *count
+                    .entry(e.as_bytes().expect("bytes").to_vec())
+                    .or_default() += 1;
+            }
+            admin.call(&["DEL", &k]);
+            let pushed: Vec<Vec<u8>> = (0..2)
+                .flat_map(|p| (0..150).map(move |i| format!("{round}-{p}-{i}").into_bytes()))
+                .collect();
+            let lost: Vec<String> = pushed
+                .iter()
+                .filter(|e| !count.contains_key(*e))
+                .map(|e| String::from_utf8_lossy(e).into_owned())
+                .collect();
+            let twice: Vec<String> = count
+                .iter()
+                .filter(|(_, n)| **n > 1)
+                .map(|(e, _)| String::from_utf8_lossy(e).into_owned())
+                .collect();
+            assert!(
+                lost.is_empty() && twice.is_empty() && count.len() == pushed.len(),
+                "--threads {threads}, round {round}: lost {lost:?}, twice {twice:?}"
+            );
+            // The killed victims were answered nothing.
+            for v in &mut victims {
+                let (got, closed) = v.read_until_quiet(Duration::from_millis(500));
+                assert!(got.is_empty() && closed, "a killed client got {got:?}");
+            }
+            wait_blocked(&mut admin, 0);
+        }
+    }
+}

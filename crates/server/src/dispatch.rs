@@ -44,7 +44,7 @@ use strata_commands::{
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{
     current_shard_id, new_owner, now_ms, now_us, with_shard, Grant, LockId, LockSet, LockTable,
-    Mode, Owner, Parked, Shard, ShardSet,
+    Mode, Owner, Parked, Served, Shard, ShardSet,
 };
 
 type ShardHandler = fn(&mut ShardCtx<'_>) -> CmdResult;
@@ -58,6 +58,7 @@ enum Run {
 }
 
 /// One key command on its way to (or running on) its shard.
+#[derive(Clone)]
 pub struct ShardCmd {
     args: Vec<Bytes>,
     cmd: Resolved,
@@ -67,6 +68,9 @@ pub struct ShardCmd {
     /// Set for a blocking command run by [`Batch::run_blocking`]: it may park (see
     /// `strata_shard::park`). Without it, a command that would park answers its timeout reply.
     parked: Option<Arc<Parked>>,
+    /// The client of a blocking command (set with `parked`): its shard, serving it, checks that
+    /// the client is still there.
+    info: Option<Arc<ClientInfo>>,
     /// The client's id (CLIENT TRACKING NOLOOP needs who modified a key).
     client: u64,
     /// Remember its keys for the client's CLIENT TRACKING (a read command of a tracking client).
@@ -141,6 +145,10 @@ impl ShardCmd {
     /// Runs the command on `shard`, appending its reply to `out` and counting it. Returns what a
     /// blocking command parked on instead of replying.
     fn exec(&self, shard: &mut Shard, out: &mut ReplyBuf) -> Option<Park> {
+        if self.parked.as_ref().is_some_and(|p| p.is_done()) {
+            // Its shard served it meanwhile (its task takes the reply from the `Parked`).
+            return None;
+        }
         out.proto = self.proto;
         let start = now_us();
         let now = start / 1000;
@@ -218,6 +226,9 @@ impl ShardCmd {
                     for key in &park.keys {
                         shard.park(self.db, key, p.clone());
                     }
+                    if let Some(info) = self.info.clone().filter(|_| p.single_shard()) {
+                        p.set_runner(self.runner(info));
+                    }
                 }
             }
             None => {
@@ -233,6 +244,35 @@ impl ShardCmd {
         }
         shard.unreserve(p.owner());
         park
+    }
+
+    /// How the shard serves this parked command in its own turn once a key it waits for is
+    /// written (see `strata_shard::park`): unless its client is gone or another command's lock
+    /// stands in the way, it runs as its owner and its reply is kept for its task.
+    fn runner(&self, info: Arc<ClientInfo>) -> strata_shard::Runner {
+        let mut cmd = self.clone();
+        // The `Parked` holds the runner: the command gets it back as an argument, not a cycle.
+        cmd.parked = None;
+        Box::new(move |shard: &mut Shard, p: &Arc<Parked>| {
+            if !cmd.may_run(&shard.locks, Some(p.owner())) {
+                return Served::Busy;
+            }
+            if peer_gone(&info) {
+                return Served::Gone;
+            }
+            p.set_retried();
+            cmd.parked = Some(p.clone());
+            let mut out = ReplyBuf::new(cmd.proto);
+            let park = cmd.exec(shard, &mut out);
+            cmd.parked = None;
+            if park.is_some() {
+                return Served::Parked;
+            }
+            // No longer blocked from now on (INFO, CLIENT LIST, CLIENT UNBLOCK), as in Redis.
+            info.unblockable.store(false, Ordering::Release);
+            info.blocked.store(false, Ordering::Relaxed);
+            Served::Replied(out.buf)
+        })
     }
 }
 
@@ -292,7 +332,10 @@ impl Progress {
     }
 
     /// Runs all of `cmds` on `s` (their locks are held by the caller's lock context).
+    /// Blocked clients whose keys they write are served after all of them (see
+    /// [`Shard::hold_serving`]).
     fn run_all(&mut self, s: &mut Shard, cmds: &[ShardCmd]) {
+        let held = s.hold_serving(true);
         prefetch(s, cmds);
         self.reserve(cmds.len());
         let mut out = ReplyBuf::new(Protocol::Resp2);
@@ -303,6 +346,7 @@ impl Progress {
         }
         self.next = cmds.len();
         self.out = out.buf;
+        s.hold_serving(held);
     }
 
     /// Runs the rest of `cmds` on this thread's shard outside any lock context: a command whose keys
@@ -1161,6 +1205,17 @@ impl Batch<'_> {
                 plan[set.shard_of_key(key)].1.add_key(d, key, mode)
             });
         }
+        // The watched keys too (shared): from the check of the watches to the end of the body,
+        // nothing changes them — a blocked client that a write made ready and that would write one
+        // (BRPOPLPUSH into a watched list) is served after the transaction, not between the check
+        // and the body.
+        if self.session.watch.is_some() {
+            for (d, key) in &self.session.watched {
+                plan[set.shard_of_key(key)]
+                    .1
+                    .add_key(*d as u32, key, Mode::Shared);
+            }
+        }
         plan.retain(|(_, locks)| !locks.is_empty());
         plan
     }
@@ -1248,6 +1303,7 @@ impl Batch<'_> {
             db: self.session.db,
             proto: self.session.proto,
             parked: None,
+            info: None,
             client: self.session.info.id,
             track: cmd.spec.flags.has(Flags::READONLY)
                 && strata_commands::tracking::tracks_reads(self.session),
@@ -1454,6 +1510,7 @@ impl Batch<'_> {
                 (Some(shard), run) => {
                     let mut c = self.shard_cmd(args.clone(), cmd, run, key);
                     c.parked = Some(parked.clone());
+                    c.info = Some(info.clone());
                     let owner = parked.owner();
                     let (_, r) = if Some(shard) == current_shard_id() {
                         run_locked_here(&set, owner, std::slice::from_ref(&c), true).await
@@ -1473,6 +1530,11 @@ impl Batch<'_> {
                     unreachable!("single-shard commands are routed to a shard")
                 }
             };
+            // Its shard may have served it (on another thread) before this attempt's answer came.
+            if let Some(served) = parked.take_reply() {
+                out.buf.extend_from_slice(&served);
+                return;
+            }
             let Some(park) = park else {
                 out.buf.extend_from_slice(&reply);
                 return;
@@ -1482,6 +1544,16 @@ impl Batch<'_> {
             let woke = wait_woken(&parked, park.deadline, &info).await;
             info.unblockable.store(false, Ordering::Release);
             info.blocked.store(false, Ordering::Relaxed);
+            // Served by its shard in the turn that made its key ready: the reply is there. Any
+            // other end of the wait first stops the shard from serving it, unless it just did.
+            let served = match woke {
+                Woke::Written => parked.take_reply(),
+                _ => parked.close(),
+            };
+            if let Some(served) = served {
+                out.buf.extend_from_slice(&served);
+                return;
+            }
             match woke {
                 Woke::Written => {
                     parked.set_retried();
@@ -1515,7 +1587,9 @@ struct Leave<'a> {
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
-        self.parked.finish();
+        // Waits for a shard running the command right now (a short, synchronous turn), so none
+        // does once the task is gone.
+        self.parked.close();
         let Some((db, keys)) = self.parked.withdraw() else {
             return;
         };
@@ -1651,6 +1725,7 @@ mod tests {
             db,
             proto: Protocol::Resp2,
             parked: None,
+            info: None,
             client: 0,
             track: false,
             key: 0,

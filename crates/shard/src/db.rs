@@ -210,8 +210,8 @@ struct Hooks {
     lazy: LazyFree,
     /// Commands parked on keys of this database (see [`crate::park`]), first parked first.
     parked: HashMap<Box<[u8]>, ParkQueue>,
-    /// Parked-on keys written since they were last served.
-    ready: Vec<Box<[u8]>>,
+    /// Parked-on keys written since they were last served, in the order they became ready.
+    ready: VecDeque<Box<[u8]>>,
     /// WATCHed keys and the watches on them (see [`crate::watch`]).
     watched: HashMap<Box<[u8]>, Vec<Watcher>>,
 }
@@ -249,7 +249,7 @@ impl Hooks {
             journal: None,
             lazy: LazyFree::default(),
             parked: HashMap::new(),
-            ready: Vec::new(),
+            ready: VecDeque::new(),
             watched: HashMap::new(),
         }
     }
@@ -285,7 +285,7 @@ impl Hooks {
         if kind == EventKind::Written {
             if let Some(q) = self.parked.get_mut(key).filter(|q| !q.ready) {
                 q.ready = true;
-                self.ready.push(key.into());
+                self.ready.push_back(key.into());
                 mark_ready();
             }
         }
@@ -315,7 +315,7 @@ impl Hooks {
             // The database holds other values now: every parked-on key may have become servable.
             for (key, q) in self.parked.iter_mut().filter(|(_, q)| !q.ready) {
                 q.ready = true;
-                self.ready.push(key.clone());
+                self.ready.push_back(key.clone());
                 mark_ready();
             }
         }
@@ -1334,9 +1334,12 @@ impl Db {
         self.dict.iter().map(Entry::heap_size).sum()
     }
 
-    /// Parks `p` on `key` behind the commands already parked there (see [`crate::park`]).
-    pub(crate) fn park(&mut self, key: &[u8], p: Arc<Parked>) {
+    /// Parks `p` on `key` behind the commands already parked there (see [`crate::park`]). False
+    /// if it is parked there already (a key named twice, as in `BLPOP k k 0`: its keys are parked
+    /// on one after another, so it would be the last).
+    pub(crate) fn park(&mut self, key: &[u8], p: Arc<Parked>) -> bool {
         match self.hooks.parked.get_mut(key) {
+            Some(q) if q.queue.back().is_some_and(|x| Arc::ptr_eq(x, &p)) => return false,
             Some(q) => q.queue.push_back(p),
             None => {
                 let mut q = ParkQueue::default();
@@ -1344,6 +1347,7 @@ impl Db {
                 self.hooks.parked.insert(key.into(), q);
             }
         }
+        true
     }
 
     /// Withdraws `p` from `key`'s queue; true if it was there.
@@ -1359,7 +1363,7 @@ impl Db {
         } else if removed && !q.ready {
             // The one that left may have been served or woken in vain: give the next its turn.
             q.ready = true;
-            self.hooks.ready.push(key.into());
+            self.hooks.ready.push_back(key.into());
             mark_ready();
         }
         removed
@@ -1374,7 +1378,7 @@ impl Db {
     /// The next ready key and the first live command parked on it (finished ones are dropped on
     /// the way, and counted in `dropped`); None when no key is ready.
     pub(crate) fn next_ready(&mut self, dropped: &mut usize) -> Option<(Box<[u8]>, Arc<Parked>)> {
-        while let Some(key) = self.hooks.ready.pop() {
+        while let Some(key) = self.hooks.ready.pop_front() {
             let Some(q) = self.hooks.parked.get_mut(&key) else {
                 continue;
             };
@@ -1394,6 +1398,14 @@ impl Db {
             }
         }
         None
+    }
+
+    /// Lists `key` as ready again (its first parked command could not be served yet).
+    pub(crate) fn keep_ready(&mut self, key: Box<[u8]>) {
+        if let Some(q) = self.hooks.parked.get_mut(&key).filter(|q| !q.ready) {
+            q.ready = true;
+            self.hooks.ready.push_back(key);
+        }
     }
 
     /// Keys with commands parked on them.

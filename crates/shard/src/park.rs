@@ -4,22 +4,33 @@
 //! A parked command is one [`Parked`], shared by the task that waits and every shard owning one of
 //! its keys. Each shard keeps, per key, the queue of commands parked on it (in its [`crate::Db`]),
 //! and the keys written while someone was parked on them (*ready* keys). After every command the
-//! dispatcher calls [`Shard::serve_ready`](crate::Shard::serve_ready), which wakes the first live
-//! parked command of each ready key, so it runs before the commands that follow:
+//! dispatcher calls [`Shard::serve_ready`](crate::Shard::serve_ready), which serves the first live
+//! parked command of each ready key before the shard takes its next command, as Redis serves
+//! blocked clients right after the command that made their key ready:
 //!
-//! * **Reservation.** When all the parked command's keys live on this shard, the wake also takes
-//!   an exclusive lock on the key for the command's owner (only if that can be granted at once).
-//!   Commands of other clients on that key then queue behind it; the woken command runs as that
-//!   owner (re-entering the lock) and releases the reservation when done. So an element pushed for a
-//!   parked client is served to it, as in Redis, even when another client's pipeline asks for it
-//!   next. A parked command whose keys span shards is woken without a reservation (reserving in
-//!   the middle of the ascending shard order could deadlock with a lock context); if another client
-//!   takes the element first, it parks again, nothing is lost.
+//! * **Served on the shard.** When all the parked command's keys live on this shard and no lock of
+//!   another command stands in the way, the shard runs it right there, in the same turn, through
+//!   the [`Runner`] its dispatcher installed when it parked; the reply is kept in the `Parked` and
+//!   its task only writes it ([`Parked::take_reply`]). What that command writes may make another
+//!   key ready, served in the same pass (a chain of BLMOVEs completes before anyone else runs).
+//!   If it finds nothing it stays parked. If a lock stands in the way the key stays ready and is
+//!   tried again after the shard's next command (a lock is only released by one), so it is served
+//!   right after the transaction or lock context that holds its keys.
+//! * **Woken, with a reservation.** A command whose keys span shards, or one the shard cannot run
+//!   (past the pass's budget, its client gone), is woken to run again from its task. When all its
+//!   keys live on this shard the wake also takes an exclusive lock on the key for the command's
+//!   owner (only if that can be granted at once): commands of other clients on that key then
+//!   queue behind it; the woken command runs as that owner (re-entering the lock) and releases the
+//!   reservation when done. A parked command whose keys span shards is woken without a reservation
+//!   (reserving in the middle of the ascending shard order could deadlock with a lock context); if
+//!   another client takes the element first, it parks again, nothing is lost.
 //! * **Exactly once.** A parked command finishes once (served, timed out, or its client gone):
 //!   [`Parked::finish`] marks it, shards drop it from their queues lazily, and the waiting task
-//!   withdraws it from every shard it parked on ([`Shard::unpark`](crate::Shard::unpark)). Since
-//!   the command itself pops the element, in a shard turn, only while it is alive, no element is
-//!   ever taken for a dead client.
+//!   withdraws it from every shard it parked on ([`Shard::unpark`](crate::Shard::unpark)). The
+//!   command pops the element itself, in a shard turn, only while it is alive: the runner checks
+//!   its client first, under the `Parked`'s mutex that [`Parked::close`] takes when the task ends
+//!   its wait, so no element is ever taken for a dead client, and a reply served just before a
+//!   deadline or CLIENT UNBLOCK is the one the client gets.
 //! * **No lost wake-up.** The command checks its keys and parks in the same shard turn (or, across
 //!   shards, while holding locks on all its keys), so no write can fall in between.
 
@@ -33,6 +44,42 @@ use bytes::Bytes;
 use futures_util::task::AtomicWaker;
 
 use crate::locks::Owner;
+use crate::Shard;
+
+/// What running a parked command on its shard came to (see [`Runner`]).
+pub enum Served {
+    /// It was served (or failed): this is its reply. It has left every queue.
+    Replied(Vec<u8>),
+    /// It found nothing to serve and stays parked.
+    Parked,
+    /// A lock of another command stands in the way: try again later.
+    Busy,
+    /// Its client is gone: its task is woken and withdraws it, nothing is served.
+    Gone,
+}
+
+/// Runs a parked command on the shard owning all its keys, in that shard's turn (see the module
+/// docs). Installed by the dispatcher when the command parks; it runs as the command's owner.
+pub type Runner = Box<dyn FnMut(&mut Shard, &Arc<Parked>) -> Served + Send>;
+
+/// What [`Parked::serve_here`] did.
+pub(crate) enum Here {
+    /// Served: its reply is kept for its task, which must be woken.
+    Served,
+    /// Ran and parks again, or had finished already: nothing more to do for this key now.
+    Parked,
+    /// A lock stands in the way: keep the key ready.
+    Busy,
+    /// Cannot run here (no runner, client gone): wake its task.
+    Wake,
+}
+
+/// The runner and, once it served the command, the reply waiting for the task.
+#[derive(Default)]
+struct Inline {
+    runner: Option<Runner>,
+    reply: Option<Vec<u8>>,
+}
 
 /// One parked command; see the module docs.
 pub struct Parked {
@@ -45,6 +92,9 @@ pub struct Parked {
     waker: AtomicWaker,
     /// Where it is parked: database and keys, recorded once by [`Parked::record`].
     at: Mutex<Option<(usize, Vec<Bytes>)>>,
+    /// Held while the shard runs the command, and by [`Parked::close`]: a command is never run
+    /// after its task gave up on it (its connection, whose socket the runner peeks at, is alive).
+    inline: Mutex<Inline>,
 }
 
 impl Parked {
@@ -58,7 +108,57 @@ impl Parked {
             retried: AtomicBool::new(false),
             waker: AtomicWaker::new(),
             at: Mutex::new(None),
+            inline: Mutex::new(Inline::default()),
         })
+    }
+
+    fn inline(&self) -> std::sync::MutexGuard<'_, Inline> {
+        self.inline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Installs the runner the shard serves the command with (a single-shard command, when it
+    /// first parks). Nothing if it finished already.
+    pub fn set_runner(&self, runner: Runner) {
+        let mut inline = self.inline();
+        if !self.is_done() {
+            inline.runner = Some(runner);
+        }
+    }
+
+    /// Runs the command on `shard` with its runner, keeping its reply if served.
+    pub(crate) fn serve_here(self: &Arc<Self>, shard: &mut Shard) -> Here {
+        let mut inline = self.inline();
+        if self.is_done() {
+            return Here::Parked;
+        }
+        let Some(run) = inline.runner.as_mut() else {
+            return Here::Wake;
+        };
+        match run(shard, self) {
+            Served::Replied(reply) => {
+                inline.runner = None;
+                inline.reply = Some(reply);
+                Here::Served
+            }
+            Served::Parked => Here::Parked,
+            Served::Busy => Here::Busy,
+            Served::Gone => Here::Wake,
+        }
+    }
+
+    /// The reply of the command if its shard served it.
+    pub fn take_reply(&self) -> Option<Vec<u8>> {
+        self.inline().reply.take()
+    }
+
+    /// Ends the wait from the task's side (deadline, CLIENT UNBLOCK, client gone, task dropped):
+    /// marks the command finished so no shard runs it any more, and returns its reply if a shard
+    /// served it first (that reply wins: the element was taken for this client).
+    pub fn close(&self) -> Option<Vec<u8>> {
+        let mut inline = self.inline();
+        self.finish();
+        inline.runner = None;
+        inline.reply.take()
     }
 
     /// Records the database and keys the command parks on. True the first time: the caller then

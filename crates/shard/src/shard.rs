@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::db::{Db, FreeWait};
 use crate::locks::{LockId, LockTable, Mode, Owner};
-use crate::park::Parked;
+use crate::park::{Here, Parked};
 
 /// Keys examined per database per active-expiry tick.
 pub const ACTIVE_EXPIRE_BUDGET: usize = 2000;
@@ -22,6 +22,9 @@ pub const REHASH_BUCKETS_PER_TICK: usize = 1000;
 pub const COMPACT_HINTS_PER_TICK: usize = 2000;
 /// Units of lazy-free work (entries, buckets, hints) per background tick, over all databases.
 pub const LAZYFREE_PER_TICK: usize = 10_000;
+/// Parked commands run by one pass of [`Shard::serve_ready`]; past it, the rest are woken to run
+/// from their tasks (a chain of blocked clients cannot hold the shard for long).
+pub const SERVE_BUDGET: usize = 1024;
 
 /// One thread's slice of the keyspace: every database, its lock table, and counters.
 ///
@@ -45,6 +48,9 @@ pub struct Shard {
     reserved: HashMap<Owner, LockId>,
     /// [`crate::db::ready_mark`] when ready keys were last looked for.
     ready_seen: u64,
+    /// Ready keys are not served now: a pass is running, or a transaction part or lock-context
+    /// part is (see [`Shard::hold_serving`]).
+    holding: bool,
 }
 
 impl Shard {
@@ -60,6 +66,7 @@ impl Shard {
             parked: 0,
             reserved: HashMap::new(),
             ready_seen: crate::db::ready_mark(),
+            holding: false,
         }
     }
 
@@ -117,8 +124,9 @@ impl Shard {
 
     /// Parks `p` on `key` of database `db` (see [`crate::park`]).
     pub fn park(&mut self, db: usize, key: &[u8], p: Arc<Parked>) {
-        self.dbs[db].park(key, p);
-        self.parked += 1;
+        if self.dbs[db].park(key, p) {
+            self.parked += 1;
+        }
     }
 
     /// Withdraws `p` from `key` of database `db`, and releases the key's reservation for it.
@@ -139,9 +147,11 @@ impl Shard {
         }
     }
 
-    /// Wakes the first live command parked on each key written since the last call, reserving the
-    /// key for it when it can (see [`crate::park`]). Called after every command; one branch when
-    /// nothing is parked on this shard or no parked-on key was written since the last call.
+    /// Serves the parked commands waiting for keys written since the last call (see
+    /// [`crate::park`]): the first live command parked on each ready key runs right here when it
+    /// can, and what it writes is served in the same pass; otherwise it is woken, the key reserved
+    /// for it when it can be. Called after every command; one branch when nothing is parked on
+    /// this shard or no parked-on key was written since the last call.
     #[inline]
     pub fn serve_ready(&mut self) {
         if self.parked > 0 && self.ready_seen != crate::db::ready_mark() {
@@ -149,35 +159,78 @@ impl Shard {
         }
     }
 
+    /// Holds (`true`) or resumes serving ready keys; returns the previous setting, to restore.
+    /// A transaction part or lock-context part holds it while it runs: blocked clients are served
+    /// after it as a whole, as Redis serves them after EXEC.
+    pub fn hold_serving(&mut self, hold: bool) -> bool {
+        std::mem::replace(&mut self.holding, hold)
+    }
+
     #[cold]
     fn serve_ready_slow(&mut self) {
-        self.ready_seen = crate::db::ready_mark();
-        for db in 0..self.dbs.len() {
-            if !self.dbs[db].has_ready() {
-                continue;
-            }
-            let mut dropped = 0;
-            while let Some((key, p)) = self.dbs[db].next_ready(&mut dropped) {
-                let owner = p.owner();
-                if p.single_shard()
-                    && !self.reserved.contains_key(&owner)
-                    && self
-                        .locks
-                        .may_run(Some(owner), db as u32, &key, Mode::Exclusive)
-                {
-                    let (id, _) = self.locks.acquire_key(
-                        owner,
-                        db as u32,
-                        &key,
-                        Mode::Exclusive,
-                        Box::new(|| {}),
-                    );
-                    self.reserved.insert(owner, id);
-                }
-                p.wake();
-            }
-            self.parked -= dropped;
+        if self.holding {
+            return;
         }
+        self.holding = true;
+        let mut budget = SERVE_BUDGET;
+        let mut busy: Vec<(usize, Box<[u8]>)> = Vec::new();
+        loop {
+            self.ready_seen = crate::db::ready_mark();
+            for db in 0..self.dbs.len() {
+                while self.dbs[db].has_ready() {
+                    let mut dropped = 0;
+                    let next = self.dbs[db].next_ready(&mut dropped);
+                    self.parked -= dropped;
+                    let Some((key, p)) = next else { break };
+                    if budget > 0 && p.single_shard() {
+                        budget -= 1;
+                        match p.serve_here(self) {
+                            Here::Served => {
+                                p.wake();
+                                continue;
+                            }
+                            Here::Parked => continue,
+                            Here::Busy => {
+                                busy.push((db, key));
+                                continue;
+                            }
+                            Here::Wake => {}
+                        }
+                    }
+                    self.wake(db, &key, &p);
+                }
+            }
+            // What the served commands wrote may have made more keys ready.
+            if self.ready_seen == crate::db::ready_mark() {
+                break;
+            }
+        }
+        if !busy.is_empty() {
+            for (db, key) in busy {
+                self.dbs[db].keep_ready(key);
+            }
+            // Look again after the next command: a lock is only released by one.
+            self.ready_seen = crate::db::ready_mark().wrapping_sub(1);
+        }
+        self.holding = false;
+    }
+
+    /// Wakes `p`, parked on `key`, to run again from its task, reserving the key for it when all
+    /// its keys live here and the lock can be granted at once.
+    fn wake(&mut self, db: usize, key: &[u8], p: &Arc<Parked>) {
+        let owner = p.owner();
+        if p.single_shard()
+            && !self.reserved.contains_key(&owner)
+            && self
+                .locks
+                .may_run(Some(owner), db as u32, key, Mode::Exclusive)
+        {
+            let (id, _) =
+                self.locks
+                    .acquire_key(owner, db as u32, key, Mode::Exclusive, Box::new(|| {}));
+            self.reserved.insert(owner, id);
+        }
+        p.wake();
     }
 
     /// Parked-command registrations on this shard.
@@ -354,6 +407,20 @@ mod tests {
     }
 
     #[test]
+    fn a_key_named_twice_is_one_registration() {
+        let mut s = Shard::new(0, 1);
+        let p = Parked::new(new_owner(), true);
+        for k in [&b"a"[..], b"b", b"b", b"a"] {
+            s.park(0, k, p.clone());
+        }
+        assert_eq!(s.parked(), 2);
+        for k in [&b"a"[..], b"b", b"b", b"a"] {
+            s.unpark(0, k, &p);
+        }
+        assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+    }
+
+    #[test]
     fn swapdb_makes_every_parked_key_ready() {
         let mut s = Shard::new(0, 2);
         let p = Parked::new(new_owner(), true);
@@ -361,5 +428,87 @@ mod tests {
         s.swap_dbs(0, 1);
         s.serve_ready();
         assert!(woken(&p));
+    }
+
+    /// A runner that takes `from` (deleting it) and writes `to`, if given; parks again when
+    /// `from` is missing, and waits while another owner's lock is on it.
+    fn mover(from: &'static str, to: Option<&'static str>) -> crate::park::Runner {
+        Box::new(move |s: &mut Shard, p: &Arc<Parked>| {
+            if !s
+                .locks
+                .may_run(Some(p.owner()), 0, from.as_bytes(), Mode::Exclusive)
+            {
+                return crate::park::Served::Busy;
+            }
+            if !s.db_mut(0).delete(from.as_bytes(), 1) {
+                return crate::park::Served::Parked;
+            }
+            if let Some(to) = to {
+                write(s, to);
+            }
+            p.finish();
+            if let Some((db, keys)) = p.withdraw() {
+                for k in &keys {
+                    s.unpark(db, k, p);
+                }
+            }
+            crate::park::Served::Replied(from.as_bytes().to_vec())
+        })
+    }
+
+    fn parked_with(s: &mut Shard, key: &'static str, runner: crate::park::Runner) -> Arc<Parked> {
+        let p = Parked::new(new_owner(), true);
+        p.record(0, &[Bytes::from_static(key.as_bytes())]);
+        s.park(0, key.as_bytes(), p.clone());
+        p.set_runner(runner);
+        p
+    }
+
+    #[test]
+    fn a_write_serves_parked_commands_on_the_shard_and_their_chain_in_one_pass() {
+        let mut s = Shard::new(0, 1);
+        let a = parked_with(&mut s, "k1", mover("k1", Some("k2")));
+        let b = parked_with(&mut s, "k2", mover("k2", Some("k3")));
+        let c = parked_with(&mut s, "k3", mover("k3", None));
+        write(&mut s, "k1");
+        s.serve_ready();
+        for (p, reply) in [(&a, "k1"), (&b, "k2"), (&c, "k3")] {
+            assert!(woken(p));
+            assert_eq!(p.take_reply().as_deref(), Some(reply.as_bytes()));
+        }
+        assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+        assert!(s.locks.is_idle(), "nothing reserved");
+    }
+
+    #[test]
+    fn serving_waits_for_a_held_pass_and_for_locks_and_never_runs_a_closed_command() {
+        let mut s = Shard::new(0, 1);
+        let a = parked_with(&mut s, "k", mover("k", None));
+        // Held (a transaction part runs): served once it is released.
+        let held = s.hold_serving(true);
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(a.take_reply().is_none());
+        s.hold_serving(held);
+        s.serve_ready();
+        assert_eq!(a.take_reply().as_deref(), Some(&b"k"[..]));
+        // Another owner's lock on the key: served after the command that releases it.
+        let b = parked_with(&mut s, "k", mover("k", None));
+        let (id, _) = s
+            .locks
+            .acquire_key(new_owner(), 0, b"k", Mode::Exclusive, Box::new(|| {}));
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(b.take_reply().is_none() && !woken(&b));
+        s.locks.release(id);
+        s.serve_ready();
+        assert_eq!(b.take_reply().as_deref(), Some(&b"k"[..]));
+        // Closed by its task (deadline, client gone): never run.
+        let c = parked_with(&mut s, "k", mover("k", None));
+        assert!(c.close().is_none());
+        write(&mut s, "k");
+        s.serve_ready();
+        assert!(c.take_reply().is_none());
+        assert!(s.db_mut(0).contains(b"k", 1), "nothing taken for it");
     }
 }
