@@ -42,9 +42,9 @@ fn scale() -> Option<Scale> {
         if !tsc::invariant() {
             return None;
         }
-        let (t0, c0) = (Instant::now(), tsc::read());
+        let (t0, c0) = bracketed();
         std::thread::sleep(std::time::Duration::from_millis(2));
-        let (t1, c1) = (Instant::now(), tsc::read());
+        let (t1, c1) = bracketed();
         let nanos = t1.duration_since(t0).as_nanos() as u64;
         let ticks = c1.wrapping_sub(c0);
         // A clock that ran backwards or below 10 MHz is not one to extrapolate with.
@@ -59,10 +59,36 @@ fn scale() -> Option<Scale> {
     })
 }
 
+/// A monotonic-clock reading and the TSC at the same moment: the TSC read just before and just
+/// after, retried (a few times at most) until the two are close, so that a preemption between
+/// the reads does not skew the calibration.
+fn bracketed() -> (Instant, u64) {
+    let mut best = (Instant::now(), tsc::read(), u64::MAX);
+    for _ in 0..16 {
+        let before = tsc::read();
+        let now = Instant::now();
+        let after = tsc::read();
+        let gap = after.wrapping_sub(before);
+        if gap < best.2 {
+            best = (now, before + gap / 2, gap);
+        }
+        if gap < 2000 {
+            break;
+        }
+    }
+    (best.0, best.1)
+}
+
 thread_local! {
     /// (TSC reading, system µs read with it); `u64::MAX` until the first read on this thread.
     static ANCHOR: Cell<(u64, i64)> = const { Cell::new((u64::MAX, 0)) };
+    /// The last time returned on this thread.
+    static LAST: Cell<i64> = const { Cell::new(0) };
 }
+
+/// What a new anchor's time may fall behind the last time returned before it is taken as a real
+/// step of the system clock rather than the extrapolation's rate error (µs).
+const STEP_US: i64 = 1000;
 
 /// Microseconds since the Unix epoch (Redis's `ustime()`).
 #[inline]
@@ -71,7 +97,7 @@ pub fn now_us() -> i64 {
         return system_us();
     };
     let t = tsc::read();
-    ANCHOR.with(|a| {
+    let now = ANCHOR.with(|a| {
         let (t0, w0) = a.get();
         // Wraps to a huge value when the thread moved to a core whose counter is a hair behind.
         let dt = t.wrapping_sub(t0);
@@ -82,6 +108,18 @@ pub fn now_us() -> i64 {
             a.set((t, w));
             w
         }
+    });
+    // Never backwards on a thread by the rate error (a few µs at a new anchor); a real step of the
+    // system clock backwards is followed.
+    LAST.with(|l| {
+        let last = l.get();
+        let now = if now < last && last - now < STEP_US {
+            last
+        } else {
+            now
+        };
+        l.set(now);
+        now
     })
 }
 
@@ -134,8 +172,8 @@ mod tests {
         let start = Instant::now();
         while start.elapsed().as_millis() < 20 {
             let t = now_us();
-            assert!(t >= last - 2, "{last} then {t}");
-            last = last.max(t);
+            assert!(t >= last, "{last} then {t}");
+            last = t;
         }
     }
 }
