@@ -2127,3 +2127,40 @@ fn idle_clients_are_closed_after_timeout_but_not_while_a_command_runs() {
     assert!(!quiet.is_closed_within(Duration::from_millis(2500)));
     assert_eq!(quiet.call(&["PING"]), b"+PONG\r\n");
 }
+
+/// DEBUG PROTOCOL answers each RESP type byte for byte as redis-server does, in RESP2 and RESP3:
+/// attributes and push messages come with the real reply that follows them (compared as raw
+/// bytes of the whole exchange), and the errors (unknown type, push in RESP2) are Redis's.
+#[test]
+fn debug_protocol_matches_redis() {
+    let types = [
+        "string", "integer", "double", "bignum", "null", "array", "set", "map", "attrib", "push",
+        "verbatim", "true", "false", "TRUE", "bogus",
+    ];
+    let exchange = |server: &Server, proto: &str| {
+        let mut c = server.conn();
+        c.call(&["HELLO", proto]);
+        let mut bytes = Vec::new();
+        for t in types {
+            c.send(&["DEBUG", "PROTOCOL", t]);
+            c.send(&["PING", "after"]);
+            // Everything up to the PING's reply: the type's frames (attribute or push included).
+            let mut got = Vec::new();
+            while !got.ends_with(b"after\r\n") && !got.ends_with(b"+after\r\n") {
+                got.extend(c.read_reply());
+            }
+            bytes.extend(got);
+        }
+        bytes.extend(c.call(&["DEBUG", "PROTOCOL"]));
+        bytes
+    };
+    let strata = Server::strata(&["--enable-debug-command", "yes", "--threads", "2"]);
+    let redis = Server::redis(&["--enable-debug-command", "yes"]);
+    for proto in ["2", "3"] {
+        assert_eq!(
+            String::from_utf8_lossy(&exchange(&strata, proto)),
+            String::from_utf8_lossy(&exchange(&redis, proto)),
+            "RESP{proto}"
+        );
+    }
+}

@@ -1861,10 +1861,79 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 eprintln!("DEBUG LOG: {}", String::from_utf8_lossy(&cx.args[2]));
                 cx.out.ok();
             }
+            ("protocol", 3) => debug_protocol(cx)?,
             _ => return Err(subcommand_syntax_error(cx.args)),
         }
         Ok(())
     })
+}
+
+/// DEBUG PROTOCOL <type>: one reply of each RESP type, as Redis sends them (for client tests).
+fn debug_protocol(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let resp3 = cx.out.proto == strata_resp::Protocol::Resp3;
+    let out = &mut *cx.out;
+    match String::from_utf8_lossy(&cx.args[2])
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "string" => out.bulk(b"Hello World"),
+        "integer" => out.int(12345),
+        "double" => out.double_text("3.141"),
+        "bignum" => {
+            let n = "1234567999999999999999999999999999999";
+            if resp3 {
+                out.buf.extend_from_slice(format!("({n}\r\n").as_bytes());
+            } else {
+                out.bulk(n.as_bytes());
+            }
+        }
+        "null" => out.null(),
+        "array" | "set" => {
+            if cx.args[2].eq_ignore_ascii_case(b"set") {
+                out.set(3);
+            } else {
+                out.array(3);
+            }
+            (0..3).for_each(|j| out.int(j));
+        }
+        "map" => {
+            out.map(3);
+            for j in 0..3 {
+                out.int(j);
+                out.boolean(j == 1);
+            }
+        }
+        "attrib" => {
+            // An attribute is not a reply: a real one follows it (RESP2 gets only that).
+            if resp3 {
+                out.buf.extend_from_slice(b"|1\r\n");
+                out.bulk(b"key-popularity");
+                out.array(2);
+                out.bulk(b"key:123");
+                out.int(90);
+            }
+            out.bulk(b"Some real reply following the attribute");
+        }
+        "push" => {
+            if !resp3 {
+                return Err(CmdError::msg("ERR RESP2 is not supported by this command"));
+            }
+            out.push(2);
+            out.bulk(b"server-cpu-usage");
+            out.int(42);
+            out.bulk(b"Some real reply following the push reply");
+        }
+        "verbatim" => out.verbatim("txt", b"This is a verbatim\nstring"),
+        "true" => out.boolean(true),
+        "false" => out.boolean(false),
+        _ => {
+            return Err(CmdError::msg(
+                "ERR Wrong protocol type name. Please use one of the following: \
+                 string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+            ))
+        }
+    }
+    Ok(())
 }
 
 fn debug_help(cx: &mut ConnCtx<'_>) {
@@ -1886,6 +1955,10 @@ fn debug_help(cx: &mut ConnCtx<'_>) {
             "QUICKLIST-PACKED-THRESHOLD <size>",
             "    Sets the threshold for elements to be inserted as plain vs packed nodes",
             "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+            "PROTOCOL <type>",
+            "    Reply with a test value of the specified type. <type> can be: string,",
+            "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+            "    true, false.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in background when they are not",
             "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
