@@ -127,7 +127,7 @@ pub static SPECS: &[ConfigSpec] = &[
         "0",
         Kind::Memory,
         true,
-        "memory limit; not enforced yet, so only 0 (none) is accepted",
+        "memory limit (0: none); over it, keys are evicted per maxmemory-policy, else commands that may grow memory are refused",
     ),
     spec(
         "maxmemory-policy",
@@ -144,6 +144,20 @@ pub static SPECS: &[ConfigSpec] = &[
         ]),
         true,
         "eviction policy",
+    ),
+    spec(
+        "maxmemory-samples",
+        "5",
+        Kind::Int { min: 1, max: 64 },
+        true,
+        "keys sampled per database per eviction round (LRU, LFU and TTL policies)",
+    ),
+    spec(
+        "maxmemory-eviction-tenacity",
+        "10",
+        Kind::Int { min: 0, max: 100 },
+        true,
+        "how long a command may spend evicting before it runs (0..100; 100: no limit)",
     ),
     spec(
         "proto-max-bulk-len",
@@ -521,7 +535,6 @@ fn not_implemented(name: &str, canonical: &str) -> Option<String> {
     let what = match (name, canonical) {
         ("appendonly", "yes") => "appendonly yes",
         ("save", v) if !v.is_empty() => "snapshots (save schedules other than \"\")",
-        ("maxmemory", v) if v != "0" => "maxmemory (limits other than 0)",
         ("daemonize", "yes") => "daemonize yes",
         ("logfile", v) if !v.is_empty() => "log files (logfile other than \"\")",
         _ => return None,
@@ -645,6 +658,20 @@ fn apply_raw(spec: &ConfigSpec, raw: &str) {
     }
 }
 
+/// Pushes a validated (normalized) value to the process-wide state that acts on it.
+fn apply_live(spec: &ConfigSpec, value: &str) {
+    use strata_shard::evict;
+    match spec.name {
+        "maxmemory" => evict::set_maxmemory(value.parse().unwrap_or(0)),
+        "maxmemory-policy" => evict::set_policy(
+            evict::Policy::parse(value).unwrap_or(evict::Policy::NoEviction),
+        ),
+        "maxmemory-samples" => evict::set_samples(value.parse().unwrap_or(5)),
+        "maxmemory-eviction-tenacity" => evict::set_tenacity(value.parse().unwrap_or(10)),
+        _ => {}
+    }
+}
+
 fn find(name: &str) -> Option<&'static ConfigSpec> {
     let name = ALIASES
         .iter()
@@ -740,6 +767,7 @@ impl Config {
         if let (Some(limit), Ok(v)) = (strata_core::limits::by_name(spec.name), value.parse()) {
             limit.set(v);
         }
+        apply_live(spec, &value);
         table.insert(spec.name, value);
     }
 

@@ -694,6 +694,11 @@ impl Batch<'_> {
             let slot = match self.route(args, local_shard) {
                 Route::Reject(msg) => {
                     rejected = true;
+                    // A rejected command aborts the transaction it was sent in (Redis's
+                    // flagTransaction in rejectCommand).
+                    if self.session.multi.is_some() {
+                        self.session.multi_failed = true;
+                    }
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
                 }
@@ -748,6 +753,11 @@ impl Batch<'_> {
                 Route::Keys(cmd, args, f) => {
                     self.flush(&mut pending, &mut done).await;
                     self.run_keys(&cmd, &args, f, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Exec(cmd) if self.exec_out_of_memory() => {
+                    self.flush(&mut pending, &mut done).await;
+                    self.abort_exec_oom(&cmd, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Exec(cmd) => match self.take_direct_exec() {
@@ -1008,6 +1018,10 @@ impl Batch<'_> {
             } else {
                 None
             };
+        // Over maxmemory, nothing is queued: a queue may grow without bound (Redis's processCommand).
+        let why = why.or_else(|| {
+            (strata_shard::evict::maxmemory() != 0 && out_of_memory()).then_some(OOM_ERROR)
+        });
         if let Some(why) = why {
             with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
             return Err(why.into());
@@ -1020,6 +1034,40 @@ impl Batch<'_> {
                 .store(q.len() as i64, Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Whether an OOM makes Redis refuse `cmd` (EXEC is decided by [`Batch::exec_out_of_memory`]):
+    /// a `denyoom` command, or anything but EXEC, DISCARD, QUIT and RESET inside MULTI.
+    #[cold]
+    fn rejects_on_oom(&self, cmd: &Resolved) -> bool {
+        if matches!(cmd.spec.handler, Handler::Exec) {
+            return false;
+        }
+        cmd.spec.flags.has(Flags::DENYOOM)
+            || (self.session.multi.is_some()
+                && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset"))
+    }
+
+    /// EXEC under maxmemory: refused when a queued command is `denyoom` and eviction cannot make
+    /// room (a transaction of reads runs).
+    fn exec_out_of_memory(&self) -> bool {
+        strata_shard::evict::maxmemory() != 0
+            && self.session.txn_owner.is_none()
+            && self.session.multi.as_ref().is_some_and(|q| {
+                q.iter()
+                    .any(|q| q.cmd.spec.flags.has(Flags::DENYOOM))
+            })
+            && out_of_memory()
+    }
+
+    /// Discards the transaction EXEC was refused for (Redis's execCommandAbort).
+    async fn abort_exec_oom(&mut self, cmd: &Resolved, out: &mut ReplyBuf) {
+        with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+        self.session.multi = None;
+        self.session.multi_failed = false;
+        self.session.info.multi.store(-1, Ordering::Relaxed);
+        multi::unwatch_all(self.session, &self.state.shards).await;
+        out.error(&format!("EXECABORT Transaction discarded because of: {OOM_ERROR}"));
     }
 
     /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner
@@ -1166,6 +1214,15 @@ impl Batch<'_> {
             return reject(&cmd, "NOAUTH Authentication required.".into());
         }
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
+        // maxmemory: one load and a branch when no limit is set. Inside EXEC the queued commands
+        // are not checked again (EXEC itself was, as in Redis).
+        if strata_shard::evict::maxmemory() != 0
+            && self.session.txn_owner.is_none()
+            && self.rejects_on_oom(&cmd)
+            && out_of_memory()
+        {
+            return reject(&cmd, OOM_ERROR.into());
+        }
         if let Some(msg) = pubsub::subscribed_mode_error(&cmd, self.session) {
             return reject(&cmd, msg);
         }
@@ -1597,6 +1654,16 @@ fn peer_gone(info: &ClientInfo) -> bool {
         let e = std::io::Error::last_os_error().raw_os_error();
         !matches!(e, Some(libc::EAGAIN) | Some(libc::EINTR))
     }
+}
+
+/// Redis's reply to a command refused because used memory is over `maxmemory`.
+const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Redis's performEvictions before a command that may grow memory, on this thread's shard: true
+/// if the command must be refused (over the limit with nothing left to evict).
+#[cold]
+fn out_of_memory() -> bool {
+    with_shard(|s| strata_shard::evict::perform(s, now_ms())) == strata_shard::evict::Outcome::Fail
 }
 
 /// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.

@@ -162,6 +162,8 @@ pub enum EventKind {
     Deleted,
     /// Removed because its TTL passed, lazily on access or by the active cycle.
     Expired,
+    /// Removed by eviction under `maxmemory` (see [`crate::evict`]).
+    Evicted,
     /// Its TTL was set, changed or removed; the value is unchanged.
     TtlChanged,
     /// The whole database was emptied (FLUSHDB, FLUSHALL); the event's key is empty.
@@ -731,6 +733,8 @@ impl Deadlines {
 pub struct DbStats {
     /// Keys removed because their TTL passed (`expired_keys`).
     pub expired_keys: u64,
+    /// Keys removed by eviction under `maxmemory` (`evicted_keys`).
+    pub evicted_keys: u64,
     /// Read lookups that found / did not find the key (`keyspace_hits/misses`).
     pub hits: u64,
     pub misses: u64,
@@ -1140,6 +1144,71 @@ impl Db {
             }
         }
         (seen, expired)
+    }
+
+    /// Samples up to `n` keys for eviction (the candidates of one round of Redis's
+    /// evictionPoolPopulate): random keys of the whole table, or, with `volatile`, random keys with
+    /// a TTL, found through the expiry hints (stale hints are skipped, a bounded number of times).
+    /// Calls `f` with each sampled entry. A key may be sampled twice, as with Redis's sampling.
+    pub fn sample(
+        &self,
+        volatile: bool,
+        n: usize,
+        mut rand: impl FnMut() -> u64,
+        mut f: impl FnMut(&Entry),
+    ) {
+        if !volatile {
+            for _ in 0..n {
+                match self.dict.random(&mut rand) {
+                    Some(e) => f(e),
+                    None => return,
+                }
+            }
+            return;
+        }
+        if self.volatile == 0 {
+            return;
+        }
+        let (heap, old) = (self.ttl.heap.as_slice(), self.ttl.old.as_slice());
+        let hints = heap.len() + old.len();
+        let mut found = 0;
+        // Hints are at most about 2x the volatile keys plus a constant, so a few tries per sample
+        // find live ones; the bound keeps a heap of stale hints from costing more.
+        for _ in 0..n * 4 {
+            if found == n || hints == 0 {
+                break;
+            }
+            let i = (rand() % hints as u64) as usize;
+            let Reverse((at, key)) = if i < heap.len() {
+                &heap[i]
+            } else {
+                &old[i - heap.len()]
+            };
+            if let Some(e) = self.dict.get(key).filter(|e| e.expire() == Some(*at)) {
+                found += 1;
+                f(e);
+            }
+        }
+    }
+
+    /// Evicts `key` under `maxmemory` (Redis's eviction in performEvictions): an `Evicted` event
+    /// (WATCH, client tracking, waiters), the `evicted` keyspace notification, `evicted_keys`,
+    /// and the value freed here or queued for the background tick when large. Returns the bytes
+    /// the entry held, or None if the key is gone.
+    pub fn evict(&mut self, key: &[u8]) -> Option<usize> {
+        let e = self.unlink(key)?;
+        let size = e.heap_size();
+        self.stats.evicted_keys += 1;
+        self.hooks.emit(EventKind::Evicted, key);
+        notify::emit(notify::EVICTED, "evicted", key, self.hooks.index);
+        self.hooks.discard(e);
+        Some(size)
+    }
+
+    /// The entry under `key` as it is, expired or not, without any side effect (eviction's look
+    /// at a pool candidate).
+    pub fn entry_raw(&self, key: &[u8]) -> Option<&Entry> {
+        self.dict.get(key)
     }
 
     /// Moves up to `n` hints of a running heap compaction (background work, so it also finishes

@@ -11,7 +11,9 @@
 //! * [`watch`]: WATCH's touched flags, set from the write path's events.
 
 pub mod db;
+pub mod evict;
 pub mod locks;
+pub mod memory;
 pub mod multi;
 pub mod notify;
 pub mod park;
