@@ -148,9 +148,12 @@ pub static SPECS: &[ConfigSpec] = &[
     spec(
         "maxmemory-samples",
         "5",
-        Kind::Int { min: 1, max: 64 },
+        Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
         true,
-        "keys sampled per database per eviction round (LRU, LFU and TTL policies)",
+        "keys sampled per database per eviction round (LRU, LFU and TTL policies; at most 1024 are used)",
     ),
     spec(
         "maxmemory-eviction-tenacity",

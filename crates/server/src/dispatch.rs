@@ -1020,7 +1020,7 @@ impl Batch<'_> {
             };
         // Over maxmemory, nothing is queued: a queue may grow without bound (Redis's processCommand).
         let why = why.or_else(|| {
-            (strata_shard::evict::maxmemory() != 0 && out_of_memory()).then_some(OOM_ERROR)
+            (strata_shard::evict::maxmemory() != 0 && out_of_memory(&self.state.shards)).then_some(OOM_ERROR)
         });
         if let Some(why) = why {
             with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
@@ -1057,7 +1057,7 @@ impl Batch<'_> {
                 q.iter()
                     .any(|q| q.cmd.spec.flags.has(Flags::DENYOOM))
             })
-            && out_of_memory()
+            && out_of_memory(&self.state.shards)
     }
 
     /// Discards the transaction EXEC was refused for (Redis's execCommandAbort).
@@ -1219,7 +1219,7 @@ impl Batch<'_> {
         if strata_shard::evict::maxmemory() != 0
             && self.session.txn_owner.is_none()
             && self.rejects_on_oom(&cmd)
-            && out_of_memory()
+            && out_of_memory(&self.state.shards)
         {
             return reject(&cmd, OOM_ERROR.into());
         }
@@ -1661,9 +1661,15 @@ const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.
 
 /// Redis's performEvictions before a command that may grow memory, on this thread's shard: true
 /// if the command must be refused (over the limit with nothing left to evict).
+/// While other shards still have keys to evict, they are asked to evict their shares now.
 #[cold]
-fn out_of_memory() -> bool {
-    with_shard(|s| strata_shard::evict::perform(s, now_ms())) == strata_shard::evict::Outcome::Fail
+fn out_of_memory(shards: &ShardSet) -> bool {
+    use strata_shard::evict::{kick_others, perform, Outcome};
+    let (me, outcome) = with_shard(|s| (s.id, perform(s, now_ms())));
+    if outcome == Outcome::Running {
+        kick_others(shards, me);
+    }
+    outcome == Outcome::Fail
 }
 
 /// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.

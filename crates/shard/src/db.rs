@@ -676,6 +676,16 @@ impl Deadlines {
         }
     }
 
+    /// After a key with a TTL went other than through its hint (eviction): one compaction step,
+    /// and a compaction started if stale hints dominate, as after a push, so that sampling
+    /// volatile keys through the hints keeps finding live ones.
+    fn removed(&mut self, dict: &Dict, volatile: usize) {
+        self.compact(dict, COMPACT_STEP);
+        if self.old.is_empty() && self.heap.len() > 2 * volatile + 1024 {
+            self.old = std::mem::take(&mut self.heap);
+        }
+    }
+
     /// Moves up to `n` hints from the old heap, keeping the live ones. True while some remain.
     fn compact(&mut self, dict: &Dict, n: usize) -> bool {
         for _ in 0..n {
@@ -1171,21 +1181,31 @@ impl Db {
         }
         let (heap, old) = (self.ttl.heap.as_slice(), self.ttl.old.as_slice());
         let hints = heap.len() + old.len();
-        let mut found = 0;
-        // Hints are at most about 2x the volatile keys plus a constant, so a few tries per sample
-        // find live ones; the bound keeps a heap of stale hints from costing more.
-        for _ in 0..n * 4 {
-            if found == n || hints == 0 {
-                break;
-            }
-            let i = (rand() % hints as u64) as usize;
+        let hint = |i: usize| {
             let Reverse((at, key)) = if i < heap.len() {
                 &heap[i]
             } else {
                 &old[i - heap.len()]
             };
-            if let Some(e) = self.dict.get(key).filter(|e| e.expire() == Some(*at)) {
+            self.dict.get(key).filter(|e| e.expire() == Some(*at))
+        };
+        let mut found = 0;
+        // Outside a compaction, hints are at most 2x the volatile keys plus a constant, so a few
+        // tries per sample find live ones; the bound keeps stale hints from costing more.
+        for _ in 0..n * 4 {
+            if found == n || hints == 0 {
+                break;
+            }
+            if let Some(e) = hint((rand() % hints as u64) as usize) {
                 found += 1;
+                f(e);
+            }
+        }
+        if found == 0 && hints > 0 {
+            // Few live hints among many stale ones: the first live one from a random start (the
+            // same bound, as compaction keeps the hints O(volatile keys)).
+            let start = (rand() % hints as u64) as usize;
+            if let Some(e) = (0..hints).find_map(|i| hint((start + i) % hints)) {
                 f(e);
             }
         }
@@ -1197,6 +1217,9 @@ impl Db {
     /// the entry held, or None if the key is gone.
     pub fn evict(&mut self, key: &[u8]) -> Option<usize> {
         let e = self.unlink(key)?;
+        if e.expire().is_some() {
+            self.ttl.removed(&self.dict, self.volatile);
+        }
         let size = e.heap_size();
         self.stats.evicted_keys += 1;
         self.hooks.emit(EventKind::Evicted, key);

@@ -21,16 +21,17 @@
 //!
 //! A key held by the lock table (a multi-shard command or transaction in flight, a woken blocking
 //! command's reservation) is never evicted. A command is rejected with `-OOM` only when eviction
-//! cannot help: the policy is `noeviction`, or neither this shard nor any other (as each last
-//! published, see [`publish_candidates`]) has a key the policy may evict.
+//! cannot help: the policy is `noeviction`, or no shard (as each last published, see
+//! [`publish_candidates`]) has a key the policy may evict.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use strata_core::Entry;
 
 use crate::db::{lfu_decayed, lru_clock, now_us, Access};
 use crate::locks::Mode;
+use crate::set::ShardSet;
 use crate::shard::Shard;
 
 /// `maxmemory-policy`.
@@ -123,9 +124,13 @@ pub fn set_policy(p: Policy) {
     POLICY.store(p as u8, Ordering::Relaxed);
 }
 
+/// Most keys sampled per database per round, whatever `maxmemory-samples` says (Redis allows up
+/// to 2^31, which would make one round take seconds).
+pub const MAX_SAMPLES: usize = 1024;
+
 /// Sets `maxmemory-samples` (keys sampled per database per round).
 pub fn set_samples(n: usize) {
-    SAMPLES.store(n.max(1), Ordering::Relaxed);
+    SAMPLES.store(n.clamp(1, MAX_SAMPLES), Ordering::Relaxed);
 }
 
 /// Sets `maxmemory-eviction-tenacity` (0..100).
@@ -221,14 +226,24 @@ pub fn publish_candidates(shard: &Shard) {
 
 /// After CONFIG SET (and at start-up): forgets the pooled candidates, whose scores belong to the
 /// policy they were sampled under, and publishes the shard's count for the current policy.
+/// A lower limit takes effect at once: the shard evicts a first slice of its share here.
 pub fn settings_changed(shard: &mut Shard) {
     shard.pool.clear();
     publish_candidates(shard);
+    shard.evict_tick(crate::db::now_ms(), EVICT_KICK_US);
 }
 
-fn others_have_candidates(me: usize) -> bool {
+fn any_candidates() -> bool {
     let n = SHARDS.load(Ordering::Relaxed).min(MAX_SHARDS);
-    (0..n).any(|i| i != me && CANDIDATES[i].load(Ordering::Relaxed) > 0)
+    CANDIDATES[..n]
+        .iter()
+        .any(|c| c.load(Ordering::Relaxed) > 0)
+}
+
+/// True while a request to evict sent to another shard than `me` has not been served.
+fn round_pending(me: usize) -> bool {
+    let n = SHARDS.load(Ordering::Relaxed).min(MAX_SHARDS);
+    (0..n).any(|i| i != me && KICKED[i].load(Ordering::Relaxed))
 }
 
 // ===== The pool =====
@@ -442,8 +457,7 @@ impl Shard {
         let more = if excess == 0 || paused || policy() == Policy::NoEviction {
             false
         } else {
-            let share = excess / SHARDS.load(Ordering::Relaxed) + 1;
-            let done = self.evict(share, now, limit_us);
+            let done = self.evict(share(excess), now, limit_us);
             done.keys > 0 && self::excess() > 0
         };
         note_exceeded(self::excess() > 0, now_us());
@@ -473,9 +487,14 @@ pub enum Outcome {
     Fail,
 }
 
-/// Before a command that may grow memory: if the process is over `maxmemory`, evicts from this
-/// thread's shard up to the excess (within the tenacity time limit) and says whether the command
-/// may run. Call only when a limit is set.
+/// Before a command that may grow memory: if the process is over `maxmemory`, evicts this
+/// shard's share of the excess (all of it with one shard) within the tenacity time limit, and says
+/// whether the command may run. On [`Outcome::Running`] the caller asks the other shards to evict
+/// their shares now ([`kick_others`]). Call only when a limit is set.
+///
+/// Eviction goes in rounds: while the other shards have not yet served the requests of the last
+/// round, this shard does not evict again (a pipeline of writes would otherwise take the whole
+/// excess from the shard of the thread that routes it, and its recently used keys with it).
 pub fn perform(shard: &mut Shard, now: i64) -> Outcome {
     let excess = excess();
     if excess == 0 || crate::db::expiry_held(now) {
@@ -485,11 +504,14 @@ pub fn perform(shard: &mut Shard, now: i64) -> Outcome {
     let outcome = if policy() == Policy::NoEviction {
         Outcome::Fail
     } else {
-        let limit = time_limit_us(TENACITY.load(Ordering::Relaxed));
-        let done = shard.evict(excess, now, limit);
-        if done.bytes >= excess || self::excess() == 0 {
+        if !round_pending(shard.id) {
+            let limit = time_limit_us(TENACITY.load(Ordering::Relaxed));
+            shard.evict(share(excess), now, limit);
+            publish_candidates(shard);
+        }
+        if self::excess() == 0 {
             Outcome::Ok
-        } else if done.exhausted && !others_have_candidates(shard.id) {
+        } else if !any_candidates() {
             Outcome::Fail
         } else {
             Outcome::Running
@@ -498,6 +520,39 @@ pub fn perform(shard: &mut Shard, now: i64) -> Outcome {
     note_exceeded(outcome != Outcome::Ok, now_us());
     outcome
 }
+
+/// One shard's part of `excess` bytes.
+fn share(excess: usize) -> usize {
+    match SHARDS.load(Ordering::Relaxed) {
+        1 => excess,
+        n => excess / n + 1,
+    }
+}
+
+/// Per shard: an eviction request from [`kick_others`] is on its way (so that a stream of commands
+/// over the limit sends each shard one request at a time, not one per command).
+static KICKED: [AtomicBool; MAX_SHARDS] = [const { AtomicBool::new(false) }; MAX_SHARDS];
+
+/// Asks every other shard to evict its share now rather than at its next tick.
+pub fn kick_others(set: &ShardSet, me: usize) {
+    for i in (0..set.len().min(MAX_SHARDS)).filter(|&i| i != me) {
+        if KICKED[i].swap(true, Ordering::Relaxed) {
+            continue;
+        }
+        set.post(
+            i,
+            Box::new(move || {
+                KICKED[i].store(false, Ordering::Relaxed);
+                crate::shard::with_shard(|s| {
+                    s.evict_tick(crate::db::now_ms(), EVICT_KICK_US);
+                });
+            }),
+        );
+    }
+}
+
+/// Microseconds a kicked shard may spend evicting at once.
+const EVICT_KICK_US: u64 = 1000;
 
 #[cfg(test)]
 mod tests {
