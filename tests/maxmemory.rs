@@ -125,7 +125,14 @@ fn maxmemory_settings_match_redis() {
     ] {
         d.run(&["CONFIG", "SET", name, value]);
     }
-    d.run(&["CONFIG", "SET", "maxmemory", "0", "maxmemory-policy", "noeviction"]);
+    d.run(&[
+        "CONFIG",
+        "SET",
+        "maxmemory",
+        "0",
+        "maxmemory-policy",
+        "noeviction",
+    ]);
 }
 
 #[test]
@@ -193,11 +200,7 @@ fn pipeline(c: &mut Conn, commands: &[Vec<String>]) -> Vec<Vec<u8>> {
 fn sets(prefix: &str, n: usize, size: usize, ttl: Option<u64>) -> Vec<Vec<String>> {
     (0..n)
         .map(|i| {
-            let mut cmd = vec![
-                "SET".to_string(),
-                format!("{prefix}:{i}"),
-                "v".repeat(size),
-            ];
+            let mut cmd = vec!["SET".to_string(), format!("{prefix}:{i}"), "v".repeat(size)];
             if let Some(t) = ttl {
                 cmd.extend(["EX".to_string(), (t + i as u64).to_string()]);
             }
@@ -298,7 +301,12 @@ fn volatile_policies_evict_only_keys_with_a_ttl() {
                 let idx: Vec<usize> = (0..4000).filter(|&i| v[i] == alive).collect();
                 idx.iter().sum::<usize>() as f64 / idx.len().max(1) as f64
             };
-            assert!(mean(false) + 500.0 < mean(true), "{policy}: {} vs {}", mean(false), mean(true));
+            assert!(
+                mean(false) + 500.0 < mean(true),
+                "{policy}: {} vs {}",
+                mean(false),
+                mean(true)
+            );
         }
         // Once no key with a TTL is left, writes are refused and the rest stays.
         c.call(&["CONFIG", "SET", "maxmemory", "1"]);
@@ -331,7 +339,10 @@ fn lru_keeps_recently_used_keys_more_often_than_idle_ones() {
     pipeline(&mut c, &sets("new", 4000, 1000, None));
     settles(&mut c, limit, MB);
     let share = |a: Vec<bool>| a.iter().filter(|x| **x).count() as f64 / a.len() as f64;
-    let (hot, cold) = (share(alive(&mut c, "hot", 3000)), share(alive(&mut c, "cold", 3000)));
+    let (hot, cold) = (
+        share(alive(&mut c, "hot", 3000)),
+        share(alive(&mut c, "cold", 3000)),
+    );
     assert!(hot > cold + 0.2, "hot kept {hot:.2}, cold kept {cold:.2}");
 }
 
@@ -360,14 +371,15 @@ fn evictions_are_announced_and_break_watch() {
     let mut names = Vec::new();
     for _ in 0..evicted {
         match Reply::decode(&sub.read_reply()) {
-            Reply::Array(Some(m)) | Reply::Push(m) => {
-                names.push(m[2].as_bytes().unwrap().to_vec())
-            }
+            Reply::Array(Some(m)) | Reply::Push(m) => names.push(m[2].as_bytes().unwrap().to_vec()),
             other => panic!("unexpected {other:?}"),
         }
     }
     for i in 0..200 {
-        assert!(names.contains(&format!("k:{i}").into_bytes()), "k:{i} not announced");
+        assert!(
+            names.contains(&format!("k:{i}").into_bytes()),
+            "k:{i} not announced"
+        );
     }
     w.call(&["MULTI"]);
     w.call(&["SET", "k:0", "y"]);

@@ -666,9 +666,9 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
     use strata_shard::evict;
     match spec.name {
         "maxmemory" => evict::set_maxmemory(value.parse().unwrap_or(0)),
-        "maxmemory-policy" => evict::set_policy(
-            evict::Policy::parse(value).unwrap_or(evict::Policy::NoEviction),
-        ),
+        "maxmemory-policy" => {
+            evict::set_policy(evict::Policy::parse(value).unwrap_or(evict::Policy::NoEviction))
+        }
         "maxmemory-samples" => evict::set_samples(value.parse().unwrap_or(5)),
         "maxmemory-eviction-tenacity" => evict::set_tenacity(value.parse().unwrap_or(10)),
         _ => {}
@@ -1009,7 +1009,11 @@ mod tests {
             "{err}"
         );
         assert!(Config::from_args(&["--save".into(), "60".into(), "1".into()]).is_err());
-        assert!(Config::from_args(&["--maxmemory".into(), "1mb".into()]).is_err());
+        assert_eq!(
+            Config::from_args(&["--maxmemory".into(), "1mb".into()])
+                .map(|c| c.get_i64("maxmemory")),
+            Ok(1 << 20)
+        );
         assert!(Config::default().load_text("daemonize yes\n").is_err());
         assert!(Config::default().load_text("logfile /tmp/x.log\n").is_err());
         assert!(Config::default()
@@ -1113,11 +1117,7 @@ mod tests {
     #[test]
     fn settings_strata_does_not_implement_are_refused_except_off() {
         let c = Config::default();
-        for (name, value) in [
-            ("appendonly", "yes"),
-            ("save", "3600 1"),
-            ("maxmemory", "1mb"),
-        ] {
+        for (name, value) in [("appendonly", "yes"), ("save", "3600 1")] {
             match c.set(name, value) {
                 Err(ConfigSetError::Invalid(n, why)) => {
                     assert_eq!(n, name);

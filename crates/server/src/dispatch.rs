@@ -1020,7 +1020,8 @@ impl Batch<'_> {
             };
         // Over maxmemory, nothing is queued: a queue may grow without bound (Redis's processCommand).
         let why = why.or_else(|| {
-            (strata_shard::evict::maxmemory() != 0 && out_of_memory(&self.state.shards)).then_some(OOM_ERROR)
+            (strata_shard::evict::maxmemory() != 0 && out_of_memory(&self.state.shards))
+                .then_some(OOM_ERROR)
         });
         if let Some(why) = why {
             with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
@@ -1053,10 +1054,11 @@ impl Batch<'_> {
     fn exec_out_of_memory(&self) -> bool {
         strata_shard::evict::maxmemory() != 0
             && self.session.txn_owner.is_none()
-            && self.session.multi.as_ref().is_some_and(|q| {
-                q.iter()
-                    .any(|q| q.cmd.spec.flags.has(Flags::DENYOOM))
-            })
+            && self
+                .session
+                .multi
+                .as_ref()
+                .is_some_and(|q| q.iter().any(|q| q.cmd.spec.flags.has(Flags::DENYOOM)))
             && out_of_memory(&self.state.shards)
     }
 
@@ -1067,7 +1069,9 @@ impl Batch<'_> {
         self.session.multi_failed = false;
         self.session.info.multi.store(-1, Ordering::Relaxed);
         multi::unwatch_all(self.session, &self.state.shards).await;
-        out.error(&format!("EXECABORT Transaction discarded because of: {OOM_ERROR}"));
+        out.error(&format!(
+            "EXECABORT Transaction discarded because of: {OOM_ERROR}"
+        ));
     }
 
     /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner

@@ -24,7 +24,9 @@
 //! cannot help: the policy is `noeviction`, or no shard (as each last published, see
 //! [`publish_candidates`]) has a key the policy may evict.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 use bytes::Bytes;
 use strata_core::Entry;
@@ -171,7 +173,8 @@ static EXCEEDED_TOTAL: AtomicU64 = AtomicU64::new(0);
 /// Records whether eviction found the process over the limit at `now` (µs).
 fn note_exceeded(over: bool, now: i64) {
     if over {
-        let _ = EXCEEDED_SINCE.compare_exchange(0, now.max(1), Ordering::Relaxed, Ordering::Relaxed);
+        let _ =
+            EXCEEDED_SINCE.compare_exchange(0, now.max(1), Ordering::Relaxed, Ordering::Relaxed);
     } else if EXCEEDED_SINCE.load(Ordering::Relaxed) != 0 {
         let since = EXCEEDED_SINCE.swap(0, Ordering::Relaxed);
         if since != 0 {
@@ -218,7 +221,13 @@ pub fn publish_candidates(shard: &Shard) {
         shard
             .dbs
             .iter()
-            .map(|d| if p.all_keys() { d.len() } else { d.volatile_len() })
+            .map(|d| {
+                if p.all_keys() {
+                    d.len()
+                } else {
+                    d.volatile_len()
+                }
+            })
             .sum()
     };
     CANDIDATES[shard.id % MAX_SHARDS].store(n, Ordering::Relaxed);
@@ -403,9 +412,12 @@ impl Shard {
                 }
                 let mut rng = self.rng;
                 let mut key = None;
-                self.dbs[i].sample(volatile, 1, || xorshift(&mut rng), |e| {
-                    key = Some(Bytes::copy_from_slice(e.key()))
-                });
+                self.dbs[i].sample(
+                    volatile,
+                    1,
+                    || xorshift(&mut rng),
+                    |e| key = Some(Bytes::copy_from_slice(e.key())),
+                );
                 self.rng = rng;
                 if let Some(key) = key {
                     return Some((i as u32, key));
@@ -426,11 +438,16 @@ impl Shard {
                 }
                 let access = db.access();
                 let pool = &mut self.pool;
-                db.sample(volatile, samples, || xorshift(&mut rng), |e| {
-                    if !(volatile && e.expire().is_none()) {
-                        pool.offer(score(policy, access, e, now), i as u32, e.key());
-                    }
-                });
+                db.sample(
+                    volatile,
+                    samples,
+                    || xorshift(&mut rng),
+                    |e| {
+                        if !(volatile && e.expire().is_none()) {
+                            pool.offer(score(policy, access, e, now), i as u32, e.key());
+                        }
+                    },
+                );
             }
             self.rng = rng;
             // Best first; a candidate gone since it was pooled (or no longer volatile) is a ghost.
@@ -623,9 +640,7 @@ mod tests {
         put(&mut s, "free", None);
         let mut set = crate::LockSet::new();
         set.add_key(0, b"locked", Mode::Shared);
-        let (id, _) = s
-            .locks
-            .acquire(crate::new_owner(), set, Box::new(|| {}));
+        let (id, _) = s.locks.acquire(crate::new_owner(), set, Box::new(|| {}));
         let done = s.evict(usize::MAX, 1_000, u64::MAX);
         assert_eq!(done.keys, 1);
         assert!(s.db(0).entry_raw(b"locked").is_some());
