@@ -1181,6 +1181,9 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                     "{}",
                     d.used_memory_rss as i64 - d.used_memory as i64
                 );
+                // Nothing is left out of the count maxmemory is checked against (no replica
+                // buffers, no AOF buffer).
+                field!(out, "mem_not_counted_for_evict", "0");
                 field!(out, "mem_allocator", "{ALLOCATOR}");
                 field!(
                     out,

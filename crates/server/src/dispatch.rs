@@ -665,8 +665,14 @@ impl Batch<'_> {
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
             let start = local.buf.len();
+            // maxmemory: eviction before every command, as Redis's processCommand does, and
+            // whether it left the process out of memory. One load and a branch when no limit is
+            // set. Inside EXEC the queued commands are not checked again (EXEC itself was).
+            let oom = strata_shard::evict::maxmemory() != 0
+                && self.session.txn_owner.is_none()
+                && out_of_memory(&self.state.shards).await;
             if self.session.multi.is_some() && !multi::runs_inside_multi(&args) {
-                match self.queue(args) {
+                match self.queue(args, oom) {
                     Ok(()) => local.simple("QUEUED"),
                     Err(msg) => {
                         self.session.multi_failed = true;
@@ -691,7 +697,7 @@ impl Batch<'_> {
                 None
             };
             let mut rejected = false;
-            let slot = match self.route(args, local_shard) {
+            let slot = match self.route(args, local_shard, oom) {
                 Route::Reject(msg) => {
                     rejected = true;
                     // A rejected command aborts the transaction it was sent in (Redis's
@@ -755,7 +761,7 @@ impl Batch<'_> {
                     self.run_keys(&cmd, &args, f, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Exec(cmd) if self.exec_out_of_memory() => {
+                Route::Exec(cmd) if oom && self.exec_denies_oom() => {
                     self.flush(&mut pending, &mut done).await;
                     self.abort_exec_oom(&cmd, &mut local).await;
                     Slot::Local(start, local.buf.len())
@@ -1001,7 +1007,7 @@ impl Batch<'_> {
 
     /// Queues a command inside MULTI, or says why Redis would reject it (the transaction then
     /// aborts at EXEC).
-    fn queue(&mut self, args: Vec<Bytes>) -> Result<(), String> {
+    fn queue(&mut self, args: Vec<Bytes>, oom: bool) -> Result<(), String> {
         let cmd = match table().resolve(&args) {
             Lookup::Unknown(msg) => return Err(msg),
             Lookup::BadArity(cmd, msg) => {
@@ -1019,10 +1025,7 @@ impl Batch<'_> {
                 None
             };
         // Over maxmemory, nothing is queued: a queue may grow without bound (Redis's processCommand).
-        let why = why.or_else(|| {
-            (strata_shard::evict::maxmemory() != 0 && out_of_memory(&self.state.shards))
-                .then_some(OOM_ERROR)
-        });
+        let why = why.or(oom.then_some(OOM_ERROR));
         if let Some(why) = why {
             with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
             return Err(why.into());
@@ -1037,7 +1040,7 @@ impl Batch<'_> {
         Ok(())
     }
 
-    /// Whether an OOM makes Redis refuse `cmd` (EXEC is decided by [`Batch::exec_out_of_memory`]):
+    /// Whether an OOM makes Redis refuse `cmd` (EXEC is decided by [`Batch::exec_denies_oom`]):
     /// a `denyoom` command, or anything but EXEC, DISCARD, QUIT and RESET inside MULTI.
     #[cold]
     fn rejects_on_oom(&self, cmd: &Resolved) -> bool {
@@ -1049,17 +1052,13 @@ impl Batch<'_> {
                 && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset"))
     }
 
-    /// EXEC under maxmemory: refused when a queued command is `denyoom` and eviction cannot make
-    /// room (a transaction of reads runs).
-    fn exec_out_of_memory(&self) -> bool {
-        strata_shard::evict::maxmemory() != 0
-            && self.session.txn_owner.is_none()
-            && self
-                .session
-                .multi
-                .as_ref()
-                .is_some_and(|q| q.iter().any(|q| q.cmd.spec.flags.has(Flags::DENYOOM)))
-            && out_of_memory(&self.state.shards)
+    /// Whether an OOM refuses EXEC: when a queued command is `denyoom` (a transaction of reads
+    /// runs).
+    fn exec_denies_oom(&self) -> bool {
+        self.session
+            .multi
+            .as_ref()
+            .is_some_and(|q| q.iter().any(|q| q.cmd.spec.flags.has(Flags::DENYOOM)))
     }
 
     /// Discards the transaction EXEC was refused for (Redis's execCommandAbort).
@@ -1208,7 +1207,7 @@ impl Batch<'_> {
         plan
     }
 
-    fn route(&self, args: Vec<Bytes>, local_shard: usize) -> Route {
+    fn route(&self, args: Vec<Bytes>, local_shard: usize, oom: bool) -> Route {
         let cmd = match table().resolve(&args) {
             Lookup::Unknown(msg) => return Route::Reject(msg),
             Lookup::BadArity(cmd, msg) => return reject(&cmd, msg),
@@ -1218,13 +1217,8 @@ impl Batch<'_> {
             return reject(&cmd, "NOAUTH Authentication required.".into());
         }
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
-        // maxmemory: one load and a branch when no limit is set. Inside EXEC the queued commands
-        // are not checked again (EXEC itself was, as in Redis).
-        if strata_shard::evict::maxmemory() != 0
-            && self.session.txn_owner.is_none()
-            && self.rejects_on_oom(&cmd)
-            && out_of_memory(&self.state.shards)
-        {
+        // Over maxmemory with nothing left to evict (see `Batch::run`).
+        if oom && self.rejects_on_oom(&cmd) {
             return reject(&cmd, OOM_ERROR.into());
         }
         if let Some(msg) = pubsub::subscribed_mode_error(&cmd, self.session) {
@@ -1663,16 +1657,24 @@ fn peer_gone(info: &ClientInfo) -> bool {
 /// Redis's reply to a command refused because used memory is over `maxmemory`.
 const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
-/// Redis's performEvictions before a command that may grow memory, on this thread's shard: true
-/// if the command must be refused (over the limit with nothing left to evict).
-/// While other shards still have keys to evict, they are asked to evict their shares now.
+/// Redis's performEvictions before a command, over every shard: this thread's shard evicts its
+/// share of the excess, then, if the process is still over the limit, every other shard evicts
+/// its share while this task waits. True if the process stays over the limit with nothing left to
+/// evict: commands that may grow memory are then refused.
 #[cold]
-fn out_of_memory(shards: &ShardSet) -> bool {
-    use strata_shard::evict::{kick_others, perform, Outcome};
+async fn out_of_memory(shards: &ShardSet) -> bool {
+    use strata_shard::evict::{perform, settle, Outcome};
     let (me, outcome) = with_shard(|s| (s.id, perform(s, now_ms())));
-    if outcome == Outcome::Running {
-        kick_others(shards, me);
-    }
+    let outcome = match outcome {
+        Outcome::Running => {
+            let calls = (0..shards.len())
+                .filter(|&i| i != me)
+                .map(|i| shards.call(i, |s| s.evict_share(now_ms())));
+            futures_util::future::join_all(calls).await;
+            settle()
+        }
+        o => o,
+    };
     outcome == Outcome::Fail
 }
 

@@ -4,9 +4,12 @@
 //! **Who evicts what, and when.** Used memory is process-wide ([`crate::memory::used_memory`]), but
 //! the keys belong to shards, and no lock guards a shard's data. So every shard evicts only its own
 //! keys, on its own thread:
-//! * before a command that may grow memory (`denyoom`, or anything queued inside MULTI), the thread
-//!   about to route it calls [`perform`] on its own shard, which evicts until the excess is made up
-//!   or `maxmemory-eviction-tenacity`'s time limit passes (Redis's performEvictions);
+//! * before a command (as Redis's processCommand calls performEvictions), the thread about to route
+//!   it calls [`perform`] on its own shard, which evicts the shard's share of the excess (the
+//!   excess divided by the number of shards) within `maxmemory-eviction-tenacity`'s time limit;
+//!   if the process is still over, every other shard is asked to evict its share
+//!   ([`Shard::evict_share`]) and the command waits for their answers (its task does; the threads
+//!   go on), then [`settle`] decides whether it may run;
 //! * every shard's background tick ([`Shard::cron`](crate::Shard::cron)) evicts its share of the
 //!   excess (the excess divided by the number of shards) while the process is over the limit,
 //!   bounded per tick, so that shards whose threads serve no writer shrink too and no thread stalls.
@@ -24,17 +27,14 @@
 //! cannot help: the policy is `noeviction`, or no shard (as each last published, see
 //! [`publish_candidates`]) has a key the policy may evict.
 
-use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use strata_core::Entry;
 
 use crate::db::{lfu_decayed, lru_clock, now_us, Access};
 use crate::locks::Mode;
-use crate::set::ShardSet;
-use crate::shard::Shard;
+use crate::shard::{Shard, EVICT_PER_TICK_US};
 
 /// `maxmemory-policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,7 +239,7 @@ pub fn publish_candidates(shard: &Shard) {
 pub fn settings_changed(shard: &mut Shard) {
     shard.pool.clear();
     publish_candidates(shard);
-    shard.evict_tick(crate::db::now_ms(), EVICT_KICK_US);
+    shard.evict_tick(crate::db::now_ms(), EVICT_PER_TICK_US);
 }
 
 fn any_candidates() -> bool {
@@ -247,12 +247,6 @@ fn any_candidates() -> bool {
     CANDIDATES[..n]
         .iter()
         .any(|c| c.load(Ordering::Relaxed) > 0)
-}
-
-/// True while a request to evict sent to another shard than `me` has not been served.
-fn round_pending(me: usize) -> bool {
-    let n = SHARDS.load(Ordering::Relaxed).min(MAX_SHARDS);
-    (0..n).any(|i| i != me && KICKED[i].load(Ordering::Relaxed))
 }
 
 // ===== The pool =====
@@ -504,38 +498,54 @@ pub enum Outcome {
     Fail,
 }
 
-/// Before a command that may grow memory: if the process is over `maxmemory`, evicts this
-/// shard's share of the excess (all of it with one shard) within the tenacity time limit, and says
-/// whether the command may run. On [`Outcome::Running`] the caller asks the other shards to evict
-/// their shares now ([`kick_others`]). Call only when a limit is set.
-///
-/// Eviction goes in rounds: while the other shards have not yet served the requests of the last
-/// round, this shard does not evict again (a pipeline of writes would otherwise take the whole
-/// excess from the shard of the thread that routes it, and its recently used keys with it).
+/// Before a command (Redis's performEvictions, first half): if the process is over `maxmemory`,
+/// evicts this shard's share of the excess (all of it with one shard) within the tenacity time
+/// limit. [`Outcome::Running`] means the other shards must evict their shares too
+/// ([`Shard::evict_share`]) before [`settle`] decides. Call only when a limit is set.
 pub fn perform(shard: &mut Shard, now: i64) -> Outcome {
     let excess = excess();
     if excess == 0 || crate::db::expiry_held(now) {
         note_exceeded(false, now_us());
         return Outcome::Ok;
     }
-    let outcome = if policy() == Policy::NoEviction {
+    if policy() == Policy::NoEviction {
+        note_exceeded(true, now_us());
+        return Outcome::Fail;
+    }
+    let limit = time_limit_us(TENACITY.load(Ordering::Relaxed));
+    shard.evict(share(excess), now, limit);
+    publish_candidates(shard);
+    if SHARDS.load(Ordering::Relaxed) == 1 {
+        return settle();
+    }
+    Outcome::Running
+}
+
+/// After every shard evicted its share: whether the process is under the limit, still over it
+/// with keys left to evict (the command runs, as after Redis's time limit), or over it with
+/// nothing any shard may evict (commands that may grow memory are refused).
+pub fn settle() -> Outcome {
+    let outcome = if excess() == 0 {
+        Outcome::Ok
+    } else if policy() == Policy::NoEviction || !any_candidates() {
         Outcome::Fail
     } else {
-        if !round_pending(shard.id) {
-            let limit = time_limit_us(TENACITY.load(Ordering::Relaxed));
-            shard.evict(share(excess), now, limit);
-            publish_candidates(shard);
-        }
-        if self::excess() == 0 {
-            Outcome::Ok
-        } else if !any_candidates() {
-            Outcome::Fail
-        } else {
-            Outcome::Running
-        }
+        Outcome::Running
     };
     note_exceeded(outcome != Outcome::Ok, now_us());
     outcome
+}
+
+impl Shard {
+    /// Evicts this shard's share of the current excess (another shard's [`perform`] asks).
+    pub fn evict_share(&mut self, now: i64) {
+        let excess = excess();
+        if excess > 0 && !crate::db::expiry_held(now) {
+            let limit = time_limit_us(TENACITY.load(Ordering::Relaxed));
+            self.evict(share(excess), now, limit);
+        }
+        publish_candidates(self);
+    }
 }
 
 /// One shard's part of `excess` bytes.
@@ -545,31 +555,6 @@ fn share(excess: usize) -> usize {
         n => excess / n + 1,
     }
 }
-
-/// Per shard: an eviction request from [`kick_others`] is on its way (so that a stream of commands
-/// over the limit sends each shard one request at a time, not one per command).
-static KICKED: [AtomicBool; MAX_SHARDS] = [const { AtomicBool::new(false) }; MAX_SHARDS];
-
-/// Asks every other shard to evict its share now rather than at its next tick.
-pub fn kick_others(set: &ShardSet, me: usize) {
-    for i in (0..set.len().min(MAX_SHARDS)).filter(|&i| i != me) {
-        if KICKED[i].swap(true, Ordering::Relaxed) {
-            continue;
-        }
-        set.post(
-            i,
-            Box::new(move || {
-                KICKED[i].store(false, Ordering::Relaxed);
-                crate::shard::with_shard(|s| {
-                    s.evict_tick(crate::db::now_ms(), EVICT_KICK_US);
-                });
-            }),
-        );
-    }
-}
-
-/// Microseconds a kicked shard may spend evicting at once.
-const EVICT_KICK_US: u64 = 1000;
 
 #[cfg(test)]
 mod tests {
