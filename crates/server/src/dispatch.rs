@@ -662,15 +662,30 @@ impl Batch<'_> {
                     self.wait_unpaused(write).await;
                 }
             }
-            let mode_before = self.session.reply_mode;
-            local.proto = self.session.proto;
-            let start = local.buf.len();
             // maxmemory: eviction before every command, as Redis's processCommand does, and
             // whether it left the process out of memory. One load and a branch when no limit is
             // set. Inside EXEC the queued commands are not checked again (EXEC itself was).
-            let oom = strata_shard::evict::maxmemory() != 0
-                && self.session.txn_owner.is_none()
-                && out_of_memory(&self.state.shards).await;
+            let mut oom = false;
+            if strata_shard::evict::maxmemory() != 0 && self.session.txn_owner.is_none() {
+                let before = strata_shard::evict::evictions();
+                oom = out_of_memory(&self.state.shards).await;
+                // This client's invalidations of evicted keys go before the command's reply
+                // (Redis evicts before the command runs), not after the batch like those of
+                // its own writes.
+                let tracking = self.session.tracking.as_ref();
+                if let Some(t) = tracking.filter(|_| strata_shard::evict::evictions() != before) {
+                    let start = local.buf.len();
+                    for m in t.take_held() {
+                        local.buf.extend_from_slice(&m);
+                    }
+                    if local.buf.len() > start {
+                        slots.push((Slot::Local(start, local.buf.len()), false));
+                    }
+                }
+            }
+            let mode_before = self.session.reply_mode;
+            local.proto = self.session.proto;
+            let start = local.buf.len();
             if self.session.multi.is_some() && !multi::runs_inside_multi(&args) {
                 match self.queue(args, oom) {
                     Ok(()) => local.simple("QUEUED"),

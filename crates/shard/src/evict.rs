@@ -10,9 +10,10 @@
 //!   if the process is still over, every other shard is asked to evict its share
 //!   ([`Shard::evict_share`]) and the command waits for their answers (its task does; the threads
 //!   go on), then [`settle`] decides whether it may run;
-//! * every shard's background tick ([`Shard::cron`](crate::Shard::cron)) evicts its share of the
-//!   excess (the excess divided by the number of shards) while the process is over the limit,
-//!   bounded per tick, so that shards whose threads serve no writer shrink too and no thread stalls.
+//! * while an eviction is running ([`RUNNING`]: evicting before a command did not bring the
+//!   process under the limit, or CONFIG SET lowered it), every shard's background tick
+//!   ([`Shard::cron`](crate::Shard::cron)) evicts its share, bounded per tick so no thread stalls,
+//!   as Redis's evictionTimeProc does.
 //!
 //! The victim is chosen as Redis does, but among the shard's keys: for the LRU, LFU and TTL
 //! policies each round samples `maxmemory-samples` keys from every database of the shard into a
@@ -27,7 +28,9 @@
 //! cannot help: the policy is `noeviction`, or no shard (as each last published, see
 //! [`publish_candidates`]) has a key the policy may evict.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 use bytes::Bytes;
 use strata_core::Entry;
@@ -163,6 +166,14 @@ pub fn time_limit_us(tenacity: u32) -> u64 {
     }
 }
 
+/// Keys evicted since start, over all shards (tells a caller whether an eviction happened).
+static EVICTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Keys evicted since start, over all shards.
+pub fn evictions() -> u64 {
+    EVICTIONS.load(Ordering::Relaxed)
+}
+
 // ===== Over-the-limit time (INFO total/current_eviction_exceeded_time) =====
 
 /// Microsecond time the process went over the limit (0: it is not).
@@ -239,6 +250,9 @@ pub fn publish_candidates(shard: &Shard) {
 pub fn settings_changed(shard: &mut Shard) {
     shard.pool.clear();
     publish_candidates(shard);
+    if excess() > 0 {
+        RUNNING.store(true, Ordering::Relaxed);
+    }
     shard.evict_tick(crate::db::now_ms(), EVICT_PER_TICK_US);
 }
 
@@ -379,6 +393,9 @@ impl Shard {
                 }
             }
         }
+        if done.keys > 0 {
+            EVICTIONS.fetch_add(done.keys as u64, Ordering::Relaxed);
+        }
         if done.keys > 0 || done.exhausted {
             publish_candidates(self);
         }
@@ -456,14 +473,21 @@ impl Shard {
         }
     }
 
-    /// The tick's part: while the process is over `maxmemory`, evicts this shard's share of the
-    /// excess, for at most `limit_us`. Returns true if it evicted and the process is still over
-    /// (the tick should come back soon).
+    /// The tick's part (Redis's evictionTimeProc): while an eviction is running (see
+    /// [`RUNNING`]), evicts this shard's share of the excess, for at most `limit_us`. Returns true
+    /// if it evicted and the process is still over (the tick should come back soon).
     pub fn evict_tick(&mut self, now: i64, limit_us: u64) -> bool {
         if maxmemory() == 0 {
             return false;
         }
+        publish_candidates(self);
+        if !RUNNING.load(Ordering::Relaxed) {
+            return false;
+        }
         let excess = excess();
+        if excess == 0 || !any_candidates() {
+            RUNNING.store(false, Ordering::Relaxed);
+        }
         let paused = crate::db::expiry_held(now);
         let more = if excess == 0 || paused || policy() == Policy::NoEviction {
             false
@@ -533,6 +557,9 @@ pub fn settle() -> Outcome {
         Outcome::Running
     };
     note_exceeded(outcome != Outcome::Ok, now_us());
+    if outcome == Outcome::Running {
+        RUNNING.store(true, Ordering::Relaxed);
+    }
     outcome
 }
 
@@ -547,6 +574,13 @@ impl Shard {
         publish_candidates(self);
     }
 }
+
+/// An eviction is running: a command found the process over the limit and the shards' evictions
+/// did not bring it back under (their time limit passed, or memory grew meanwhile), or CONFIG SET
+/// lowered the limit. The shards' ticks then go on evicting until the process is under the limit
+/// or nothing is left to evict, as Redis's evictionTimeProc does; otherwise, as in Redis, memory
+/// over the limit is only dealt with before the next command.
+static RUNNING: AtomicBool = AtomicBool::new(false);
 
 /// One shard's part of `excess` bytes.
 fn share(excess: usize) -> usize {
