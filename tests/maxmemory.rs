@@ -407,3 +407,65 @@ fn noeviction_never_evicts() {
 fn encode_bulk(s: &str) -> Vec<u8> {
     format!("${}\r\n{s}\r\n", s.len()).into_bytes()
 }
+
+#[test]
+fn invalidations_of_evicted_keys_precede_the_reply() {
+    for threads in ["1", "4"] {
+        let s = Server::strata(&["--threads", threads]);
+        let mut c = s.conn();
+        c.call(&["HELLO", "3"]);
+        c.call(&["CLIENT", "TRACKING", "on"]);
+        let limit = used(&mut c) + 100 * 1024;
+        c.call(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+        c.call(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]);
+        c.call(&["SETEX", "volatile-key", "10000", "x"]);
+        c.call(&["GET", "volatile-key"]);
+        // 200 KB: over the limit, and not evictable (no TTL).
+        c.call(&["SETBIT", "big", "1600000", "0"]);
+        // Evicted before GETBIT runs: the invalidation comes first.
+        c.send(&["GETBIT", "big", "0"]);
+        assert_eq!(
+            c.read_reply(),
+            b">2\r\n$10\r\ninvalidate\r\n*1\r\n$12\r\nvolatile-key\r\n",
+            "threads {threads}"
+        );
+        assert_eq!(c.read_reply(), b":0\r\n");
+        // Nothing left to evict: a write is refused, a read is not.
+        assert_eq!(c.call(&["SET", "x", "y"]), OOM);
+        assert_eq!(c.call(&["GETBIT", "big", "0"]), b":0\r\n");
+    }
+}
+
+#[test]
+fn min_replicas_to_write_refuses_writes_as_redis_does() {
+    let mut d = Diff::with_threads(4);
+    let mut other = d.new_conns();
+    d.run(&["SET", "xx", "1"]);
+    d.run(&["CONFIG", "GET", "min-replicas-to-write"]);
+    d.run(&["CONFIG", "GET", "min-slaves-max-lag"]);
+    d.run(&["CONFIG", "SET", "min-replicas-to-write", "2"]);
+    d.run(&["SET", "xx", "2"]);
+    d.run(&["INCR", "xx"]);
+    d.run(&["GET", "xx"]);
+    // Queued writes are refused (the transaction aborts); reads are not.
+    d.run(&["MULTI"]);
+    d.run(&["GET", "xx"]);
+    d.run(&["INCR", "xx"]);
+    d.run(&["EXEC"]);
+    d.run(&["MULTI"]);
+    d.run(&["GET", "xx"]);
+    d.run(&["EXEC"]);
+    // The lag at 0 turns the check off.
+    d.run(&["CONFIG", "SET", "min-replicas-max-lag", "0"]);
+    d.run(&["INCR", "xx"]);
+    d.run(&["CONFIG", "SET", "min-replicas-max-lag", "10"]);
+    // State changed after queueing: EXEC of a write is discarded.
+    d.run(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    d.run(&["MULTI"]);
+    d.run(&["INCR", "xx"]);
+    other.run(&["CONFIG", "SET", "min-slaves-to-write", "1"]);
+    d.run(&["EXEC"]);
+    d.run(&["GET", "xx"]);
+    d.run(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    d.run(&["INCR", "xx"]);
+}

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use strata_core::glob::glob_match;
@@ -354,6 +354,26 @@ pub static SPECS: &[ConfigSpec] = &[
         "LFU counter log factor",
     ),
     spec(
+        "min-replicas-to-write",
+        "0",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        true,
+        "refuse writes unless this many replicas are connected (Strata has no replication: any value above 0 refuses writes while min-replicas-max-lag is above 0)",
+    ),
+    spec(
+        "min-replicas-max-lag",
+        "10",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        true,
+        "seconds a replica may lag and still count for min-replicas-to-write (0: the check is off)",
+    ),
+    spec(
         "lfu-decay-time",
         "1",
         Kind::Int {
@@ -690,7 +710,19 @@ const ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
     ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
 ];
+
+/// `min-replicas-to-write` and `min-replicas-max-lag` are both above 0: as Strata has no
+/// replicas, write commands are refused (Redis's checkGoodReplicasStatus with no good replica).
+static WRITES_NEED_REPLICAS: AtomicBool = AtomicBool::new(false);
+
+/// Whether write commands are refused with NOREPLICAS (one load; see [`WRITES_NEED_REPLICAS`]).
+#[inline]
+pub fn writes_need_replicas() -> bool {
+    WRITES_NEED_REPLICAS.load(Ordering::Relaxed)
+}
 
 impl Config {
     /// Builds a configuration from `strata [config-file] [--name value ...]`, like redis-server.
@@ -772,6 +804,17 @@ impl Config {
         }
         apply_live(spec, &value);
         table.insert(spec.name, value);
+        if spec.name.starts_with("min-replicas-") {
+            let positive = |name| {
+                table
+                    .get(name)
+                    .is_some_and(|v| v.parse().unwrap_or(0) > 0i64)
+            };
+            WRITES_NEED_REPLICAS.store(
+                positive("min-replicas-to-write") && positive("min-replicas-max-lag"),
+                Ordering::Relaxed,
+            );
+        }
     }
 
     fn with_limits_loaded(self) -> Config {

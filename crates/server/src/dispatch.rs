@@ -776,9 +776,17 @@ impl Batch<'_> {
                     self.run_keys(&cmd, &args, f, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Exec(cmd) if oom && self.exec_denies_oom() => {
+                Route::Exec(cmd) if oom && self.exec_holds(Flags::DENYOOM) => {
                     self.flush(&mut pending, &mut done).await;
-                    self.abort_exec_oom(&cmd, &mut local).await;
+                    self.abort_exec(&cmd, OOM_ERROR, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Exec(cmd)
+                    if strata_commands::config::writes_need_replicas()
+                        && self.exec_holds(Flags::WRITE) =>
+                {
+                    self.flush(&mut pending, &mut done).await;
+                    self.abort_exec(&cmd, NOREPLICAS_ERROR, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Exec(cmd) => match self.take_direct_exec() {
@@ -1040,7 +1048,10 @@ impl Batch<'_> {
                 None
             };
         // Over maxmemory, nothing is queued: a queue may grow without bound (Redis's processCommand).
-        let why = why.or(oom.then_some(OOM_ERROR));
+        let why = why.or(oom.then_some(OOM_ERROR)).or_else(|| {
+            (strata_commands::config::writes_need_replicas() && cmd.spec.flags.has(Flags::WRITE))
+                .then_some(NOREPLICAS_ERROR)
+        });
         if let Some(why) = why {
             with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
             return Err(why.into());
@@ -1055,7 +1066,7 @@ impl Batch<'_> {
         Ok(())
     }
 
-    /// Whether an OOM makes Redis refuse `cmd` (EXEC is decided by [`Batch::exec_denies_oom`]):
+    /// Whether an OOM makes Redis refuse `cmd` (EXEC is decided by [`Batch::exec_holds`]):
     /// a `denyoom` command, or anything but EXEC, DISCARD, QUIT and RESET inside MULTI.
     #[cold]
     fn rejects_on_oom(&self, cmd: &Resolved) -> bool {
@@ -1067,24 +1078,24 @@ impl Batch<'_> {
                 && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset"))
     }
 
-    /// Whether an OOM refuses EXEC: when a queued command is `denyoom` (a transaction of reads
-    /// runs).
-    fn exec_denies_oom(&self) -> bool {
+    /// Whether a queued command has `flag` (EXEC is refused over maxmemory when one is `denyoom`,
+    /// and by min-replicas-to-write when one writes; a transaction of reads runs).
+    fn exec_holds(&self, flag: Flags) -> bool {
         self.session
             .multi
             .as_ref()
-            .is_some_and(|q| q.iter().any(|q| q.cmd.spec.flags.has(Flags::DENYOOM)))
+            .is_some_and(|q| q.iter().any(|q| q.cmd.spec.flags.has(flag)))
     }
 
-    /// Discards the transaction EXEC was refused for (Redis's execCommandAbort).
-    async fn abort_exec_oom(&mut self, cmd: &Resolved, out: &mut ReplyBuf) {
+    /// Discards the transaction EXEC was refused for with `why` (Redis's execCommandAbort).
+    async fn abort_exec(&mut self, cmd: &Resolved, why: &str, out: &mut ReplyBuf) {
         with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
         self.session.multi = None;
         self.session.multi_failed = false;
         self.session.info.multi.store(-1, Ordering::Relaxed);
         multi::unwatch_all(self.session, &self.state.shards).await;
         out.error(&format!(
-            "EXECABORT Transaction discarded because of: {OOM_ERROR}"
+            "EXECABORT Transaction discarded because of: {why}"
         ));
     }
 
@@ -1235,6 +1246,13 @@ impl Batch<'_> {
         // Over maxmemory with nothing left to evict (see `Batch::run`).
         if oom && self.rejects_on_oom(&cmd) {
             return reject(&cmd, OOM_ERROR.into());
+        }
+        // min-replicas-to-write (not inside EXEC: EXEC itself was checked).
+        if strata_commands::config::writes_need_replicas()
+            && cmd.spec.flags.has(Flags::WRITE)
+            && self.session.txn_owner.is_none()
+        {
+            return reject(&cmd, NOREPLICAS_ERROR.into());
         }
         if let Some(msg) = pubsub::subscribed_mode_error(&cmd, self.session) {
             return reject(&cmd, msg);
@@ -1671,6 +1689,9 @@ fn peer_gone(info: &ClientInfo) -> bool {
 
 /// Redis's reply to a command refused because used memory is over `maxmemory`.
 const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Redis's reply to a write refused by `min-replicas-to-write`.
+const NOREPLICAS_ERROR: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// Redis's performEvictions before a command, over every shard: this thread's shard evicts its
 /// share of the excess, then, if the process is still over the limit, every other shard evicts
