@@ -1223,6 +1223,8 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "rejected_connections", "{}", d.rejected_connections);
                 field!(out, "expired_keys", "{}", d.expired_keys);
                 field!(out, "evicted_keys", "{}", d.evicted_keys);
+                // No client is ever evicted (maxmemory-clients is not implemented).
+                field!(out, "evicted_clients", "0");
                 let (total, current) = strata_shard::evict::exceeded_ms(strata_shard::now_us());
                 field!(out, "total_eviction_exceeded_time", "{}", total);
                 field!(out, "current_eviction_exceeded_time", "{}", current);
