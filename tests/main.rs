@@ -10,6 +10,7 @@ mod jobqueue;
 mod keys;
 mod lifecycle;
 mod list;
+mod maxmemory;
 mod monitor;
 mod multi;
 mod notifications;

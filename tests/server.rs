@@ -1291,7 +1291,6 @@ fn settings_strata_does_not_implement_are_refused() {
     for (name, value, what) in [
         ("appendonly", "yes", "appendonly yes"),
         ("save", "3600 1", "snapshots"),
-        ("maxmemory", "100mb", "maxmemory"),
     ] {
         let reply = c.call_decoded(&["CONFIG", "SET", name, value]);
         let text = String::from_utf8_lossy(reply.error_text().expect("refused")).into_owned();
@@ -1304,7 +1303,7 @@ fn settings_strata_does_not_implement_are_refused() {
         );
     }
     // Nothing was stored, and the values meaning "off" are accepted.
-    for (name, value) in [("appendonly", "no"), ("save", ""), ("maxmemory", "0")] {
+    for (name, value) in [("appendonly", "no"), ("save", "")] {
         let got = c.call_decoded(&["CONFIG", "GET", name]);
         assert_eq!(
             got.get(name).and_then(Reply::as_bytes),
@@ -1320,7 +1319,6 @@ fn settings_strata_does_not_implement_are_refused() {
     for args in [
         vec!["--port", "0", "--appendonly", "yes"],
         vec!["--port", "0", "--save", "900", "1"],
-        vec!["--port", "0", "--maxmemory", "1gb"],
         vec!["--port", "0", "--daemonize", "yes"],
         vec![conf.to_str().unwrap()],
     ] {

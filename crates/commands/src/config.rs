@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use strata_core::glob::glob_match;
@@ -127,7 +127,7 @@ pub static SPECS: &[ConfigSpec] = &[
         "0",
         Kind::Memory,
         true,
-        "memory limit; not enforced yet, so only 0 (none) is accepted",
+        "memory limit (0: none); over it, keys are evicted per maxmemory-policy, else commands that may grow memory are refused",
     ),
     spec(
         "maxmemory-policy",
@@ -144,6 +144,23 @@ pub static SPECS: &[ConfigSpec] = &[
         ]),
         true,
         "eviction policy",
+    ),
+    spec(
+        "maxmemory-samples",
+        "5",
+        Kind::Int {
+            min: 1,
+            max: i32::MAX as i64,
+        },
+        true,
+        "keys sampled per database per eviction round (LRU, LFU and TTL policies; at most 1024 are used)",
+    ),
+    spec(
+        "maxmemory-eviction-tenacity",
+        "10",
+        Kind::Int { min: 0, max: 100 },
+        true,
+        "how long a command may spend evicting before it runs (0..100; 100: no limit)",
     ),
     spec(
         "proto-max-bulk-len",
@@ -337,6 +354,26 @@ pub static SPECS: &[ConfigSpec] = &[
         "LFU counter log factor",
     ),
     spec(
+        "min-replicas-to-write",
+        "0",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        true,
+        "refuse writes unless this many replicas are connected (Strata has no replication: any value above 0 refuses writes while min-replicas-max-lag is above 0)",
+    ),
+    spec(
+        "min-replicas-max-lag",
+        "10",
+        Kind::Int {
+            min: 0,
+            max: i32::MAX as i64,
+        },
+        true,
+        "seconds a replica may lag and still count for min-replicas-to-write (0: the check is off)",
+    ),
+    spec(
         "lfu-decay-time",
         "1",
         Kind::Int {
@@ -521,7 +558,6 @@ fn not_implemented(name: &str, canonical: &str) -> Option<String> {
     let what = match (name, canonical) {
         ("appendonly", "yes") => "appendonly yes",
         ("save", v) if !v.is_empty() => "snapshots (save schedules other than \"\")",
-        ("maxmemory", v) if v != "0" => "maxmemory (limits other than 0)",
         ("daemonize", "yes") => "daemonize yes",
         ("logfile", v) if !v.is_empty() => "log files (logfile other than \"\")",
         _ => return None,
@@ -645,6 +681,20 @@ fn apply_raw(spec: &ConfigSpec, raw: &str) {
     }
 }
 
+/// Pushes a validated (normalized) value to the process-wide state that acts on it.
+fn apply_live(spec: &ConfigSpec, value: &str) {
+    use strata_shard::evict;
+    match spec.name {
+        "maxmemory" => evict::set_maxmemory(value.parse().unwrap_or(0)),
+        "maxmemory-policy" => {
+            evict::set_policy(evict::Policy::parse(value).unwrap_or(evict::Policy::NoEviction))
+        }
+        "maxmemory-samples" => evict::set_samples(value.parse().unwrap_or(5)),
+        "maxmemory-eviction-tenacity" => evict::set_tenacity(value.parse().unwrap_or(10)),
+        _ => {}
+    }
+}
+
 fn find(name: &str) -> Option<&'static ConfigSpec> {
     let name = ALIASES
         .iter()
@@ -660,7 +710,19 @@ const ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
     ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
 ];
+
+/// `min-replicas-to-write` and `min-replicas-max-lag` are both above 0: as Strata has no
+/// replicas, write commands are refused (Redis's checkGoodReplicasStatus with no good replica).
+static WRITES_NEED_REPLICAS: AtomicBool = AtomicBool::new(false);
+
+/// Whether write commands are refused with NOREPLICAS (one load; see [`WRITES_NEED_REPLICAS`]).
+#[inline]
+pub fn writes_need_replicas() -> bool {
+    WRITES_NEED_REPLICAS.load(Ordering::Relaxed)
+}
 
 impl Config {
     /// Builds a configuration from `strata [config-file] [--name value ...]`, like redis-server.
@@ -740,7 +802,19 @@ impl Config {
         if let (Some(limit), Ok(v)) = (strata_core::limits::by_name(spec.name), value.parse()) {
             limit.set(v);
         }
+        apply_live(spec, &value);
         table.insert(spec.name, value);
+        if spec.name.starts_with("min-replicas-") {
+            let positive = |name| {
+                table
+                    .get(name)
+                    .is_some_and(|v| v.parse().unwrap_or(0) > 0i64)
+            };
+            WRITES_NEED_REPLICAS.store(
+                positive("min-replicas-to-write") && positive("min-replicas-max-lag"),
+                Ordering::Relaxed,
+            );
+        }
     }
 
     fn with_limits_loaded(self) -> Config {
@@ -978,7 +1052,11 @@ mod tests {
             "{err}"
         );
         assert!(Config::from_args(&["--save".into(), "60".into(), "1".into()]).is_err());
-        assert!(Config::from_args(&["--maxmemory".into(), "1mb".into()]).is_err());
+        assert_eq!(
+            Config::from_args(&["--maxmemory".into(), "1mb".into()])
+                .map(|c| c.get_i64("maxmemory")),
+            Ok(1 << 20)
+        );
         assert!(Config::default().load_text("daemonize yes\n").is_err());
         assert!(Config::default().load_text("logfile /tmp/x.log\n").is_err());
         assert!(Config::default()
@@ -1082,11 +1160,7 @@ mod tests {
     #[test]
     fn settings_strata_does_not_implement_are_refused_except_off() {
         let c = Config::default();
-        for (name, value) in [
-            ("appendonly", "yes"),
-            ("save", "3600 1"),
-            ("maxmemory", "1mb"),
-        ] {
+        for (name, value) in [("appendonly", "yes"), ("save", "3600 1")] {
             match c.set(name, value) {
                 Err(ConfigSetError::Invalid(n, why)) => {
                     assert_eq!(n, name);

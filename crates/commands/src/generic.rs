@@ -1506,8 +1506,10 @@ pub fn access_for(policy: &str, log_factor: i64, decay_time: i64) -> Access {
 }
 
 /// Makes every database of `shard` record accesses the way the configuration asks (LRU clock, or
-/// LFU counter under an `*-lfu` maxmemory-policy). Run at start-up and by CONFIG SET before it replies.
+/// LFU counter under an `*-lfu` maxmemory-policy), and refreshes its eviction state for the
+/// current `maxmemory` settings. Run at start-up and by CONFIG SET before it replies.
 pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::config::Config) {
+    strata_shard::evict::settings_changed(shard);
     let access = access_for(
         &config.get("maxmemory-policy").unwrap_or_default(),
         config.get_i64("lfu-log-factor"),

@@ -13,7 +13,7 @@ pub mod docs;
 pub mod error;
 pub mod keyed;
 pub mod keyspec;
-pub mod memory;
+pub use strata_shard::memory;
 pub mod monitor;
 pub mod table;
 pub mod testing;

@@ -894,6 +894,7 @@ fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
             })
             .await;
         PEAK_MEMORY.store(crate::memory::used_memory(), Ordering::Relaxed);
+        strata_shard::evict::reset_stats();
         *RATES.lock().unwrap_or_else(|e| e.into_inner()) = None;
         cx.out.ok();
         Ok(())
@@ -1019,6 +1020,7 @@ pub struct InfoData {
     pub output_kbps: f64,
     pub rejected_connections: u64,
     pub expired_keys: u64,
+    pub evicted_keys: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub pubsub_channels: usize,
@@ -1179,6 +1181,9 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                     "{}",
                     d.used_memory_rss as i64 - d.used_memory as i64
                 );
+                // Nothing is left out of the count maxmemory is checked against (no replica
+                // buffers, no AOF buffer).
+                field!(out, "mem_not_counted_for_evict", "0");
                 field!(out, "mem_allocator", "{ALLOCATOR}");
                 field!(
                     out,
@@ -1217,7 +1222,12 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "instantaneous_output_kbps", "{:.2}", d.output_kbps);
                 field!(out, "rejected_connections", "{}", d.rejected_connections);
                 field!(out, "expired_keys", "{}", d.expired_keys);
-                field!(out, "evicted_keys", "0");
+                field!(out, "evicted_keys", "{}", d.evicted_keys);
+                // No client is ever evicted (maxmemory-clients is not implemented).
+                field!(out, "evicted_clients", "0");
+                let (total, current) = strata_shard::evict::exceeded_ms(strata_shard::now_us());
+                field!(out, "total_eviction_exceeded_time", "{}", total);
+                field!(out, "current_eviction_exceeded_time", "{}", current);
                 field!(out, "keyspace_hits", "{}", d.keyspace_hits);
                 field!(out, "keyspace_misses", "{}", d.keyspace_misses);
                 field!(out, "pubsub_channels", "{}", d.pubsub_channels);
@@ -1358,6 +1368,7 @@ struct ShardInfo {
     cmd: Vec<CmdStat>,
     keys: Vec<(usize, usize)>,
     expired: u64,
+    evicted: u64,
     hits: u64,
     misses: u64,
     dirty: u64,
@@ -1459,6 +1470,7 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
                 .map(|d| (d.len(), d.volatile_len()))
                 .collect(),
             expired: s.dbs().iter().map(|d| d.stats().expired_keys).sum(),
+            evicted: s.dbs().iter().map(|d| d.stats().evicted_keys).sum(),
             hits: s.dbs().iter().map(|d| d.stats().hits).sum(),
             misses: s.dbs().iter().map(|d| d.stats().misses).sum(),
             dirty: s.dbs().iter().map(|d| d.dirty()).sum(),
@@ -1479,6 +1491,7 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         d.net_input_bytes += s.net_in;
         d.net_output_bytes += s.net_out;
         d.expired_keys += s.expired;
+        d.evicted_keys += s.evicted;
         d.keyspace_hits += s.hits;
         d.keyspace_misses += s.misses;
         d.dirty += s.dirty;

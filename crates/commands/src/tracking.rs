@@ -73,6 +73,12 @@ impl ClientTracking {
         }
     }
 
+    /// Takes the invalidations held so far, for the caller to place in the reply stream (those
+    /// of evictions run before a command go before its reply, as in Redis).
+    pub fn take_held(&self) -> Vec<Bytes> {
+        std::mem::take(&mut self.held.lock().unwrap_or_else(|e| e.into_inner()).msgs)
+    }
+
     fn send_self(&self, msg: Bytes) {
         let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if h.executing {

@@ -715,11 +715,32 @@ impl Batch<'_> {
                     self.wait_unpaused(write).await;
                 }
             }
+            // maxmemory: eviction before every command, as Redis's processCommand does, and
+            // whether it left the process out of memory. One load and a branch when no limit is
+            // set. Inside EXEC the queued commands are not checked again (EXEC itself was).
+            let mut oom = false;
+            if strata_shard::evict::maxmemory() != 0 && self.session.txn_owner.is_none() {
+                let before = strata_shard::evict::evictions();
+                oom = out_of_memory(&self.state.shards).await;
+                // This client's invalidations of evicted keys go before the command's reply
+                // (Redis evicts before the command runs), not after the batch like those of
+                // its own writes.
+                let tracking = self.session.tracking.as_ref();
+                if let Some(t) = tracking.filter(|_| strata_shard::evict::evictions() != before) {
+                    let start = local.buf.len();
+                    for m in t.take_held() {
+                        local.buf.extend_from_slice(&m);
+                    }
+                    if local.buf.len() > start {
+                        slots.push((Slot::Local(start, local.buf.len()), false));
+                    }
+                }
+            }
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
             let start = local.buf.len();
             if self.session.multi.is_some() && !multi::runs_inside_multi(&args) {
-                match self.queue(args) {
+                match self.queue(args, oom) {
                     Ok(()) => local.simple("QUEUED"),
                     Err(msg) => {
                         self.session.multi_failed = true;
@@ -744,9 +765,14 @@ impl Batch<'_> {
                 None
             };
             let mut rejected = false;
-            let slot = match self.route(args, local_shard) {
+            let slot = match self.route(args, local_shard, oom) {
                 Route::Reject(msg) => {
                     rejected = true;
+                    // A rejected command aborts the transaction it was sent in (Redis's
+                    // flagTransaction in rejectCommand).
+                    if self.session.multi.is_some() {
+                        self.session.multi_failed = true;
+                    }
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
                 }
@@ -801,6 +827,19 @@ impl Batch<'_> {
                 Route::Keys(cmd, args, f) => {
                     self.flush(&mut pending, &mut done).await;
                     self.run_keys(&cmd, &args, f, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Exec(cmd) if oom && self.exec_holds(Flags::DENYOOM) => {
+                    self.flush(&mut pending, &mut done).await;
+                    self.abort_exec(&cmd, OOM_ERROR, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::Exec(cmd)
+                    if strata_commands::config::writes_need_replicas()
+                        && self.exec_holds(Flags::WRITE) =>
+                {
+                    self.flush(&mut pending, &mut done).await;
+                    self.abort_exec(&cmd, NOREPLICAS_ERROR, &mut local).await;
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Exec(cmd) => match self.take_direct_exec() {
@@ -1044,7 +1083,7 @@ impl Batch<'_> {
 
     /// Queues a command inside MULTI, or says why Redis would reject it (the transaction then
     /// aborts at EXEC).
-    fn queue(&mut self, args: Vec<Bytes>) -> Result<(), String> {
+    fn queue(&mut self, args: Vec<Bytes>, oom: bool) -> Result<(), String> {
         let cmd = match table().resolve(&args) {
             Lookup::Unknown(msg) => return Err(msg),
             Lookup::BadArity(cmd, msg) => {
@@ -1061,6 +1100,11 @@ impl Batch<'_> {
             } else {
                 None
             };
+        // Over maxmemory, nothing is queued: a queue may grow without bound (Redis's processCommand).
+        let why = why.or(oom.then_some(OOM_ERROR)).or_else(|| {
+            (strata_commands::config::writes_need_replicas() && cmd.spec.flags.has(Flags::WRITE))
+                .then_some(NOREPLICAS_ERROR)
+        });
         if let Some(why) = why {
             with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
             return Err(why.into());
@@ -1073,6 +1117,39 @@ impl Batch<'_> {
                 .store(q.len() as i64, Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Whether an OOM makes Redis refuse `cmd` (EXEC is decided by [`Batch::exec_holds`]):
+    /// a `denyoom` command, or anything but EXEC, DISCARD, QUIT and RESET inside MULTI.
+    #[cold]
+    fn rejects_on_oom(&self, cmd: &Resolved) -> bool {
+        if matches!(cmd.spec.handler, Handler::Exec) {
+            return false;
+        }
+        cmd.spec.flags.has(Flags::DENYOOM)
+            || (self.session.multi.is_some()
+                && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset"))
+    }
+
+    /// Whether a queued command has `flag` (EXEC is refused over maxmemory when one is `denyoom`,
+    /// and by min-replicas-to-write when one writes; a transaction of reads runs).
+    fn exec_holds(&self, flag: Flags) -> bool {
+        self.session
+            .multi
+            .as_ref()
+            .is_some_and(|q| q.iter().any(|q| q.cmd.spec.flags.has(flag)))
+    }
+
+    /// Discards the transaction EXEC was refused for with `why` (Redis's execCommandAbort).
+    async fn abort_exec(&mut self, cmd: &Resolved, why: &str, out: &mut ReplyBuf) {
+        with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+        self.session.multi = None;
+        self.session.multi_failed = false;
+        self.session.info.multi.store(-1, Ordering::Relaxed);
+        multi::unwatch_all(self.session, &self.state.shards).await;
+        out.error(&format!(
+            "EXECABORT Transaction discarded because of: {why}"
+        ));
     }
 
     /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner
@@ -1220,7 +1297,7 @@ impl Batch<'_> {
         plan
     }
 
-    fn route(&self, args: Vec<Bytes>, local_shard: usize) -> Route {
+    fn route(&self, args: Vec<Bytes>, local_shard: usize, oom: bool) -> Route {
         let cmd = match table().resolve(&args) {
             Lookup::Unknown(msg) => return Route::Reject(msg),
             Lookup::BadArity(cmd, msg) => return reject(&cmd, msg),
@@ -1230,6 +1307,17 @@ impl Batch<'_> {
             return reject(&cmd, "NOAUTH Authentication required.".into());
         }
         self.session.info.last_cmd.store(cmd.id, Ordering::Relaxed);
+        // Over maxmemory with nothing left to evict (see `Batch::run`).
+        if oom && self.rejects_on_oom(&cmd) {
+            return reject(&cmd, OOM_ERROR.into());
+        }
+        // min-replicas-to-write (not inside EXEC: EXEC itself was checked).
+        if strata_commands::config::writes_need_replicas()
+            && cmd.spec.flags.has(Flags::WRITE)
+            && self.session.txn_owner.is_none()
+        {
+            return reject(&cmd, NOREPLICAS_ERROR.into());
+        }
         if let Some(msg) = pubsub::subscribed_mode_error(&cmd, self.session) {
             return reject(&cmd, msg);
         }
@@ -1680,6 +1768,33 @@ fn peer_gone(info: &ClientInfo) -> bool {
         let e = std::io::Error::last_os_error().raw_os_error();
         !matches!(e, Some(libc::EAGAIN) | Some(libc::EINTR))
     }
+}
+
+/// Redis's reply to a command refused because used memory is over `maxmemory`.
+const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Redis's reply to a write refused by `min-replicas-to-write`.
+const NOREPLICAS_ERROR: &str = "NOREPLICAS Not enough good replicas to write.";
+
+/// Redis's performEvictions before a command, over every shard: this thread's shard evicts its
+/// share of the excess, then, if the process is still over the limit, every other shard evicts
+/// its share while this task waits. True if the process stays over the limit with nothing left to
+/// evict: commands that may grow memory are then refused.
+#[cold]
+async fn out_of_memory(shards: &ShardSet) -> bool {
+    use strata_shard::evict::{perform, settle, Outcome};
+    let (me, outcome) = with_shard(|s| (s.id, perform(s, now_ms())));
+    let outcome = match outcome {
+        Outcome::Running => {
+            let calls = (0..shards.len())
+                .filter(|&i| i != me)
+                .map(|i| shards.call(i, |s| s.evict_share(now_ms())));
+            futures_util::future::join_all(calls).await;
+            settle()
+        }
+        o => o,
+    };
+    outcome == Outcome::Fail
 }
 
 /// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.

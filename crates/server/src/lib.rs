@@ -104,6 +104,7 @@ pub fn run(config: Config) -> i32 {
     };
     let databases = config.get_i64("databases") as usize;
     let (shards, inboxes) = ShardSet::new(threads);
+    strata_shard::evict::set_shards(threads);
     let state = Arc::new(ServerState {
         shards,
         config,

@@ -161,6 +161,8 @@ pub enum EventKind {
     Deleted,
     /// Removed because its TTL passed, lazily on access or by the active cycle.
     Expired,
+    /// Removed by eviction under `maxmemory` (see [`crate::evict`]).
+    Evicted,
     /// Its TTL was set, changed or removed; the value is unchanged.
     TtlChanged,
     /// The whole database was emptied (FLUSHDB, FLUSHALL); the event's key is empty.
@@ -694,6 +696,16 @@ impl Deadlines {
         }
     }
 
+    /// After a key with a TTL went other than through its hint (eviction): one compaction step,
+    /// and a compaction started if stale hints dominate, as after a push, so that sampling
+    /// volatile keys through the hints keeps finding live ones.
+    fn removed(&mut self, dict: &Dict, volatile: usize) {
+        self.compact(dict, COMPACT_STEP);
+        if self.old.is_empty() && self.heap.len() > 2 * volatile + 1024 {
+            self.old = std::mem::take(&mut self.heap);
+        }
+    }
+
     /// Moves up to `n` hints from the old heap, keeping the live ones. True while some remain.
     fn compact(&mut self, dict: &Dict, n: usize) -> bool {
         for _ in 0..n {
@@ -751,6 +763,8 @@ impl Deadlines {
 pub struct DbStats {
     /// Keys removed because their TTL passed (`expired_keys`).
     pub expired_keys: u64,
+    /// Keys removed by eviction under `maxmemory` (`evicted_keys`).
+    pub evicted_keys: u64,
     /// Read lookups that found / did not find the key (`keyspace_hits/misses`).
     pub hits: u64,
     pub misses: u64,
@@ -1160,6 +1174,84 @@ impl Db {
             }
         }
         (seen, expired)
+    }
+
+    /// Samples up to `n` keys for eviction (the candidates of one round of Redis's
+    /// evictionPoolPopulate): random keys of the whole table, or, with `volatile`, random keys with
+    /// a TTL, found through the expiry hints (stale hints are skipped, a bounded number of times).
+    /// Calls `f` with each sampled entry. A key may be sampled twice, as with Redis's sampling.
+    pub fn sample(
+        &self,
+        volatile: bool,
+        n: usize,
+        mut rand: impl FnMut() -> u64,
+        mut f: impl FnMut(&Entry),
+    ) {
+        if !volatile {
+            for _ in 0..n {
+                match self.dict.random(&mut rand) {
+                    Some(e) => f(e),
+                    None => return,
+                }
+            }
+            return;
+        }
+        if self.volatile == 0 {
+            return;
+        }
+        let (heap, old) = (self.ttl.heap.as_slice(), self.ttl.old.as_slice());
+        let hints = heap.len() + old.len();
+        let hint = |i: usize| {
+            let Reverse((at, key)) = if i < heap.len() {
+                &heap[i]
+            } else {
+                &old[i - heap.len()]
+            };
+            self.dict.get(key).filter(|e| e.expire() == Some(*at))
+        };
+        let mut found = 0;
+        // Outside a compaction, hints are at most 2x the volatile keys plus a constant, so a few
+        // tries per sample find live ones; the bound keeps stale hints from costing more.
+        for _ in 0..n * 4 {
+            if found == n || hints == 0 {
+                break;
+            }
+            if let Some(e) = hint((rand() % hints as u64) as usize) {
+                found += 1;
+                f(e);
+            }
+        }
+        if found == 0 && hints > 0 {
+            // Few live hints among many stale ones: the first live one from a random start (the
+            // same bound, as compaction keeps the hints O(volatile keys)).
+            let start = (rand() % hints as u64) as usize;
+            if let Some(e) = (0..hints).find_map(|i| hint((start + i) % hints)) {
+                f(e);
+            }
+        }
+    }
+
+    /// Evicts `key` under `maxmemory` (Redis's eviction in performEvictions): an `Evicted` event
+    /// (WATCH, client tracking, waiters), the `evicted` keyspace notification, `evicted_keys`,
+    /// and the value freed here or queued for the background tick when large. Returns the bytes
+    /// the entry held, or None if the key is gone.
+    pub fn evict(&mut self, key: &[u8]) -> Option<usize> {
+        let e = self.unlink(key)?;
+        if e.expire().is_some() {
+            self.ttl.removed(&self.dict, self.volatile);
+        }
+        let size = e.heap_size();
+        self.stats.evicted_keys += 1;
+        self.hooks.emit(EventKind::Evicted, key);
+        notify::emit(notify::EVICTED, "evicted", key, self.hooks.index);
+        self.hooks.discard(e);
+        Some(size)
+    }
+
+    /// The entry under `key` as it is, expired or not, without any side effect (eviction's look
+    /// at a pool candidate).
+    pub fn entry_raw(&self, key: &[u8]) -> Option<&Entry> {
+        self.dict.get(key)
     }
 
     /// Moves up to `n` hints of a running heap compaction (background work, so it also finishes

@@ -13,7 +13,9 @@
 
 pub mod clock;
 pub mod db;
+pub mod evict;
 pub mod locks;
+pub mod memory;
 pub mod multi;
 pub mod notify;
 pub mod park;

@@ -25,6 +25,8 @@ pub const LAZYFREE_PER_TICK: usize = 10_000;
 /// Parked commands run by one pass of [`Shard::serve_ready`]; past it, the rest are woken to run
 /// from their tasks (a chain of blocked clients cannot hold the shard for long).
 pub const SERVE_BUDGET: usize = 1024;
+/// Microseconds a background tick may spend evicting while the process is over `maxmemory`.
+pub const EVICT_PER_TICK_US: u64 = 1000;
 
 /// One thread's slice of the keyspace: every database, its lock table, and counters.
 ///
@@ -34,14 +36,18 @@ pub struct Shard {
     /// Index of this shard (= its thread) in the shard set.
     pub id: usize,
     /// Databases 0..N (the `databases` setting).
-    dbs: Vec<Db>,
+    pub(crate) dbs: Vec<Db>,
     /// Intent locks of multi-shard commands.
     pub locks: LockTable,
     /// Whether the background expiry cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
     /// Counters of the connections served by this thread.
     pub stats: ThreadStats,
-    rng: u64,
+    pub(crate) rng: u64,
+    /// Eviction candidates kept between rounds (see [`crate::evict`]).
+    pub(crate) pool: crate::evict::Pool,
+    /// The database the random eviction policies visit next.
+    pub(crate) evict_next_db: usize,
     /// Commands parked on this shard's keys (registrations, over all databases).
     parked: usize,
     /// Keys reserved for woken parked commands, by owner (see [`crate::park`]).
@@ -63,6 +69,8 @@ impl Shard {
             active_expire: true,
             stats: ThreadStats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0x2545_F491_4F6C_DD1D),
+            pool: crate::evict::Pool::default(),
+            evict_next_db: 0,
             parked: 0,
             reserved: HashMap::new(),
             ready_seen: crate::db::ready_mark(),
@@ -254,7 +262,8 @@ impl Shard {
     }
 
     /// One background tick over every database: active expiry (up to a budget), a slice of any
-    /// expiry-hint compaction and table resize in progress, and a slice of lazy freeing. Returns
+    /// expiry-hint compaction and table resize in progress, a slice of lazy freeing, and while
+    /// the process is over `maxmemory`, this shard's share of eviction. Returns
     /// true if work remains, so the caller should run again soon.
     pub fn cron(&mut self, now: i64) -> bool {
         let mut more = false;
@@ -270,6 +279,7 @@ impl Shard {
             more |= db.has_garbage();
         }
         more |= crate::tracking::enforce_limit();
+        more |= self.evict_tick(now, EVICT_PER_TICK_US);
         more
     }
 }
