@@ -616,3 +616,37 @@ fn blocked_clients_that_are_gone_lose_no_element_under_concurrent_producers() {
         }
     }
 }
+
+/// Clients blocked on one key by different types of wait: a write that gives the key a type serves
+/// the first client whose wait that type answers, even behind clients it does not (Redis serves
+/// every blocked client whose kind of wait matches, in blocking order); the others stay blocked.
+#[test]
+fn a_key_serves_the_first_client_waiting_for_its_type() {
+    both(|s| {
+        let k = key_in(2, "mixed");
+        let dst = format!("{{{k}}}:dst");
+        let mut admin = s.conn();
+        let cmds: [&[&str]; 4] = [
+            &["BLPOP", &k, "0"],
+            &["BZPOPMIN", &k, "0"],
+            &["BLMOVE", &k, &dst, "LEFT", "LEFT", "0"],
+            &["BZPOPMAX", &k, "0"],
+        ];
+        let mut clients: Vec<_> = (0..cmds.len()).map(|_| s.conn()).collect();
+        for (i, (c, cmd)) in clients.iter_mut().zip(cmds).enumerate() {
+            c.send(cmd);
+            wait_blocked(&mut admin, i as i64 + 1);
+        }
+        let mut seen = vec![admin.call(&["ZADD", &k, "1", "a", "2", "b", "3", "c"])];
+        seen.push(clients[1].read_reply());
+        seen.push(clients[3].read_reply());
+        wait_blocked(&mut admin, 2);
+        seen.push(admin.call(&["ZRANGE", &k, "0", "-1"]));
+        seen.push(admin.call(&["DEL", &k]));
+        seen.push(admin.call(&["RPUSH", &k, "x", "y"]));
+        seen.push(clients[0].read_reply());
+        seen.push(clients[2].read_reply());
+        seen.push(admin.call(&["EXISTS", &k]));
+        seen
+    });
+}

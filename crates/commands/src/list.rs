@@ -1165,7 +1165,17 @@ fn brpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 async fn bmove(cx: &mut KeysCtx<'_>, from: End, to: End, timeout_arg: usize) -> CmdResult {
     let args = cx.args;
     let deadline = parse_timeout(&args[timeout_arg], cx.now)?;
-    if !move_one(cx, args[1].clone(), args[2].clone(), from, to).await? {
+    // Woken with a source of another type: it stays blocked (Redis serves a blocked client only
+    // from a key of its type), whereas a destination of another type still fails with WRONGTYPE.
+    let (db, now) = (cx.db, cx.now);
+    let src = args[1].clone();
+    let other_type = cx.woken
+        && cx
+            .on(&args[1], move |s| {
+                op_check_list(s.db_mut(db), &src, now).is_err()
+            })
+            .await;
+    if other_type || !move_one(cx, args[1].clone(), args[2].clone(), from, to).await? {
         cx.park = Some(Park {
             keys: vec![args[1].clone()],
             deadline,

@@ -1492,6 +1492,17 @@ impl Db {
         None
     }
 
+    /// The first live command parked on `key` after `after` (in parking order), if any.
+    pub(crate) fn waiter_after(&self, key: &[u8], after: &Arc<Parked>) -> Option<Arc<Parked>> {
+        let q = self.hooks.parked.get(key)?;
+        q.queue
+            .iter()
+            .skip_while(|p| !Arc::ptr_eq(p, after))
+            .skip(1)
+            .find(|p| !p.is_done())
+            .cloned()
+    }
+
     /// Lists `key` as ready again (its first parked command could not be served yet).
     pub(crate) fn keep_ready(&mut self, key: Box<[u8]>) {
         if let Some(q) = self.hooks.parked.get_mut(&key).filter(|q| !q.ready) {

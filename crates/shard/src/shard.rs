@@ -197,7 +197,13 @@ impl Shard {
                                 p.wake();
                                 continue;
                             }
-                            Here::Parked => continue,
+                            Here::Parked => {
+                                // It could take nothing (the key holds another type, or nothing
+                                // is left): a later waiter may (Redis serves every client whose
+                                // kind of wait the key's type answers, in blocking order).
+                                budget = self.serve_later_waiters(db, &key, p, budget, &mut busy);
+                                continue;
+                            }
                             Here::Busy => {
                                 busy.push((db, key));
                                 continue;
@@ -239,6 +245,47 @@ impl Shard {
             self.reserved.insert(owner, id);
         }
         p.wake();
+    }
+
+    /// After the first waiter on `key` (`first`) could take nothing: offers the key to the
+    /// waiters behind it in order until one is served (what it writes makes the key ready again
+    /// for the rest), must wait for a lock, or must run from its task. Returns the budget left.
+    fn serve_later_waiters(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        first: Arc<Parked>,
+        mut budget: usize,
+        busy: &mut Vec<(usize, Box<[u8]>)>,
+    ) -> usize {
+        let mut cur = first;
+        while budget > 0 && self.dbs[db].peek(key, crate::db::now_ms()).is_some() {
+            let Some(next) = self.dbs[db].waiter_after(key, &cur) else {
+                break;
+            };
+            budget -= 1;
+            let here = if next.single_shard() {
+                next.serve_here(self)
+            } else {
+                Here::Wake
+            };
+            match here {
+                Here::Served => {
+                    next.wake();
+                    break;
+                }
+                Here::Parked => {}
+                Here::Busy => {
+                    busy.push((db, key.into()));
+                    break;
+                }
+                // Woken to run from its task, the key reserved for it when it can be: a waiter
+                // after it then finds the key busy, so it does not lose its turn.
+                Here::Wake => self.wake(db, key, &next),
+            }
+            cur = next;
+        }
+        budget
     }
 
     /// Parked-command registrations on this shard.
