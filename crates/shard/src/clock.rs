@@ -4,7 +4,8 @@
 //! duration for INFO commandstats and the slow log. Reading the system clock costs about 30 ns on
 //! these machines (`clock_gettime` through the vDSO), which was 8–9% of the server's CPU time in a
 //! pipelined LPUSH. Where the CPU has an invariant time-stamp counter (x86-64 with `constant_tsc`
-//! and `nonstop_tsc`: it ticks at a fixed rate in every power state, in step on every core), each
+//! and `nonstop_tsc`: it ticks at a fixed rate in every power state) and the kernel keeps time with
+//! it (so it found the counters of all CPUs in step), each
 //! thread keeps an anchor — a TSC reading and the system time read with it — and extrapolates from
 //! it with one `rdtsc` and a multiply. The anchor is re-read from the system clock once it is a
 //! millisecond old, so the time never strays further from the system clock than the TSC's rate
@@ -39,7 +40,7 @@ struct Scale {
 fn scale() -> Option<Scale> {
     static SCALE: OnceLock<Option<Scale>> = OnceLock::new();
     *SCALE.get_or_init(|| {
-        if !tsc::invariant() {
+        if !tsc::invariant() || !kernel_trusts_tsc() {
             return None;
         }
         let (t0, c0) = bracketed();
@@ -57,6 +58,17 @@ fn scale() -> Option<Scale> {
         // The product `ticks * mul` must not overflow for ticks up to `max_ticks`.
         (mul > 0 && max_ticks.checked_mul(mul).is_some()).then_some(Scale { mul, max_ticks })
     })
+}
+
+/// Whether the kernel keeps time with the TSC (Linux: the current clocksource is `tsc`), which it
+/// does only once it found the counters of all CPUs in step. Elsewhere the CPUID flag decides.
+fn kernel_trusts_tsc() -> bool {
+    match std::fs::read_to_string(
+        "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+    ) {
+        Ok(source) => source.trim() == "tsc",
+        Err(_) => true,
+    }
 }
 
 /// A monotonic-clock reading and the TSC at the same moment: the TSC read just before and just
