@@ -116,8 +116,15 @@ pub fn now_us() -> i64 {
         if dt < s.max_ticks {
             w0 + ((dt * s.mul) >> 32) as i64
         } else {
+            // Pair the system time with the TSC read just before and just after it: a thread
+            // preempted in between would otherwise anchor a late time to an early count and run
+            // ahead for a whole anchor period. Such a reading is returned but not anchored.
             let w = system_us();
-            a.set((t, w));
+            let t1 = tsc::read();
+            let gap = t1.wrapping_sub(t);
+            if gap < s.max_ticks / 200 {
+                a.set((t + gap / 2, w));
+            }
             w
         }
     });
