@@ -49,7 +49,8 @@ def wait_ready(port, proc):
                 if s.recv(16).startswith(b"+PONG"):
                     return
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     sys.exit("server did not answer PING")
 
 

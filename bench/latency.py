@@ -16,35 +16,14 @@ Standard library only; builds `strata` and `strata-loadgen` with --release unles
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port, proc):
-    for _ in range(200):
-        if proc.poll() is not None:
-            sys.exit(f"server exited early (status {proc.returncode})")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    sys.exit("server did not become ready")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hops import free_port, wait_ready  # noqa: E402  (the same server start-up as the hop table)
 
 
 def start(config, strata, tmp):
