@@ -231,6 +231,13 @@ fn settles(c: &mut Conn, limit: u64, slack: u64) -> u64 {
 
 const MB: u64 = 1024 * 1024;
 
+/// No limit, an empty keyspace and `policy`: where each policy's run starts.
+fn start_over(c: &mut Conn, policy: &str) {
+    c.call(&["CONFIG", "SET", "maxmemory", "0"]);
+    c.call(&["FLUSHALL", "SYNC"]);
+    c.call(&["CONFIG", "SET", "maxmemory-policy", policy]);
+}
+
 #[test]
 fn every_policy_keeps_memory_near_the_limit() {
     let s = Server::strata(&["--threads", "4"]);
@@ -244,9 +251,7 @@ fn every_policy_keeps_memory_near_the_limit() {
         "volatile-random",
         "volatile-ttl",
     ] {
-        c.call(&["CONFIG", "SET", "maxmemory", "0"]);
-        c.call(&["FLUSHALL", "SYNC"]);
-        c.call(&["CONFIG", "SET", "maxmemory-policy", policy]);
+        start_over(&mut c, policy);
         c.call(&["CONFIG", "RESETSTAT"]);
         let limit = used(&mut c) + 4 * MB;
         c.call(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
@@ -277,9 +282,7 @@ fn volatile_policies_evict_only_keys_with_a_ttl() {
         "volatile-random",
         "volatile-ttl",
     ] {
-        c.call(&["CONFIG", "SET", "maxmemory", "0"]);
-        c.call(&["FLUSHALL", "SYNC"]);
-        c.call(&["CONFIG", "SET", "maxmemory-policy", policy]);
+        start_over(&mut c, policy);
         let base = used(&mut c);
         pipeline(&mut c, &sets("p", 2000, 1000, None));
         pipeline(&mut c, &sets("v", 4000, 1000, Some(1000)));
