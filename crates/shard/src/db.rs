@@ -1492,15 +1492,25 @@ impl Db {
         None
     }
 
-    /// The first live command parked on `key` after `after` (in parking order), if any.
-    pub(crate) fn waiter_after(&self, key: &[u8], after: &Arc<Parked>) -> Option<Arc<Parked>> {
-        let q = self.hooks.parked.get(key)?;
+    /// Up to `limit` live commands parked on `key` after `after`, in parking order (one walk of
+    /// the queue, however many are then tried).
+    pub(crate) fn waiters_after(
+        &self,
+        key: &[u8],
+        after: &Arc<Parked>,
+        limit: usize,
+    ) -> Vec<Arc<Parked>> {
+        let Some(q) = self.hooks.parked.get(key) else {
+            return Vec::new();
+        };
         q.queue
             .iter()
             .skip_while(|p| !Arc::ptr_eq(p, after))
             .skip(1)
-            .find(|p| !p.is_done())
+            .filter(|p| !p.is_done())
+            .take(limit)
             .cloned()
+            .collect()
     }
 
     /// Lists `key` as ready again (its first parked command could not be served yet).

@@ -258,11 +258,11 @@ impl Shard {
         mut budget: usize,
         busy: &mut Vec<(usize, Box<[u8]>)>,
     ) -> usize {
-        let mut cur = first;
-        while budget > 0 && self.dbs[db].peek(key, crate::db::now_ms()).is_some() {
-            let Some(next) = self.dbs[db].waiter_after(key, &cur) else {
+        let later = self.dbs[db].waiters_after(key, &first, budget);
+        for next in later {
+            if self.dbs[db].peek(key, crate::db::now_ms()).is_none() {
                 break;
-            };
+            }
             budget -= 1;
             let here = if next.single_shard() {
                 next.serve_here(self)
@@ -283,7 +283,6 @@ impl Shard {
                 // after it then finds the key busy, so it does not lose its turn.
                 Here::Wake => self.wake(db, key, &next),
             }
-            cur = next;
         }
         budget
     }
