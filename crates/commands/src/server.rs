@@ -1901,12 +1901,12 @@ fn debug_protocol(cx: &mut ConnCtx<'_>) -> CmdResult {
             }
         }
         "null" => out.null(),
-        "array" | "set" => {
-            if cx.args[2].eq_ignore_ascii_case(b"set") {
-                out.set(3);
-            } else {
-                out.array(3);
-            }
+        "array" => {
+            out.array(3);
+            (0..3).for_each(|j| out.int(j));
+        }
+        "set" => {
+            out.set(3);
             (0..3).for_each(|j| out.int(j));
         }
         "map" => {
