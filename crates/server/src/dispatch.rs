@@ -659,7 +659,8 @@ struct Pending {
 
 impl Pending {
     /// The index in `pending` of `shard`'s sub-batch, opened if needed.
-    /// `room`: how many commands it may get (the rest of the batch).
+    /// `room`: how many commands it may get (the rest of the batch, capped so a huge pipeline
+    /// spread over many shards does not reserve its length on each).
     fn index(pending: &mut Vec<Pending>, shard: usize, room: usize) -> usize {
         match pending.iter().position(|p| p.shard == shard) {
             Some(b) => b,
@@ -796,7 +797,7 @@ impl Batch<'_> {
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Shard(shard, cmd) => {
-                    let batch = Pending::index(&mut pending, shard, cmds.len() + 1);
+                    let batch = Pending::index(&mut pending, shard, (cmds.len() + 1).min(256));
                     pending[batch].cmds.push(cmd);
                     Slot::Remote {
                         batch: done.len() + batch,
