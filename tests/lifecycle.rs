@@ -31,6 +31,77 @@ fn sigint_shuts_down_gracefully() {
     assert_graceful_exit("INT");
 }
 
+/// Runs a second strata on `port` and returns its exit status and log; it must exit on its own. One
+/// that is still running after a few seconds (it started) is killed and reported as started.
+fn start_second(port: u16) -> (Option<std::process::ExitStatus>, String) {
+    let dir = TempDir::new("second");
+    let log = dir.path().join("second.log");
+    let file = std::fs::File::create(&log).expect("log file");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--threads",
+            "2",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(file.try_clone().expect("log handle"))
+        .stderr(file)
+        .spawn()
+        .expect("spawn strata");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+#[test]
+fn a_second_server_on_a_taken_port_refuses_to_start() {
+    // Every shard thread binds with SO_REUSEPORT; a second Strata on the same port must not join
+    // the group and take half of the connections. Redis's bind fails the same way.
+    let first = Server::strata(&["--threads", "2"]);
+    let (status, text) = start_second(first.port());
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "second server started ({status:?}): {text}"
+    );
+    assert!(
+        text.contains("Address already in use"),
+        "second server's output: {text}"
+    );
+    // Every connection still reaches the first server.
+    for _ in 0..8 {
+        let mut c = first.conn();
+        assert_eq!(c.call(&["CLIENT", "ID"]).first(), Some(&b':'));
+        assert_eq!(c.call(&["DBSIZE"]), b":0\r\n");
+    }
+    let mut c = first.conn();
+    assert!(c.call(&["SET", "only", "here"]).starts_with(b"+OK"));
+    for _ in 0..8 {
+        assert_eq!(first.conn().call(&["EXISTS", "only"]), b":1\r\n");
+    }
+    // A port Redis holds is refused too.
+    let redis = Server::redis(&[]);
+    let (status, text) = start_second(redis.port());
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "started on redis's port ({status:?}): {text}"
+    );
+    assert!(text.contains("Address already in use"), "{text}");
+}
+
 #[test]
 fn config_file_then_flags_like_redis_server() {
     let dir = TempDir::new("conf");

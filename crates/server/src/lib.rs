@@ -80,6 +80,29 @@ fn bind_addrs(config: &Config) -> Result<Vec<SocketAddr>, String> {
     Ok(addrs)
 }
 
+/// Fails when something already listens on one of `addrs`. Every shard thread binds its own listener
+/// with SO_REUSEPORT, and the kernel would let a second Strata process (same user) join that group
+/// silently and take part of the connections; a probe bound without SO_REUSEPORT fails instead, as
+/// Redis's own bind does. (Two processes starting in the same instant can still both pass: the window
+/// is between this probe and the threads' binds.)
+fn check_ports_free(addrs: &[SocketAddr]) -> Result<(), String> {
+    for addr in addrs {
+        if addr.port() == 0 {
+            return Err("Configured to not listen anywhere, exiting.".into());
+        }
+        if let Err(e) = std::net::TcpListener::bind(addr) {
+            let why = match e.kind() {
+                std::io::ErrorKind::AddrInUse => "Address already in use".to_string(),
+                _ => e.to_string(),
+            };
+            return Err(format!(
+                "Could not create server TCP listening socket {addr}: bind: {why}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code.
 pub fn run(config: Config) -> i32 {
     let threads = match config.get_i64("threads") {
@@ -102,6 +125,10 @@ pub fn run(config: Config) -> i32 {
             return 1;
         }
     };
+    if let Err(e) = check_ports_free(&addrs) {
+        eprintln!("strata: {e}");
+        return 1;
+    }
     let databases = config.get_i64("databases") as usize;
     let (shards, inboxes) = ShardSet::new(threads);
     strata_shard::evict::set_shards(threads);
