@@ -650,3 +650,81 @@ fn a_key_serves_the_first_client_waiting_for_its_type() {
         seen
     });
 }
+
+/// A blocking pop parked on keys of several shards is served by the shard whose key became ready,
+/// at the write, as Redis serves it: before the pusher's reply, first blocked first served (over a
+/// client parked on that key alone), and from that key only. So right after the push, another
+/// client finds the element gone, a fresh LPOP gets nothing, and the later waiter stays blocked.
+/// Each pop family, 20 rounds, compared with Redis.
+#[test]
+fn a_pop_parked_on_keys_of_several_shards_is_served_at_the_write() {
+    both(|s| {
+        let k: Vec<String> = (0..4).map(|q| key_in(q, "multi")).collect();
+        let mut admin = s.conn();
+        let mut observer = s.conn();
+        let mut first = s.conn();
+        let mut later = s.conn();
+        let mut seen = Vec::new();
+        let lists: [(&[&str], &str); 3] = [
+            (&["BLPOP", &k[0], &k[1], &k[2], "0"], "RPUSH"),
+            (&["BRPOP", &k[3], &k[2], "0"], "RPUSH"),
+            (
+                &[
+                    "BLMPOP", "0", "3", &k[0], &k[2], &k[1], "RIGHT", "COUNT", "2",
+                ],
+                "RPUSH",
+            ),
+        ];
+        let zsets: [(&[&str], &str); 3] = [
+            (&["BZPOPMIN", &k[1], &k[2], "0"], "ZADD"),
+            (&["BZPOPMAX", &k[3], &k[0], &k[2], "0"], "ZADD"),
+            (
+                &["BZMPOP", "0", "2", &k[2], &k[0], "MIN", "COUNT", "5"],
+                "ZADD",
+            ),
+        ];
+        for round in 0..20 {
+            for (blocking, push) in lists.iter().chain(zsets.iter()) {
+                admin.call(&["DEL", &k[0], &k[1], &k[2], &k[3]]);
+                first.send(blocking);
+                wait_blocked(&mut admin, 1);
+                // The later waiter on the key that becomes ready: it must not get the element.
+                let later_cmd: Vec<&str> = if *push == "ZADD" {
+                    vec!["BZPOPMIN", &k[2], "0"]
+                } else {
+                    vec!["BLPOP", &k[2], "0"]
+                };
+                later.send(&later_cmd);
+                wait_blocked(&mut admin, 2);
+                let pushed = if *push == "ZADD" {
+                    admin.call(&["ZADD", &k[2], "1", "one"])
+                } else {
+                    admin.call(&["RPUSH", &k[2], "one"])
+                };
+                let after = (
+                    observer.call(&["EXISTS", &k[2]]),
+                    observer.call(&["TYPE", &k[2]]),
+                );
+                let served = first.read_reply();
+                if round == 0 {
+                    seen.extend([pushed, after.0.clone(), after.1.clone(), served.clone()]);
+                }
+                assert_eq!(
+                    after.0, b":0\r\n",
+                    "{blocking:?} round {round}: element still there"
+                );
+                // Release the later waiter before the next round.
+                if *push == "ZADD" {
+                    admin.call(&["ZADD", &k[2], "2", "two"]);
+                } else {
+                    admin.call(&["RPUSH", &k[2], "two"]);
+                }
+                let second = later.read_reply();
+                if round == 0 {
+                    seen.push(second);
+                }
+            }
+        }
+        seen
+    });
+}

@@ -347,14 +347,16 @@ pub static COMMANDS: &[CommandSpec] = &[
         Handler::Keys(blpop))
         .with_args(BLPOP_ARGS)
         .with_history(BLPOP_HISTORY)
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_per_key(crate::keyspec::keys_before_last),
     cmd("brpop", -3, Flags::WRITE.or(Flags::NOSCRIPT).or(Flags::BLOCKING), BRPOP_KEYS,
         "Remove and get the last element in a list, or block until one is available", "2.0.0",
         "O(N) where N is the number of provided keys.",
         Handler::Keys(brpop))
         .with_args(BRPOP_ARGS)
         .with_history(BRPOP_HISTORY)
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_per_key(crate::keyspec::keys_before_last),
     cmd("blmove", 6, Flags::WRITE.or(Flags::DENYOOM).or(Flags::NOSCRIPT).or(Flags::BLOCKING), BLMOVE_KEYS,
         "Pop an element from a list, push it to another list and return it; or block until one is available", "6.2.0",
         "O(1)",
@@ -374,7 +376,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
         Handler::Keys(blmpop))
         .with_args(BLMPOP_ARGS)
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_per_key(crate::keyspec::numkeys_after_timeout),
 ];
 
 // ===== reading and writing the value =====

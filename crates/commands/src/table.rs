@@ -327,7 +327,15 @@ pub struct CommandSpec {
     /// does. If so, the command runs through the coordinator with its database locked exclusive on
     /// every shard, so the write is atomic wherever that key lives.
     pub writes_db: Option<ReadsDb>,
+    /// For a command that serves each of its keys on its own (the blocking pops: Redis serves a
+    /// woken BLPOP from the key that became ready, whatever keys come before it): the same command
+    /// line over only the keys `keep` accepts. A parked command whose keys span shards is then
+    /// served by the shard whose key became ready, in that shard's turn (see `strata_shard::park`).
+    pub per_key: Option<PerKey>,
 }
+
+/// See [`CommandSpec::per_key`].
+pub type PerKey = fn(&[bytes::Bytes], &mut dyn FnMut(&[u8]) -> bool) -> Vec<bytes::Bytes>;
 
 /// See [`CommandSpec::reads_db`].
 pub type ReadsDb = fn(&[bytes::Bytes]) -> bool;
@@ -375,6 +383,16 @@ impl CommandSpec {
             parts: Parts::Whole,
             reads_db: None,
             writes_db: None,
+            per_key: None,
+        }
+    }
+
+    /// The same spec, served key by key when it parks on keys of several shards (see
+    /// [`CommandSpec::per_key`]).
+    pub const fn with_per_key(self, f: PerKey) -> CommandSpec {
+        CommandSpec {
+            per_key: Some(f),
+            ..self
         }
     }
 

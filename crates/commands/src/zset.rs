@@ -444,14 +444,17 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd("bzpopmin", -3, W.or(Flags::NOSCRIPT).or(Flags::BLOCKING).or(FAST), K_BZPOP, "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", Handler::Keys(ops::bzpopmin))
         .with_args(A_BZPOP)
         .with_history(H_BZPOP)
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_per_key(crate::keyspec::keys_before_last),
     cmd("bzpopmax", -3, W.or(Flags::NOSCRIPT).or(Flags::BLOCKING).or(FAST), K_BZPOP, "Remove and return the member with the highest score from one or more sorted sets, or block until one is available", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", Handler::Keys(ops::bzpopmax))
         .with_args(A_BZPOP)
         .with_history(H_BZPOP)
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_per_key(crate::keyspec::keys_before_last),
     cmd("bzmpop", -5, W.or(Flags::BLOCKING), K_BZMPOP, "Remove and return members with scores in a sorted set or block until one is available", "7.0.0", "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.", Handler::Keys(ops::bzmpop))
         .with_args(A_BZMPOP)
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_per_key(crate::keyspec::numkeys_after_timeout),
     cmd("zrandmember", -2, R, K_ZRANDMEMBER, "Get one or multiple random elements from a sorted set", "6.2.0", "O(N) where N is the number of elements returned", Handler::Shard(ops::zrandmember))
         .with_args(A_ZRANDMEMBER)
         .with_tips(&["nondeterministic_output"])

@@ -233,8 +233,13 @@ impl ShardCmd {
             }
             None => {
                 // Served (or failed): leave every queue now, so the next in line gets its turn in
-                // this same shard turn.
+                // this same shard turn. One whose keys span shards is withdrawn from all of them
+                // by its task (its `Leave`); the queues here skip it meanwhile, as it is finished.
                 p.finish();
+                if !p.single_shard() {
+                    shard.unreserve(p.owner());
+                    return park;
+                }
                 if let Some((db, keys)) = p.withdraw() {
                     for key in &keys {
                         shard.unpark(db, key, p);
@@ -250,30 +255,43 @@ impl ShardCmd {
     /// written (see `strata_shard::park`): unless its client is gone or another command's lock
     /// stands in the way, it runs as its owner and its reply is kept for its task.
     fn runner(&self, info: Arc<ClientInfo>) -> strata_shard::Runner {
-        let mut cmd = self.clone();
+        serve_on(vec![(usize::MAX, self.clone())], info)
+    }
+}
+
+/// A [`strata_shard::Runner`] serving a parked command with the command of `cmds` that belongs to
+/// the shard it runs on (`usize::MAX`: any shard; a command whose keys all live on one). A command
+/// whose keys span shards gets one per shard, each over that shard's keys only (see
+/// [`strata_commands::table::CommandSpec::per_key`]); a shard without one wakes its task.
+fn serve_on(mut cmds: Vec<(usize, ShardCmd)>, info: Arc<ClientInfo>) -> strata_shard::Runner {
+    for (_, cmd) in &mut cmds {
         // The `Parked` holds the runner: the command gets it back as an argument, not a cycle.
         cmd.parked = None;
-        Box::new(move |shard: &mut Shard, p: &Arc<Parked>| {
-            if !cmd.may_run(&shard.locks, Some(p.owner())) {
-                return Served::Busy;
-            }
-            if peer_gone(&info) {
-                return Served::Gone;
-            }
-            p.set_retried();
-            cmd.parked = Some(p.clone());
-            let mut out = ReplyBuf::new(cmd.proto);
-            let park = cmd.exec(shard, &mut out);
-            cmd.parked = None;
-            if park.is_some() {
-                return Served::Parked;
-            }
-            // No longer blocked from now on (INFO, CLIENT LIST, CLIENT UNBLOCK), as in Redis.
-            info.unblockable.store(false, Ordering::Release);
-            info.blocked.store(false, Ordering::Relaxed);
-            Served::Replied(out.buf)
-        })
     }
+    Box::new(move |shard: &mut Shard, p: &Arc<Parked>| {
+        let id = shard.id;
+        let Some((_, cmd)) = cmds.iter_mut().find(|(s, _)| *s == id || *s == usize::MAX) else {
+            return Served::Gone;
+        };
+        if !cmd.may_run(&shard.locks, Some(p.owner())) {
+            return Served::Busy;
+        }
+        if peer_gone(&info) {
+            return Served::Gone;
+        }
+        p.set_retried();
+        cmd.parked = Some(p.clone());
+        let mut out = ReplyBuf::new(cmd.proto);
+        let park = cmd.exec(shard, &mut out);
+        cmd.parked = None;
+        if park.is_some() {
+            return Served::Parked;
+        }
+        // No longer blocked from now on (INFO, CLIENT LIST, CLIENT UNBLOCK), as in Redis.
+        info.unblockable.store(false, Ordering::Release);
+        info.blocked.store(false, Ordering::Relaxed);
+        Served::Replied(out.buf)
+    })
 }
 
 /// Prefetches the table buckets, then the entries, of the commands' first keys, so a sub-batch pays
@@ -1562,6 +1580,37 @@ impl Batch<'_> {
         park
     }
 
+    /// The runner of a parked command whose keys span shards and that serves each key on its own
+    /// (see [`CommandSpec::per_key`]): on each shard, the command over that shard's keys.
+    fn per_shard_runner(
+        &self,
+        cmd: Resolved,
+        args: &[Bytes],
+        run: Run,
+        per_key: strata_commands::table::PerKey,
+        info: &Arc<ClientInfo>,
+    ) -> strata_shard::Runner {
+        let set = &self.state.shards;
+        let mut shards: Vec<usize> = Vec::new();
+        cmd.spec.for_each_key(args, |i, _| {
+            let s = set.shard_of_key(&args[i]);
+            if !shards.contains(&s) {
+                shards.push(s);
+            }
+        });
+        let cmds = shards
+            .into_iter()
+            .map(|s| {
+                let own = per_key(args, &mut |k| set.shard_of_key(k) == s);
+                let key = cmd.spec.first_key(&own).unwrap_or(0);
+                let mut c = self.shard_cmd(own, cmd, run, key);
+                c.info = Some(info.clone());
+                (s, c)
+            })
+            .collect();
+        serve_on(cmds, info.clone())
+    }
+
     /// Runs a blocking command: attempts it; if it parks, waits until one of its keys is written
     /// (then attempts again, as the owner its wake-up reserved the key for), its deadline passes
     /// (timeout reply), or its client is gone (no reply; nothing is served to it). See
@@ -1582,6 +1631,13 @@ impl Batch<'_> {
         };
         let info = self.session.info.clone();
         let key = cmd.spec.first_key(&args).unwrap_or(0);
+        // Keys on several shards: whichever shard's key becomes ready serves it there. (Set
+        // before the first attempt: it can only run once that attempt parked the command, and
+        // finds nothing while the attempt holds the keys.)
+        let mut runner = None;
+        if let (None, Some(per_key)) = (shard, cmd.spec.per_key) {
+            parked.set_runner(self.per_shard_runner(cmd, &args, run, per_key, &info));
+        }
         let mut first = true;
         loop {
             // Nothing is served to a client that left while it waited. (The first attempt comes
@@ -1628,6 +1684,9 @@ impl Batch<'_> {
                 out.buf.extend_from_slice(&reply);
                 return;
             };
+            if let Some(r) = runner.take() {
+                parked.set_runner(r);
+            }
             info.blocked.store(true, Ordering::Relaxed);
             info.unblockable.store(true, Ordering::Release);
             let woke = wait_woken(&parked, park.deadline, &info).await;
@@ -1646,6 +1705,15 @@ impl Batch<'_> {
             match woke {
                 Woke::Written => {
                     parked.set_retried();
+                    if shard.is_none() {
+                        // Attempted again from here (its keys span shards): no shard may serve it
+                        // meanwhile, or both could pop. One may have served it just before.
+                        runner = parked.take_runner();
+                        if let Some(served) = parked.take_reply() {
+                            out.buf.extend_from_slice(&served);
+                            return;
+                        }
+                    }
                     continue;
                 }
                 Woke::Deadline => {

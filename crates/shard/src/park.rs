@@ -16,7 +16,12 @@
 //!   If it finds nothing it stays parked. If a lock stands in the way the key stays ready and is
 //!   tried again after the shard's next command (a lock is only released by one), so it is served
 //!   right after the transaction or lock context that holds its keys.
-//! * **Woken, with a reservation.** A command whose keys span shards, or one the shard cannot run
+//!   A blocking pop whose keys span shards is served the same way by the shard whose key became
+//!   ready: its runner holds, per shard, the command over that shard's keys only (Redis serves a
+//!   woken pop from the key that became ready). Its task takes the runner back
+//!   ([`Parked::take_runner`]) while it attempts the command again itself.
+//! * **Woken, with a reservation.** A command that needs keys of two shards at once (BLMOVE with
+//!   source and destination on different shards), or one the shard cannot run
 //!   (past the pass's budget, its client gone), is woken to run again from its task. When all its
 //!   keys live on this shard the wake also takes an exclusive lock on the key for the command's
 //!   owner (only if that can be granted at once): commands of other clients on that key then
@@ -123,6 +128,13 @@ impl Parked {
         if !self.is_done() {
             inline.runner = Some(runner);
         }
+    }
+
+    /// Takes the runner back, so no shard runs the command until it is set again: a command whose
+    /// keys span shards takes it while its task attempts it again (that attempt and a shard's
+    /// runner must not both serve it). Once this returns, no shard is running it.
+    pub fn take_runner(&self) -> Option<Runner> {
+        self.inline().runner.take()
     }
 
     /// Runs the command on `shard` with its runner, keeping its reply if served.

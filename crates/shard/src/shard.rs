@@ -190,7 +190,7 @@ impl Shard {
                     let next = self.dbs[db].next_ready(&mut dropped);
                     self.parked -= dropped;
                     let Some((key, p)) = next else { break };
-                    if budget > 0 && p.single_shard() {
+                    if budget > 0 {
                         budget -= 1;
                         match p.serve_here(self) {
                             Here::Served => {
@@ -264,12 +264,7 @@ impl Shard {
                 break;
             }
             budget -= 1;
-            let here = if next.single_shard() {
-                next.serve_here(self)
-            } else {
-                Here::Wake
-            };
-            match here {
+            match next.serve_here(self) {
                 Here::Served => {
                     next.wake();
                     break;
