@@ -728,3 +728,40 @@ fn a_pop_parked_on_keys_of_several_shards_is_served_at_the_write() {
         seen
     });
 }
+
+/// A BLMOVE whose source lives on a lower shard than its destination, woken by a push, gets the
+/// element even when the pusher's pipeline pops the source right after the push: the wake-up
+/// reserves the source for it (the first lock of its ascending order), as Redis serves it before
+/// the pipeline's next command. 20 rounds, compared with Redis.
+#[test]
+fn a_blmove_across_shards_keeps_its_element_against_the_next_pop() {
+    both(|s| {
+        let (src, dst) = (key_in(0, "rsrc"), key_in(3, "rdst"));
+        let mut admin = s.conn();
+        let mut mover = s.conn();
+        let mut pipe = s.conn();
+        let mut seen = Vec::new();
+        for round in 0..20 {
+            admin.call(&["DEL", &src, &dst]);
+            mover.send(&["BLMOVE", &src, &dst, "LEFT", "RIGHT", "0"]);
+            wait_blocked(&mut admin, 1);
+            let mut raw = crate::harness::encode_command(&["RPUSH", &src, "x"]);
+            raw.extend(crate::harness::encode_command(&["LPOP", &src]));
+            pipe.send_raw(&raw);
+            let got = vec![
+                pipe.read_reply(),
+                pipe.read_reply(),
+                mover.read_reply(),
+                admin.call(&["LRANGE", &dst, "0", "-1"]),
+            ];
+            assert_eq!(
+                got[1], b"$-1\r\n",
+                "round {round}: the pipeline's LPOP took the element"
+            );
+            if round == 0 {
+                seen = got;
+            }
+        }
+        seen
+    });
+}

@@ -1545,12 +1545,16 @@ impl Batch<'_> {
             }
         }
         plan.sort_by_key(|(s, _)| *s);
+        let lowest = plan.first().map(|(s, _)| *s);
         let lock = set.lock_plan(owner, plan).await;
         let databases = self.state.config.get_i64("databases").max(1) as usize;
         let mut cx = KeysCtx::across(&lock, db, args, out, start / 1000, databases);
         cx.woken = parked.is_some_and(|p| p.was_woken());
         let result = f(&mut cx).await;
         let mut park = cx.park.take();
+        // A woken attempt may hold a reservation on its lowest shard (see `strata_shard::park`):
+        // done with it now, whether it parks again or was served.
+        let reserved = parked.filter(|p| p.was_woken()).and(lowest);
         match (&park, parked) {
             (Some(pk), Some(p)) => {
                 if p.record(db, &pk.keys) {
@@ -1567,6 +1571,9 @@ impl Batch<'_> {
             }
             (None, Some(p)) => p.finish(),
             (None, None) => {}
+        }
+        if let Some(lead) = reserved {
+            lock.run(lead, move |s| s.unreserve(owner)).await;
         }
         lock.release();
         let failed = match result {
@@ -1625,6 +1632,12 @@ impl Batch<'_> {
     ) {
         let set = self.state.shards.clone();
         let parked = Parked::new(new_owner(), shard.is_some());
+        if shard.is_none() {
+            let mut lead = usize::MAX;
+            cmd.spec
+                .for_each_key(&args, |i, _| lead = lead.min(set.shard_of_key(&args[i])));
+            parked.set_lead(lead);
+        }
         let _leave = Leave {
             set: &set,
             parked: parked.clone(),

@@ -26,9 +26,11 @@
 //!   keys live on this shard the wake also takes an exclusive lock on the key for the command's
 //!   owner (only if that can be granted at once): commands of other clients on that key then
 //!   queue behind it; the woken command runs as that owner (re-entering the lock) and releases the
-//!   reservation when done. A parked command whose keys span shards is woken without a reservation
-//!   (reserving in the middle of the ascending shard order could deadlock with a lock context); if
-//!   another client takes the element first, it parks again, nothing is lost.
+//!   reservation when done. A parked command whose keys span shards is woken with a reservation
+//!   only by its lowest shard (the first lock of the ascending order every lock context follows);
+//!   by another shard it is woken without one (reserving in the middle of that order could
+//!   deadlock with a lock context), and if another client takes the element first, it parks
+//!   again, nothing is lost.
 //! * **Exactly once.** A parked command finishes once (served, timed out, or its client gone):
 //!   [`Parked::finish`] marks it, shards drop it from their queues lazily, and the waiting task
 //!   withdraws it from every shard it parked on ([`Shard::unpark`](crate::Shard::unpark)). The
@@ -41,7 +43,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -90,6 +92,9 @@ struct Inline {
 pub struct Parked {
     owner: Owner,
     single_shard: bool,
+    /// For a command whose keys span shards: the lowest of them, where a wake-up may reserve the
+    /// key for it (`usize::MAX`: nowhere). See [`Parked::reserves_on`].
+    lead: AtomicUsize,
     done: AtomicBool,
     woken: AtomicBool,
     /// Set once it has been woken by a write and runs again (see `was_woken`).
@@ -108,6 +113,7 @@ impl Parked {
         Arc::new(Parked {
             owner,
             single_shard,
+            lead: AtomicUsize::new(usize::MAX),
             done: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             retried: AtomicBool::new(false),
@@ -193,6 +199,19 @@ impl Parked {
     /// The lock owner the command runs as (its reservations are held for it).
     pub fn owner(&self) -> Owner {
         self.owner
+    }
+
+    /// Names the lowest shard of a command whose keys span shards: a wake-up there reserves the
+    /// key for it, as the first lock of its ascending order.
+    pub fn set_lead(&self, shard: usize) {
+        self.lead.store(shard, Ordering::Relaxed);
+    }
+
+    /// True if a wake-up on `shard` may reserve the key for the command: all its keys live there,
+    /// or it is the lowest of its shards (the command then takes the rest in ascending order after
+    /// it, as every lock context does, so the reservation cannot close a cycle).
+    pub fn reserves_on(&self, shard: usize) -> bool {
+        self.single_shard || self.lead.load(Ordering::Relaxed) == shard
     }
 
     /// True when all the command's keys live on one shard (wake-ups then reserve the key).

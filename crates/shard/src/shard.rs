@@ -230,10 +230,10 @@ impl Shard {
     }
 
     /// Wakes `p`, parked on `key`, to run again from its task, reserving the key for it when all
-    /// its keys live here and the lock can be granted at once.
+    /// its keys live here or this is the lowest of its shards, and the lock can be granted at once.
     fn wake(&mut self, db: usize, key: &[u8], p: &Arc<Parked>) {
         let owner = p.owner();
-        if p.single_shard()
+        if p.reserves_on(self.id)
             && !self.reserved.contains_key(&owner)
             && self
                 .locks
@@ -455,6 +455,22 @@ mod tests {
         assert_eq!(s.parked(), 1, "the finished one was dropped");
         s.unpark(0, b"k", &multi);
         assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+    }
+
+    #[test]
+    fn a_multi_shard_command_is_reserved_only_by_its_lowest_shard() {
+        for (lead, reserved) in [(0, true), (1, false)] {
+            let mut s = Shard::new(0, 1);
+            let p = Parked::new(new_owner(), false);
+            p.set_lead(lead);
+            s.park(0, b"k", p.clone());
+            write(&mut s, "k");
+            s.serve_ready();
+            assert!(woken(&p));
+            assert_eq!(!s.locks.is_idle(), reserved, "lead {lead}");
+            s.unpark(0, b"k", &p);
+            assert!(s.locks.is_idle(), "withdrawing releases the reservation");
+        }
     }
 
     #[test]
