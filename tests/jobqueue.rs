@@ -150,3 +150,106 @@ fn no_job_is_lost_or_done_twice() {
         Some(0)
     );
 }
+
+/// Sidekiq's fetch: every consumer waits with one BRPOP (or BLMPOP / BZPOPMIN for the sorted-set
+/// queues) on several queues that live on different shards, so each waiter is parked on several
+/// shards at once and served by whichever shard's queue gets a job. Producers push to all queues,
+/// and every job must be taken exactly once. (Clients that leave while blocked are tested in
+/// `blocking`: one that leaves right after sending its command may be served at once, as in Redis,
+/// so it has no place in a count here.)
+#[test]
+fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
+    let s = Server::strata(&["--threads", "5"]);
+    let lists: Vec<String> = (0..4).map(|q| key_in(q, "queue")).collect();
+    let zsets: Vec<String> = (0..4).map(|q| key_in(q, "zqueue")).collect();
+    let total = PRODUCERS * JOBS_PER_PRODUCER;
+    let taken = Arc::new(Mutex::new(Vec::<String>::new()));
+    let finished = Arc::new(AtomicBool::new(false));
+
+    let consumers: Vec<_> = (0..CONSUMERS * 2)
+        .map(|i| {
+            let (port, lists, zsets) = (s.port(), lists.clone(), zsets.clone());
+            let (taken, finished) = (taken.clone(), finished.clone());
+            thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(120);
+                let mut c = Conn::connect(port, &format!("fetcher{i}"));
+                while !finished.load(Ordering::Relaxed) {
+                    assert!(Instant::now() < deadline, "consumers did not finish");
+                    let (jobs, zset) = match i % 3 {
+                        0 => {
+                            let mut cmd = vec!["BRPOP"];
+                            cmd.extend(lists.iter().rev().map(String::as_str));
+                            cmd.push("0.1");
+                            (c.call_decoded(&cmd), false)
+                        }
+                        1 => {
+                            let mut cmd = vec!["BLMPOP", "0.1", "4"];
+                            cmd.extend(lists.iter().map(String::as_str));
+                            cmd.extend(["RIGHT", "COUNT", "3"]);
+                            (c.call_decoded(&cmd), false)
+                        }
+                        _ => {
+                            let mut cmd = vec!["BZPOPMIN"];
+                            cmd.extend(zsets.iter().map(String::as_str));
+                            cmd.push("0.1");
+                            (c.call_decoded(&cmd), true)
+                        }
+                    };
+                    assert!(!jobs.is_error(), "fetch failed: {jobs:?}");
+                    let Some(parts) = jobs.as_array() else {
+                        continue;
+                    };
+                    // BLMPOP: [key, [jobs]]; BRPOP: [key, job]; BZPOPMIN: [key, job, score].
+                    let got: Vec<String> = match parts[1].as_array() {
+                        Some(items) if !zset => items.iter().filter_map(bulk).collect(),
+                        _ => bulk(&parts[1]).into_iter().collect(),
+                    };
+                    taken.lock().unwrap().extend(got);
+                }
+            })
+        })
+        .collect();
+
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let (port, lists, zsets) = (s.port(), lists.clone(), zsets.clone());
+            thread::spawn(move || {
+                let mut c = Conn::connect(port, &format!("producer{p}"));
+                for n in 0..JOBS_PER_PRODUCER {
+                    let job = format!("p{p}:{n}");
+                    let q = (p + n) % 4;
+                    let r = if n % 3 == 2 {
+                        c.call_decoded(&["ZADD", &zsets[q], &n.to_string(), &job])
+                    } else {
+                        c.call_decoded(&["LPUSH", &lists[q], &job])
+                    };
+                    assert!(r.as_int().is_some(), "push failed: {r:?}");
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().expect("producer");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while taken.lock().unwrap().len() < total {
+        assert!(
+            Instant::now() < deadline,
+            "jobs were lost: {} of {total} taken",
+            taken.lock().unwrap().len()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    finished.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.join().expect("consumer");
+    }
+    let taken = taken.lock().unwrap();
+    let unique: HashSet<&String> = taken.iter().collect();
+    assert_eq!(taken.len(), total, "a job was taken twice");
+    assert_eq!(unique.len(), total);
+    let mut check = s.conn();
+    for k in lists.iter().chain(&zsets) {
+        assert_eq!(check.call_decoded(&["EXISTS", k]).as_int(), Some(0), "{k}");
+    }
+}
