@@ -154,9 +154,9 @@ fn no_job_is_lost_or_done_twice() {
 /// Sidekiq's fetch: every consumer waits with one BRPOP (or BLMPOP / BZPOPMIN for the sorted-set
 /// queues) on several queues that live on different shards, so each waiter is parked on several
 /// shards at once and served by whichever shard's queue gets a job. Producers push to all queues,
-/// and every job must be taken exactly once. (Clients that leave while blocked are tested in
-/// `blocking`: one that leaves right after sending its command may be served at once, as in Redis,
-/// so it has no place in a count here.)
+/// and every job must be taken exactly once. Now and then a consumer is killed (CLIENT KILL) while
+/// it waits: what it was served before the kill is read from its socket and counts as taken; any
+/// job popped for it after the kill would be lost and fail the count.
 #[test]
 fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
     let s = Server::strata(&["--threads", "5"]);
@@ -173,8 +173,31 @@ fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
             thread::spawn(move || {
                 let deadline = Instant::now() + Duration::from_secs(120);
                 let mut c = Conn::connect(port, &format!("fetcher{i}"));
+                let mut admin = Conn::connect(port, &format!("admin{i}"));
+                let mut rounds = 0u32;
                 while !finished.load(Ordering::Relaxed) {
                     assert!(Instant::now() < deadline, "consumers did not finish");
+                    rounds += 1;
+                    if rounds % 17 == 0 {
+                        // Killed while (probably) blocked: whatever it was served before the
+                        // kill is in its socket; nothing may be taken for it after.
+                        let id = c.call_decoded(&["CLIENT", "ID"]).as_int().expect("id");
+                        let mut cmd = vec!["BRPOP"];
+                        cmd.extend(lists.iter().map(String::as_str));
+                        cmd.push("0");
+                        c.send(&cmd);
+                        thread::sleep(Duration::from_millis(5));
+                        admin.call(&["CLIENT", "KILL", "ID", &id.to_string()]);
+                        let (bytes, closed) = c.read_until_quiet(Duration::from_secs(5));
+                        assert!(closed, "the killed client's connection stays open");
+                        let text = String::from_utf8_lossy(&bytes).to_string();
+                        // *2 $n key $n job
+                        if let Some(job) = text.split("\r\n").nth(4) {
+                            taken.lock().unwrap().push(job.to_string());
+                        }
+                        c = Conn::connect(port, &format!("fetcher{i}"));
+                        continue;
+                    }
                     let (jobs, zset) = match i % 3 {
                         0 => {
                             let mut cmd = vec!["BRPOP"];
