@@ -178,7 +178,7 @@ fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
                 while !finished.load(Ordering::Relaxed) {
                     assert!(Instant::now() < deadline, "consumers did not finish");
                     rounds += 1;
-                    if rounds % 17 == 0 {
+                    if rounds.is_multiple_of(17) {
                         // Killed while (probably) blocked: whatever it was served before the
                         // kill is in its socket; nothing may be taken for it after.
                         let id = c.call_decoded(&["CLIENT", "ID"]).as_int().expect("id");
