@@ -329,13 +329,13 @@ pub struct CommandSpec {
     pub writes_db: Option<ReadsDb>,
     /// For a command that serves each of its keys on its own (the blocking pops: Redis serves a
     /// woken BLPOP from the key that became ready, whatever keys come before it): the same command
-    /// line over only the keys `keep` accepts. A parked command whose keys span shards is then
+    /// line over only the keys `keep` accepts (it gets each key's argument index). A parked command whose keys span shards is then
     /// served by the shard whose key became ready, in that shard's turn (see `strata_shard::park`).
     pub per_key: Option<PerKey>,
 }
 
 /// See [`CommandSpec::per_key`].
-pub type PerKey = fn(&[bytes::Bytes], &mut dyn FnMut(&[u8]) -> bool) -> Vec<bytes::Bytes>;
+pub type PerKey = fn(&[bytes::Bytes], &mut dyn FnMut(usize) -> bool) -> Vec<bytes::Bytes>;
 
 /// See [`CommandSpec::reads_db`].
 pub type ReadsDb = fn(&[bytes::Bytes]) -> bool;

@@ -1588,27 +1588,28 @@ impl Batch<'_> {
     }
 
     /// The runner of a parked command whose keys span shards and that serves each key on its own
-    /// (see [`CommandSpec::per_key`]): on each shard, the command over that shard's keys.
+    /// (see [`CommandSpec::per_key`]): on each shard of `shard_at` (the shard of each key argument,
+    /// by index; `usize::MAX` for the others), the command over that shard's keys.
     fn per_shard_runner(
         &self,
         cmd: Resolved,
         args: &[Bytes],
+        shard_at: &[usize],
         run: Run,
         per_key: strata_commands::table::PerKey,
         info: &Arc<ClientInfo>,
     ) -> strata_shard::Runner {
-        let set = &self.state.shards;
-        let mut shards: Vec<usize> = Vec::new();
-        cmd.spec.for_each_key(args, |i, _| {
-            let s = set.shard_of_key(&args[i]);
-            if !shards.contains(&s) {
-                shards.push(s);
-            }
-        });
+        let mut shards: Vec<usize> = shard_at
+            .iter()
+            .copied()
+            .filter(|&s| s != usize::MAX)
+            .collect();
+        shards.sort_unstable();
+        shards.dedup();
         let cmds = shards
             .into_iter()
             .map(|s| {
-                let own = per_key(args, &mut |k| set.shard_of_key(k) == s);
+                let own = per_key(args, &mut |i| shard_at[i] == s);
                 let key = cmd.spec.first_key(&own).unwrap_or(0);
                 let mut c = self.shard_cmd(own, cmd, run, key);
                 c.info = Some(info.clone());
@@ -1631,13 +1632,20 @@ impl Batch<'_> {
         out: &mut ReplyBuf,
     ) {
         let set = self.state.shards.clone();
-        let parked = Parked::new(new_owner(), shard.is_some());
+        // Keys on several shards: the shard of each key argument (by index), hashed once.
+        let mut shard_at: Vec<usize> = Vec::new();
         if shard.is_none() {
-            let mut lead = usize::MAX;
+            shard_at = vec![usize::MAX; args.len()];
             cmd.spec
-                .for_each_key(&args, |i, _| lead = lead.min(set.shard_of_key(&args[i])));
-            parked.set_lead(lead);
+                .for_each_key(&args, |i, _| shard_at[i] = set.shard_of_key(&args[i]));
         }
+        let parked = match shard {
+            Some(_) => Parked::new(new_owner(), true),
+            None => Parked::spanning(
+                new_owner(),
+                shard_at.iter().copied().min().unwrap_or(usize::MAX),
+            ),
+        };
         let _leave = Leave {
             set: &set,
             parked: parked.clone(),
@@ -1649,7 +1657,7 @@ impl Batch<'_> {
         // finds nothing while the attempt holds the keys.)
         let mut runner = None;
         if let (None, Some(per_key)) = (shard, cmd.spec.per_key) {
-            parked.set_runner(self.per_shard_runner(cmd, &args, run, per_key, &info));
+            parked.set_runner(self.per_shard_runner(cmd, &args, &shard_at, run, per_key, &info));
         }
         let mut first = true;
         loop {

@@ -43,7 +43,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -94,7 +94,7 @@ pub struct Parked {
     single_shard: bool,
     /// For a command whose keys span shards: the lowest of them, where a wake-up may reserve the
     /// key for it (`usize::MAX`: nowhere). See [`Parked::reserves_on`].
-    lead: AtomicUsize,
+    lead: usize,
     done: AtomicBool,
     woken: AtomicBool,
     /// Set once it has been woken by a write and runs again (see `was_woken`).
@@ -110,10 +110,20 @@ pub struct Parked {
 impl Parked {
     /// A parked command run as `owner`; `single_shard` when all its keys live on one shard.
     pub fn new(owner: Owner, single_shard: bool) -> Arc<Parked> {
+        Parked::build(owner, single_shard, usize::MAX)
+    }
+
+    /// A parked command whose keys span shards, `lead` the lowest of them: a wake-up there
+    /// reserves the key for it, as the first lock of its ascending order.
+    pub fn spanning(owner: Owner, lead: usize) -> Arc<Parked> {
+        Parked::build(owner, false, lead)
+    }
+
+    fn build(owner: Owner, single_shard: bool, lead: usize) -> Arc<Parked> {
         Arc::new(Parked {
             owner,
             single_shard,
-            lead: AtomicUsize::new(usize::MAX),
+            lead,
             done: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             retried: AtomicBool::new(false),
@@ -201,17 +211,11 @@ impl Parked {
         self.owner
     }
 
-    /// Names the lowest shard of a command whose keys span shards: a wake-up there reserves the
-    /// key for it, as the first lock of its ascending order.
-    pub fn set_lead(&self, shard: usize) {
-        self.lead.store(shard, Ordering::Relaxed);
-    }
-
     /// True if a wake-up on `shard` may reserve the key for the command: all its keys live there,
     /// or it is the lowest of its shards (the command then takes the rest in ascending order after
     /// it, as every lock context does, so the reservation cannot close a cycle).
     pub fn reserves_on(&self, shard: usize) -> bool {
-        self.single_shard || self.lead.load(Ordering::Relaxed) == shard
+        self.single_shard || self.lead == shard
     }
 
     /// True when all the command's keys live on one shard (wake-ups then reserve the key).

@@ -461,8 +461,7 @@ mod tests {
     fn a_multi_shard_command_is_reserved_only_by_its_lowest_shard() {
         for (lead, reserved) in [(0, true), (1, false)] {
             let mut s = Shard::new(0, 1);
-            let p = Parked::new(new_owner(), false);
-            p.set_lead(lead);
+            let p = Parked::spanning(new_owner(), lead);
             s.park(0, b"k", p.clone());
             write(&mut s, "k");
             s.serve_ready();
