@@ -35,6 +35,8 @@ use bytes::{Buf, Bytes, BytesMut};
 const MAX_PREALLOC_ARGS: usize = 1024;
 /// Most arguments of a multibulk read by the whole-request fast path (`RequestParser::whole`).
 const WHOLE_MAX_ARGS: usize = 16;
+/// Bytes `RequestParser::find` checks with a plain loop before handing the rest to memchr.
+const QUICK_SCAN: usize = 12;
 /// Most arguments a client that has not authenticated may send in one multibulk.
 const UNAUTH_MAX_ARGS: i64 = 10;
 /// Longest bulk argument a client that has not authenticated may send.
@@ -186,7 +188,8 @@ impl RequestParser {
             (cr + 2 <= b.len()).then_some(cr)
         };
         let cr = line_end(0)?;
-        let count = string2ll(&b[1..cr]).filter(|n| (1..=WHOLE_MAX_ARGS as i64).contains(n))?;
+        let count =
+            multibulk_count(&b[1..cr]).filter(|n| (1..=WHOLE_MAX_ARGS as i64).contains(n))?;
         let mut spans = [(0usize, 0usize); WHOLE_MAX_ARGS];
         let mut pos = cr + 2;
         for span in spans.iter_mut().take(count as usize) {
@@ -194,9 +197,7 @@ impl RequestParser {
                 return None;
             }
             let cr = line_end(pos)?;
-            let len = string2ll(&b[pos + 1..cr])
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|&n| n <= self.limits.max_bulk_len)?;
+            let len = bulk_len(&b[pos + 1..cr], self.limits.max_bulk_len)?;
             let start = cr + 2;
             pos = start.checked_add(len)?.checked_add(2)?;
             if pos > b.len() {
@@ -253,8 +254,7 @@ impl RequestParser {
         };
         let count = buf
             .get(1..cr)
-            .and_then(string2ll)
-            .filter(|&n| n <= i64::from(i32::MAX))
+            .and_then(multibulk_count)
             .ok_or_else(|| ProtocolError::new("invalid multibulk length"))?;
         if unauthenticated && count > UNAUTH_MAX_ARGS {
             return Err(ProtocolError::new("unauthenticated multibulk length"));
@@ -281,9 +281,7 @@ impl RequestParser {
         }
         let len = buf
             .get(1..cr)
-            .and_then(string2ll)
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| n <= self.limits.max_bulk_len)
+            .and_then(|digits| bulk_len(digits, self.limits.max_bulk_len))
             .ok_or_else(|| ProtocolError::new("invalid bulk length"))?;
         if unauthenticated && len > UNAUTH_MAX_BULK {
             return Err(ProtocolError::new("unauthenticated bulk length"));
@@ -313,12 +311,12 @@ impl RequestParser {
         let unsearched = buf.get(self.scanned..window).unwrap_or_default();
         // A `*`/`$` header ends within a few bytes: a short loop finds it faster than memchr's
         // set-up, which was the costliest part of parsing a pipeline of small commands.
-        let head = &unsearched[..unsearched.len().min(12)];
+        let (head, rest) = unsearched.split_at(unsearched.len().min(QUICK_SCAN));
         if let Some(i) = head.iter().position(|&b| b == byte) {
             return Some(self.scanned + i);
         }
-        match memchr::memchr(byte, unsearched) {
-            Some(i) => Some(self.scanned + i),
+        match memchr::memchr(byte, rest) {
+            Some(i) => Some(self.scanned + head.len() + i),
             None => {
                 self.scanned = window;
                 None
@@ -330,6 +328,23 @@ impl RequestParser {
         self.scanned = 0;
         buf.advance(n);
     }
+}
+
+/// The argument count of a `*<count>` header line (between `*` and `\r`): a `string2ll` number
+/// up to `i32::MAX`, as Redis accepts (0 or less: an empty request). Shared by the general path and
+/// the whole-request fast path so the two cannot disagree.
+#[inline]
+fn multibulk_count(digits: &[u8]) -> Option<i64> {
+    string2ll(digits).filter(|&n| n <= i64::from(i32::MAX))
+}
+
+/// The length of a `$<len>` header line (between `$` and `\r`): a `string2ll` number from 0 to
+/// `max_bulk_len`. Shared by the general path and the whole-request fast path.
+#[inline]
+fn bulk_len(digits: &[u8], max_bulk_len: usize) -> Option<usize> {
+    string2ll(digits)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= max_bulk_len)
 }
 
 /// Redis's `string2ll`: an optional `-`, then digits with no leading zero (or just `0`), at most
@@ -785,6 +800,57 @@ mod tests {
         assert_eq!(multibulk[1].as_ptr() as usize, base + 17);
         let inline = parser.next(&mut buf, false).unwrap().unwrap();
         assert_eq!(inline[1].as_ptr() as usize, base + 28);
+    }
+
+    #[test]
+    fn a_terminator_around_the_quick_scan_is_found_in_place() {
+        // The `\r` of a header, or the `\n` of an inline line, inside the quick scan, at its edge
+        // or in the part memchr searches, first in an unsearched buffer, then after a resumed scan.
+        let q = QUICK_SCAN;
+        for at in [1, q - 1, q, q + 1, 3 * q] {
+            let mut line = vec![b'a'; at];
+            line[0] = b'*';
+            line.extend_from_slice(b"\r\n");
+            let mut parser = RequestParser::new(ParseLimits::default());
+            assert_eq!(parser.find(&line, b'\r'), Some(at), "at {at}");
+            assert_eq!(parser.find(&line, b'\n'), Some(at + 1), "at {at}");
+            let mut parser = RequestParser::new(ParseLimits::default());
+            assert_eq!(parser.find(&line[..at / 2], b'\r'), None);
+            assert_eq!(parser.scanned, at / 2);
+            assert_eq!(parser.find(&line, b'\r'), Some(at), "at {at}, resumed");
+        }
+    }
+
+    #[test]
+    fn header_numbers_read_the_same_on_both_paths() {
+        assert_eq!(multibulk_count(b"16"), Some(16));
+        assert_eq!(multibulk_count(b"-1"), Some(-1));
+        assert_eq!(multibulk_count(b"2147483648"), None);
+        assert_eq!(bulk_len(b"0", 4), Some(0));
+        assert_eq!(bulk_len(b"4", 4), Some(4));
+        assert_eq!(bulk_len(b"5", 4), None);
+        assert_eq!(bulk_len(b"-1", 4), None);
+        // A small request whole in the buffer (fast path) and fed byte by byte (general path).
+        let limits = ParseLimits {
+            max_bulk_len: 4,
+            ..ParseLimits::default()
+        };
+        for input in [
+            &b"*1\r\n$4\r\nabcd\r\n"[..],
+            b"*1\r\n$5\r\nabcde\r\n",
+            b"*1\r\n$-1\r\n",
+            b"*1\r\n$01\r\nx\r\n",
+            b"*2\r\n$0\r\n\r\n$1\r\nb\r\n",
+            b"*01\r\n$1\r\na\r\n",
+        ] {
+            let every_byte: Vec<usize> = (1..input.len()).collect();
+            assert_eq!(
+                parse_cut(input, &[], limits, false),
+                parse_cut(input, &every_byte, limits, false),
+                "input {:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
     }
 
     #[test]

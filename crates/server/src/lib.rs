@@ -125,6 +125,8 @@ pub fn run(config: Config) -> i32 {
             return 1;
         }
     };
+    // The clock's one-off calibration (a 2 ms wait) happens here, not in a shard's first command.
+    strata_shard::clock::init();
     if let Err(e) = check_ports_free(&addrs) {
         eprintln!("strata: {e}");
         return 1;

@@ -11,7 +11,7 @@
 //! millisecond old, so the time never strays further from the system clock than the TSC's rate
 //! error over a millisecond (nanoseconds), and a step of the system clock (NTP, an operator) is
 //! seen within a millisecond. Without an invariant TSC (or under Miri) every call reads the system
-//! clock.
+//! clock. The TSC's rate is measured once per process (2 ms): [`init`] does it at start-up.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -33,6 +33,15 @@ pub fn system_us() -> i64 {
 struct Scale {
     mul: u64,
     max_ticks: u64,
+}
+
+/// Calibrates the clock now: measures the TSC's rate (a 2 ms sleep when the TSC is usable).
+///
+/// Call once at start-up, before the shard threads serve commands. Otherwise the first
+/// [`now_us`] in the process calibrates, sleeping 2 ms inside a command while every other thread
+/// that reads the clock meanwhile blocks on it. Calling it again does nothing.
+pub fn init() {
+    scale();
 }
 
 /// The TSC's rate, measured once per process against the monotonic clock (about 2 ms), or None
@@ -92,8 +101,8 @@ fn bracketed() -> (Instant, u64) {
 }
 
 thread_local! {
-    /// (TSC reading, system µs read with it); `u64::MAX` until the first read on this thread.
-    static ANCHOR: Cell<(u64, i64)> = const { Cell::new((u64::MAX, 0)) };
+    /// (TSC reading, system µs read with it); None until the first anchored read on this thread.
+    static ANCHOR: Cell<Option<(u64, i64)>> = const { Cell::new(None) };
     /// The last time returned on this thread.
     static LAST: Cell<i64> = const { Cell::new(0) };
 }
@@ -110,11 +119,8 @@ pub fn now_us() -> i64 {
     };
     let t = tsc::read();
     let now = ANCHOR.with(|a| {
-        let (t0, w0) = a.get();
-        // Wraps to a huge value when the thread moved to a core whose counter is a hair behind.
-        let dt = t.wrapping_sub(t0);
-        if dt < s.max_ticks {
-            w0 + ((dt * s.mul) >> 32) as i64
+        if let Some(now) = extrapolate(a.get(), t, s) {
+            now
         } else {
             // Pair the system time with the TSC read just before and just after it: a thread
             // preempted in between would otherwise anchor a late time to an early count and run
@@ -123,7 +129,7 @@ pub fn now_us() -> i64 {
             let t1 = tsc::read();
             let gap = t1.wrapping_sub(t);
             if gap < s.max_ticks / 200 {
-                a.set((t + gap / 2, w));
+                a.set(Some((t + gap / 2, w)));
             }
             w
         }
@@ -140,6 +146,16 @@ pub fn now_us() -> i64 {
         l.set(now);
         now
     })
+}
+
+/// The time at TSC reading `t` extrapolated from `anchor`, or None when it must be read from the
+/// system clock: no anchor yet on this thread, or one too old (or ahead of `t`).
+#[inline(always)]
+fn extrapolate(anchor: Option<(u64, i64)>, t: u64, s: Scale) -> Option<i64> {
+    let (t0, w0) = anchor?;
+    // Wraps to a huge value when the thread moved to a core whose counter is a hair behind.
+    let dt = t.wrapping_sub(t0);
+    (dt < s.max_ticks).then(|| w0 + ((dt * s.mul) >> 32) as i64)
 }
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
@@ -183,6 +199,37 @@ mod tests {
             assert!(t >= before - 50 && t <= after + 50, "{before} {t} {after}");
             std::thread::sleep(std::time::Duration::from_micros(150));
         }
+    }
+
+    #[test]
+    fn an_unanchored_thread_reads_the_system_clock() {
+        // 1 tick per µs, anchors live 1000 ticks.
+        let s = Scale {
+            mul: 1 << 32,
+            max_ticks: 1000,
+        };
+        // No anchor yet: even a TSC reading just after reset (where the old `u64::MAX` sentinel
+        // wrapped to a small `dt` and gave a time near 1970) goes to the system clock.
+        for t in [0, 1, 5, 999, 1000, u64::MAX] {
+            assert_eq!(extrapolate(None, t, s), None, "t = {t}");
+        }
+        let anchor = Some((100, 1_700_000_000_000_000));
+        assert_eq!(extrapolate(anchor, 150, s), Some(1_700_000_000_000_050));
+        assert_eq!(extrapolate(anchor, 1100, s), None, "too old");
+        assert_eq!(
+            extrapolate(anchor, 99, s),
+            None,
+            "counter behind the anchor"
+        );
+    }
+
+    #[test]
+    fn init_calibrates_once_and_the_clock_then_runs() {
+        init();
+        init();
+        let before = system_us();
+        let t = now_us();
+        assert!(t >= before - 50, "{before} {t}");
     }
 
     #[test]

@@ -241,7 +241,8 @@ impl LockSet {
         self.keys.iter().copied().chain(dbs)
     }
 
-    /// The mode this set takes `item` in, if any.
+    /// The mode this set takes `item` in, if any. A linear scan, for tests (this crate's and
+    /// strata-server's, hence not `#[cfg(test)]`).
     pub fn mode_of(&self, item: &LockKey) -> Option<LockMode> {
         self.iter()
             .filter(|(k, _)| k == item)
@@ -249,7 +250,8 @@ impl LockSet {
             .reduce(LockMode::join)
     }
 
-    /// Number of distinct items.
+    /// Number of distinct items. Allocates and sorts, for tests (this crate's and strata-server's,
+    /// hence not `#[cfg(test)]`).
     pub fn len(&self) -> usize {
         let mut keys: Vec<LockKey> = self.keys.iter().map(|&(k, _)| k).collect();
         keys.sort_unstable();
@@ -271,7 +273,9 @@ pub enum Grant {
     Queued,
 }
 
-/// One owner's holds on one item, counted per mode.
+/// One owner's holds on one item, counted per mode. The default is no holder: owner
+/// [`NOBODY`] (0, asserted below) holding nothing.
+#[derive(Default)]
 struct Hold {
     owner: Owner,
     held: [u32; 4],
@@ -299,14 +303,7 @@ struct Queue {
     reentrant: Vec<(LockId, LockMode)>,
 }
 
-impl Default for Hold {
-    fn default() -> Self {
-        Hold {
-            owner: NOBODY,
-            held: [0; 4],
-        }
-    }
-}
+const _: () = assert!(NOBODY == 0, "Hold::default() stands for no holder");
 
 impl Item {
     fn holder(&self, owner: Owner) -> Option<&Hold> {
@@ -561,7 +558,10 @@ impl LockTable {
         items: Vec<(LockKey, LockMode)>,
         on_grant: Box<dyn FnOnce()>,
     ) -> (LockId, Grant) {
-        debug_assert_ne!(owner, NOBODY, "owners come from new_owner()");
+        // Every hold and grant goes through here, so this one check per request (not one per item
+        // in `Item::hold`) keeps owner 0 out of the table: held by it, an item would look unused
+        // (`Item::is_unused`) and be dropped with its holds.
+        assert_ne!(owner, NOBODY, "owners come from new_owner()");
         self.last_id += 1;
         let id = self.last_id;
         let reentrant = self.holds_any(owner);
@@ -1011,6 +1011,13 @@ mod tests {
         t.release(k);
         t.release(db);
         assert!(t.is_idle());
+    }
+
+    #[test]
+    #[should_panic(expected = "owners come from new_owner()")]
+    fn owner_zero_is_refused() {
+        let mut t = LockTable::default();
+        t.acquire_key(NOBODY, 0, b"k", X, none());
     }
 
     /// Random requests and releases/cancels on a few items: every queued request is eventually
