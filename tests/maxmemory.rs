@@ -472,3 +472,34 @@ fn min_replicas_to_write_refuses_writes_as_redis_does() {
     d.run(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
     d.run(&["INCR", "xx"]);
 }
+
+/// Eviction takes what the excess needs, not more. Values over 64 KiB are freed by the
+/// background tick after they are evicted; the commands right after must not count them as still
+/// used and evict again (each command looks at the excess before it runs). One write just over
+/// the limit, then a pipeline of reads: about one large key goes, not one per command.
+#[test]
+fn large_evicted_values_are_not_evicted_for_again() {
+    for threads in ["1", "4"] {
+        large_values_evicted_once(threads);
+    }
+}
+
+fn large_values_evicted_once(threads: &str) {
+    let s = Server::strata(&["--threads", threads]);
+    let mut c = s.conn();
+    start_over(&mut c, "allkeys-random");
+    let n = 60;
+    let size = 200 * 1024;
+    pipeline(&mut c, &sets("big", n, size, None));
+    let limit = used(&mut c) + 100 * 1024;
+    c.call(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+    c.call(&["CONFIG", "RESETSTAT"]);
+    assert_eq!(c.call(&["SET", "one-more", &"v".repeat(size)]), b"+OK\r\n");
+    let reads: Vec<Vec<String>> = (0..200).map(|_| vec!["PING".to_string()]).collect();
+    pipeline(&mut c, &reads);
+    let evicted = stat(&mut c, "stats", "evicted_keys");
+    assert!(
+        (1..=3).contains(&evicted),
+        "--threads {threads}: {evicted} keys of {size} bytes evicted for an excess of about 100 KiB"
+    );
+}

@@ -1509,7 +1509,6 @@ pub fn access_for(policy: &str, log_factor: i64, decay_time: i64) -> Access {
 /// LFU counter under an `*-lfu` maxmemory-policy), and refreshes its eviction state for the
 /// current `maxmemory` settings. Run at start-up and by CONFIG SET before it replies.
 pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::config::Config) {
-    strata_shard::evict::settings_changed(shard);
     let access = access_for(
         &config.get("maxmemory-policy").unwrap_or_default(),
         config.get_i64("lfu-log-factor"),
@@ -1518,6 +1517,8 @@ pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::conf
     for db in shard.dbs_mut() {
         db.set_access(access);
     }
+    // After the access mode: an eviction it starts scores keys the way they are now recorded.
+    strata_shard::evict::settings_changed(shard);
 }
 
 /// OBJECT FREQ key → the key's logarithmic access counter (LFU policies only).
@@ -1550,19 +1551,10 @@ fn object_idletime<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult>
         if policy(cx).ends_with("-lfu") {
             return Err(CmdError::msg("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
-        cx.out.int(idle_seconds(lru_clock(cx.now), p.clock) as i64);
+        cx.out
+            .int(strata_shard::db::lru_idle(lru_clock(cx.now), p.clock) as i64);
         Ok(())
     })
-}
-
-/// Seconds between an entry's LRU clock and the current one, across the 24-bit wrap.
-pub fn idle_seconds(clock_now: u32, clock: u32) -> u32 {
-    const MAX: u32 = 0x00FF_FFFF;
-    if clock_now >= clock {
-        clock_now - clock
-    } else {
-        clock_now + (MAX - clock)
-    }
 }
 
 /// OBJECT REFCOUNT key → 2147483647 for the integers Redis shares (0..9999, unless `maxmemory` is
@@ -2226,10 +2218,10 @@ mod tests {
 
     #[test]
     fn idle_time_wraps_with_the_clock() {
-        assert_eq!(idle_seconds(100, 40), 60);
-        assert_eq!(idle_seconds(5, 0x00FF_FFFF - 10), 15);
+        assert_eq!(strata_shard::db::lru_idle(100, 40), 60);
+        assert_eq!(strata_shard::db::lru_idle(5, 0x00FF_FFFF - 10), 15);
         let c = lru_clock(T);
-        assert_eq!(idle_seconds(lru_clock(T + 7_000), c), 7);
+        assert_eq!(strata_shard::db::lru_idle(lru_clock(T + 7_000), c), 7);
     }
 
     #[test]

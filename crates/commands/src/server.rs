@@ -1997,12 +1997,7 @@ fn debug_object(e: &strata_core::Entry, now: i64, shared_ints: bool) -> String {
         _ => 1,
     };
     let lru = e.lru();
-    let clock = lru_clock(now);
-    let idle = if clock >= lru {
-        clock - lru
-    } else {
-        clock + (0x00FF_FFFF - lru)
-    };
+    let idle = strata_shard::db::lru_idle(lru_clock(now), lru);
     format!(
         "Value at:{:p} refcount:{refcount} encoding:{} serializedlength:{} lru:{lru} \
          lru_seconds_idle:{idle}",

@@ -47,7 +47,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -75,6 +75,16 @@ pub fn now_us() -> i64 {
 /// Redis's 24-bit LRU clock (seconds) for a time in ms.
 pub fn lru_clock(now: i64) -> u32 {
     ((now / 1000) as u32) & 0x00FF_FFFF
+}
+
+/// Seconds since an access recorded at LRU clock `lru`, the clock being `clock_now` now (the
+/// 24-bit clock wraps, as in Redis's estimateObjectIdleTime).
+pub fn lru_idle(clock_now: u32, lru: u32) -> u32 {
+    if clock_now >= lru {
+        clock_now - lru
+    } else {
+        clock_now + (0x00FF_FFFF - lru)
+    }
 }
 
 /// How entries' 24-bit access field is kept: Redis's LRU clock (seconds), or, under an LFU
@@ -561,8 +571,21 @@ impl Default for LazyFree {
     }
 }
 
+/// Bytes of values queued for freeing on every shard, not freed yet (see [`lazyfree_pending_bytes`]).
+static LAZY_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes held by values already taken out of a database and queued for the background freeing
+/// (eviction does not count them as used: they are on their way out). Tables of a flushed
+/// database are not counted; nothing is left to evict in them.
+pub fn lazyfree_pending_bytes() -> usize {
+    LAZY_BYTES.load(Ordering::Relaxed)
+}
+
 impl LazyFree {
     fn push(&mut self, g: Garbage) -> u64 {
+        if let Garbage::Entry(e) = &g {
+            LAZY_BYTES.fetch_add(e.heap_size(), Ordering::Relaxed);
+        }
         self.pending += match &g {
             Garbage::Entry(_) => 1,
             Garbage::Table(d) => d.len(),
@@ -585,6 +608,7 @@ impl LazyFree {
             let done = match front {
                 Garbage::Entry(e) => {
                     let effort = entry_effort(e);
+                    LAZY_BYTES.fetch_sub(e.heap_size(), Ordering::Relaxed);
                     if let Some(Garbage::Entry(e)) = self.queue.pop_front() {
                         if effort > self.background_above {
                             freer::drop_later(e);
@@ -629,6 +653,18 @@ impl LazyFree {
             }
         }
         work
+    }
+}
+
+impl Drop for LazyFree {
+    /// A database dropped with values still queued (tests, a shard that stops) frees them here:
+    /// they no longer count as pending.
+    fn drop(&mut self) {
+        for g in &self.queue {
+            if let Garbage::Entry(e) = g {
+                LAZY_BYTES.fetch_sub(e.heap_size(), Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -690,16 +726,13 @@ impl Deadlines {
     fn push(&mut self, at: i64, key: Box<[u8]>, dict: &Dict, volatile: usize) {
         self.heap.push(Reverse((at, key)));
         self.touched += 1;
-        self.compact(dict, COMPACT_STEP);
-        if self.old.is_empty() && self.heap.len() > 2 * volatile + 1024 {
-            self.old = std::mem::take(&mut self.heap);
-        }
+        self.maintain(dict, volatile);
     }
 
-    /// After a key with a TTL went other than through its hint (eviction): one compaction step,
-    /// and a compaction started if stale hints dominate, as after a push, so that sampling
-    /// volatile keys through the hints keeps finding live ones.
-    fn removed(&mut self, dict: &Dict, volatile: usize) {
+    /// After a hint was added, or a key with a TTL went other than through its hint (deleted,
+    /// overwritten, evicted, PERSIST): one compaction step, and a compaction started if stale
+    /// hints dominate, so that sampling volatile keys through the hints keeps finding live ones.
+    fn maintain(&mut self, dict: &Dict, volatile: usize) {
         self.compact(dict, COMPACT_STEP);
         if self.old.is_empty() && self.heap.len() > 2 * volatile + 1024 {
             self.old = std::mem::take(&mut self.heap);
@@ -939,9 +972,17 @@ impl Db {
     fn unlink(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.dict.remove(key)?;
         if e.expire().is_some() {
-            self.volatile -= 1;
+            self.lost_ttl();
         }
         Some(e)
+    }
+
+    /// A key lost its TTL other than through its hint (deleted, overwritten, evicted, PERSIST):
+    /// one fewer volatile key, and one compaction step (a compaction started if stale hints now
+    /// dominate), so stale hints stay O(volatile keys) and sampling them stays cheap.
+    fn lost_ttl(&mut self) {
+        self.volatile -= 1;
+        self.ttl.maintain(&self.dict, self.volatile);
     }
 
     /// Removes `key` if its TTL has passed (an `Expired` event). Returns true if it was due: the
@@ -1088,7 +1129,7 @@ impl Db {
         let mut replaced = false;
         if let Some(old) = old {
             if old.expire().is_some() {
-                self.volatile -= 1;
+                self.lost_ttl();
             }
             if Self::expired(&old, now) {
                 self.stats.expired_keys += 1;
@@ -1144,7 +1185,7 @@ impl Db {
         self.dict.replace(key, |e| e.with_expire(expire));
         match (had, expire) {
             (false, Some(_)) => self.volatile += 1,
-            (true, None) => self.volatile -= 1,
+            (true, None) => self.lost_ttl(),
             _ => {}
         }
         if let Some(at) = expire {
@@ -1237,9 +1278,6 @@ impl Db {
     /// the entry held, or None if the key is gone.
     pub fn evict(&mut self, key: &[u8]) -> Option<usize> {
         let e = self.unlink(key)?;
-        if e.expire().is_some() {
-            self.ttl.removed(&self.dict, self.volatile);
-        }
         let size = e.heap_size();
         self.stats.evicted_keys += 1;
         self.hooks.emit(EventKind::Evicted, key);

@@ -148,11 +148,15 @@ pub fn set_shards(n: usize) {
     SHARDS.store(n.max(1), Ordering::Relaxed);
 }
 
-/// Bytes used beyond `maxmemory` (0 when under it or when no limit is set).
+/// Bytes used beyond `maxmemory` (0 when under it or when no limit is set). Values already taken
+/// out of the dataset and queued for the background freeing do not count: they are on their way
+/// out, and counting them would make every command until they are freed evict again.
 pub fn excess() -> usize {
     match maxmemory() {
         0 => 0,
-        max => crate::memory::used_memory().saturating_sub(max.min(usize::MAX as u64) as usize),
+        max => crate::memory::used_memory()
+            .saturating_sub(crate::db::lazyfree_pending_bytes())
+            .saturating_sub(max.min(usize::MAX as u64) as usize),
     }
 }
 
@@ -278,6 +282,11 @@ impl Pool {
     /// Offers a candidate: kept if the pool has room or it beats the worst one (which then goes).
     /// A key already pooled has its score updated.
     pub fn offer(&mut self, score: u64, db: u32, key: &[u8]) {
+        // Most samples lose to a full pool's worst: one comparison, before any key is compared.
+        // (A pooled key whose new score loses keeps its old one; it is checked when popped.)
+        if self.entries.len() == POOL_SIZE && self.entries[0].0 >= score {
+            return;
+        }
         if let Some(i) = self
             .entries
             .iter()
@@ -285,9 +294,6 @@ impl Pool {
         {
             self.entries.remove(i);
         } else if self.entries.len() == POOL_SIZE {
-            if self.entries[0].0 >= score {
-                return;
-            }
             self.entries.remove(0);
         }
         let at = self.entries.partition_point(|(s, _, _)| *s < score);
@@ -326,15 +332,7 @@ fn score(policy: Policy, access: Access, e: &Entry, now: i64) -> u64 {
             255 - lfu_decayed(e.lru(), now, decay).min(255) as u64
         }
         Policy::VolatileTtl => u64::MAX - e.expire().unwrap_or(i64::MAX).max(0) as u64,
-        _ => {
-            let (clock, lru) = (lru_clock(now), e.lru());
-            let idle = if clock >= lru {
-                clock - lru
-            } else {
-                clock + (0x00FF_FFFF - lru)
-            };
-            idle as u64 * 1000
-        }
+        _ => crate::db::lru_idle(lru_clock(now), e.lru()) as u64 * 1000,
     }
 }
 
@@ -351,8 +349,21 @@ pub struct Evicted {
     pub exhausted: bool,
 }
 
-/// Candidate picks that may fail (key locked or gone) in one run before it gives up for now.
+/// Candidate picks that may fail (key locked or gone, or sampling found nothing live) in one run
+/// before it gives up for now.
 const MAX_MISSES: usize = 64;
+
+/// Sampling rounds one pick may take before it counts as a miss.
+const PICK_ROUNDS: usize = 16;
+
+/// What [`Shard::pick`] found.
+enum Pick {
+    Victim(u32, Bytes),
+    /// No database has a key the policy may evict.
+    Exhausted,
+    /// Keys the policy may evict exist, but this pick found none it could take.
+    Missed,
+}
 
 impl Shard {
     /// Evicts keys of this shard under the current policy until their entries add up to `bytes`,
@@ -368,9 +379,19 @@ impl Shard {
         let start = now_us();
         let mut misses = 0;
         while done.bytes < bytes {
-            let Some((db, key)) = self.pick(policy, now) else {
-                done.exhausted = true;
-                break;
+            let (db, key) = match self.pick(policy, now) {
+                Pick::Victim(db, key) => (db, key),
+                Pick::Exhausted => {
+                    done.exhausted = true;
+                    break;
+                }
+                Pick::Missed => {
+                    misses += 1;
+                    if misses >= MAX_MISSES {
+                        break;
+                    }
+                    continue;
+                }
             };
             let free = self
                 .locks
@@ -395,6 +416,9 @@ impl Shard {
         }
         if done.keys > 0 {
             EVICTIONS.fetch_add(done.keys as u64, Ordering::Relaxed);
+            // The freed bytes count at once, not at this thread's next 64 KiB step: the next
+            // command's look at the excess must see them, or it evicts again.
+            crate::memory::publish_local();
         }
         if done.keys > 0 || done.exhausted {
             publish_candidates(self);
@@ -402,8 +426,8 @@ impl Shard {
         done
     }
 
-    /// The next victim: (database, key). None when no database has a key the policy may evict.
-    fn pick(&mut self, policy: Policy, now: i64) -> Option<(u32, Bytes)> {
+    /// The next victim, or why there is none.
+    fn pick(&mut self, policy: Policy, now: i64) -> Pick {
         let volatile = !policy.all_keys();
         let has = |d: &crate::Db| {
             if volatile {
@@ -426,21 +450,25 @@ impl Shard {
                 self.dbs[i].sample(
                     volatile,
                     1,
-                    || xorshift(&mut rng),
+                    || crate::shard::xorshift64star(&mut rng),
                     |e| key = Some(Bytes::copy_from_slice(e.key())),
                 );
                 self.rng = rng;
                 if let Some(key) = key {
-                    return Some((i as u32, key));
+                    return Pick::Victim(i as u32, key);
                 }
             }
-            return None;
+            return if self.dbs.iter().any(has) {
+                Pick::Missed
+            } else {
+                Pick::Exhausted
+            };
         }
         let samples = SAMPLES.load(Ordering::Relaxed);
-        loop {
+        for _ in 0..PICK_ROUNDS {
             if !self.dbs.iter().any(has) {
                 self.pool.clear();
-                return None;
+                return Pick::Exhausted;
             }
             let mut rng = self.rng;
             for (i, db) in self.dbs.iter().enumerate() {
@@ -452,7 +480,7 @@ impl Shard {
                 db.sample(
                     volatile,
                     samples,
-                    || xorshift(&mut rng),
+                    || crate::shard::xorshift64star(&mut rng),
                     |e| {
                         if !(volatile && e.expire().is_none()) {
                             pool.offer(score(policy, access, e, now), i as u32, e.key());
@@ -467,10 +495,13 @@ impl Shard {
                     .entry_raw(&key)
                     .is_some_and(|e| !volatile || e.expire().is_some());
                 if live {
-                    return Some((db, key));
+                    return Pick::Victim(db, key);
                 }
             }
         }
+        // Keys the policy may evict exist but sampling found none live (stale expiry hints while
+        // a compaction runs): a miss, not "nothing to evict".
+        Pick::Missed
     }
 
     /// The tick's part (Redis's evictionTimeProc): while an eviction is running (see
@@ -501,16 +532,6 @@ impl Shard {
     }
 }
 
-fn xorshift(x: &mut u64) -> u64 {
-    if *x == 0 {
-        *x = 0x9E37_79B9_7F4A_7C15;
-    }
-    *x ^= *x >> 12;
-    *x ^= *x << 25;
-    *x ^= *x >> 27;
-    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-}
-
 /// Redis's performEvictions result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -527,19 +548,20 @@ pub enum Outcome {
 /// limit. [`Outcome::Running`] means the other shards must evict their shares too
 /// ([`Shard::evict_share`]) before [`settle`] decides. Call only when a limit is set.
 pub fn perform(shard: &mut Shard, now: i64) -> Outcome {
-    let excess = excess();
-    if excess == 0 || crate::db::expiry_held(now) {
+    if excess() == 0 {
         note_exceeded(false, now_us());
+        return Outcome::Ok;
+    }
+    if crate::db::expiry_held(now) {
+        // Clients are paused: nothing is evicted, and the spell over the limit goes on.
         return Outcome::Ok;
     }
     if policy() == Policy::NoEviction {
         note_exceeded(true, now_us());
         return Outcome::Fail;
     }
-    let limit = time_limit_us(TENACITY.load(Ordering::Relaxed));
-    shard.evict(share(excess), now, limit);
-    publish_candidates(shard);
-    if SHARDS.load(Ordering::Relaxed) == 1 {
+    shard.evict_share(now);
+    if SHARDS.load(Ordering::Relaxed) == 1 || excess() == 0 {
         return settle();
     }
     Outcome::Running

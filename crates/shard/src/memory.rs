@@ -32,6 +32,17 @@ pub fn track(delta: isize) {
     }
 }
 
+/// Publishes this thread's unpublished bytes now (after an eviction, whose effect the next look
+/// at [`used_memory`] must see).
+pub fn publish_local() {
+    let _ = LOCAL.try_with(|c| {
+        let v = c.replace(0);
+        if v != 0 {
+            USED.fetch_add(v, Ordering::Relaxed);
+        }
+    });
+}
+
 /// Bytes allocated by the process (0 if no allocator reports to [`track`]).
 pub fn used_memory() -> usize {
     USED.load(Ordering::Relaxed).max(0) as usize

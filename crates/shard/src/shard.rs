@@ -294,12 +294,7 @@ impl Shard {
 
     /// A fast non-cryptographic random number (xorshift64*), for RANDOMKEY and sampling.
     pub fn rand(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        xorshift64star(&mut self.rng)
     }
 
     /// One background tick over every database: active expiry (up to a budget), a slice of any
@@ -323,6 +318,17 @@ impl Shard {
         more |= self.evict_tick(now, EVICT_PER_TICK_US);
         more
     }
+}
+
+/// xorshift64*: advances the state `x` and returns the next number (a zero state is reseeded).
+pub(crate) fn xorshift64star(x: &mut u64) -> u64 {
+    if *x == 0 {
+        *x = 0x9E37_79B9_7F4A_7C15;
+    }
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
 thread_local! {
