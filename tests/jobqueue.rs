@@ -154,9 +154,8 @@ fn no_job_is_lost_or_done_twice() {
 /// Sidekiq's fetch: every consumer waits with one BRPOP (or BLMPOP / BZPOPMIN for the sorted-set
 /// queues) on several queues that live on different shards, so each waiter is parked on several
 /// shards at once and served by whichever shard's queue gets a job. Producers push to all queues,
-/// and every job must be taken exactly once. Now and then a consumer is killed (CLIENT KILL) while
-/// it waits: what it was served before the kill is read from its socket and counts as taken; any
-/// job popped for it after the kill would be lost and fail the count.
+/// and every job must be taken exactly once — including by clients parked on all the queues that
+/// were killed or disconnected before the first job: nothing may be popped for them.
 #[test]
 fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
     let s = Server::strata(&["--threads", "5"]);
@@ -166,6 +165,38 @@ fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
     let taken = Arc::new(Mutex::new(Vec::<String>::new()));
     let finished = Arc::new(AtomicBool::new(false));
 
+    // Victims first: parked on every queue (lists and sorted sets, so on every shard), then
+    // killed or disconnected before any job exists. Their places in the queues come before every
+    // consumer's: a job served to one of them would be lost.
+    let mut admin = s.conn();
+    let mut victims: Vec<Conn> = (0..6).map(|_| s.conn()).collect();
+    let ids: Vec<i64> = victims
+        .iter_mut()
+        .map(|v| v.call_decoded(&["CLIENT", "ID"]).as_int().expect("an id"))
+        .collect();
+    for (n, v) in victims.iter_mut().enumerate() {
+        let queues = if n % 2 == 0 { &lists } else { &zsets };
+        let mut cmd = vec![if n % 2 == 0 { "BRPOP" } else { "BZPOPMIN" }];
+        cmd.extend(queues.iter().map(String::as_str));
+        cmd.push("0");
+        v.send(&cmd);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = admin.call_decoded(&["INFO", "clients"]);
+            let text = String::from_utf8_lossy(info.as_bytes().unwrap_or_default()).to_string();
+            if text.contains(&format!("blocked_clients:{}\r\n", n + 1)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "victim {n} never blocked");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    for id in &ids[..4] {
+        let killed = admin.call_decoded(&["CLIENT", "KILL", "ID", &id.to_string()]);
+        assert_eq!(killed.as_int(), Some(1));
+    }
+    victims.clear();
+
     let consumers: Vec<_> = (0..CONSUMERS * 2)
         .map(|i| {
             let (port, lists, zsets) = (s.port(), lists.clone(), zsets.clone());
@@ -173,31 +204,8 @@ fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
             thread::spawn(move || {
                 let deadline = Instant::now() + Duration::from_secs(120);
                 let mut c = Conn::connect(port, &format!("fetcher{i}"));
-                let mut admin = Conn::connect(port, &format!("admin{i}"));
-                let mut rounds = 0u32;
                 while !finished.load(Ordering::Relaxed) {
                     assert!(Instant::now() < deadline, "consumers did not finish");
-                    rounds += 1;
-                    if rounds.is_multiple_of(17) {
-                        // Killed while (probably) blocked: whatever it was served before the
-                        // kill is in its socket; nothing may be taken for it after.
-                        let id = c.call_decoded(&["CLIENT", "ID"]).as_int().expect("id");
-                        let mut cmd = vec!["BRPOP"];
-                        cmd.extend(lists.iter().map(String::as_str));
-                        cmd.push("0");
-                        c.send(&cmd);
-                        thread::sleep(Duration::from_millis(5));
-                        admin.call(&["CLIENT", "KILL", "ID", &id.to_string()]);
-                        let (bytes, closed) = c.read_until_quiet(Duration::from_secs(5));
-                        assert!(closed, "the killed client's connection stays open");
-                        let text = String::from_utf8_lossy(&bytes).to_string();
-                        // *2 $n key $n job
-                        if let Some(job) = text.split("\r\n").nth(4) {
-                            taken.lock().unwrap().push(job.to_string());
-                        }
-                        c = Conn::connect(port, &format!("fetcher{i}"));
-                        continue;
-                    }
                     let (jobs, zset) = match i % 3 {
                         0 => {
                             let mut cmd = vec!["BRPOP"];
