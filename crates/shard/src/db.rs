@@ -533,6 +533,9 @@ pub fn wait_background_frees() {
     freer::sync()
 }
 
+/// Most expiry hints one volatile sample walks when its random probes found no live one.
+const SAMPLE_WALK_MAX: usize = 4096;
+
 /// A flushed table with at most this many keys is freed inline (not worth a queue item).
 const FLUSH_INLINE_MAX: usize = 64;
 
@@ -1263,10 +1266,12 @@ impl Db {
             }
         }
         if found == 0 && hints > 0 {
-            // Few live hints among many stale ones: the first live one from a random start (the
-            // same bound, as compaction keeps the hints O(volatile keys)).
+            // Few live hints among many stale ones: the first live one from a random start,
+            // within a bounded walk (a compaction in progress may still hold many stale hints;
+            // finding none is a miss for the caller, and the compaction goes on meanwhile).
             let start = (rand() % hints as u64) as usize;
-            if let Some(e) = (0..hints).find_map(|i| hint((start + i) % hints)) {
+            let walk = hints.min(SAMPLE_WALK_MAX);
+            if let Some(e) = (0..walk).find_map(|i| hint((start + i) % hints)) {
                 f(e);
             }
         }
