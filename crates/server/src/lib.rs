@@ -106,8 +106,9 @@ fn check_ports_free(addrs: &[SocketAddr]) -> Result<(), String> {
 /// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code.
 pub fn run(config: Config) -> i32 {
     let threads = match config.get_i64("threads") {
+        // One per core, within the setting's own maximum (1024: eviction keeps a slot per shard).
         0 => std::thread::available_parallelism()
-            .map(|n| n.get())
+            .map(|n| n.get().min(1024))
             .unwrap_or(1),
         n => n as usize,
     };
