@@ -503,3 +503,41 @@ fn large_values_evicted_once(threads: &str) {
         "--threads {threads}: {evicted} keys of {size} bytes evicted for an excess of about 100 KiB"
     );
 }
+
+/// A long pipeline of writes sent in one write: under noeviction the writes past the limit are
+/// refused, and memory ends near the limit, not over it by the pipeline's size. (Each command is
+/// checked before its batch runs; a batch is one read of at most the connection's buffer, 16 KiB
+/// to 1 MiB, so the overshoot is bounded by that.)
+#[test]
+fn a_pipeline_of_writes_stops_at_the_limit() {
+    for threads in ["1", "4"] {
+        let s = Server::strata(&["--threads", threads]);
+        let mut c = s.conn();
+        start_over(&mut c, "noeviction");
+        let limit = used(&mut c) + 2 * MB;
+        c.call(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+        // One write of 20 MB: the server reads it in large slices.
+        let cmds = sets("p", 2000, 10 * 1024, None);
+        let mut bytes = Vec::new();
+        for cmd in &cmds {
+            bytes.extend(encode_command(cmd));
+        }
+        let mut writer = c.try_clone_stream();
+        let sender = std::thread::spawn(move || {
+            use std::io::Write;
+            writer.write_all(&bytes).expect("send the pipeline");
+        });
+        let replies: Vec<Vec<u8>> = cmds.iter().map(|_| c.read_reply()).collect();
+        sender.join().expect("sender");
+        let refused = replies.iter().filter(|r| r.starts_with(b"-OOM")).count();
+        let u = used(&mut c);
+        assert!(
+            refused > 1000,
+            "--threads {threads}: only {refused} of 2000 refused"
+        );
+        assert!(
+            u <= limit + MB,
+            "--threads {threads}: used {u} with limit {limit} after the pipeline"
+        );
+    }
+}

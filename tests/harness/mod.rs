@@ -450,6 +450,14 @@ impl Conn {
         }
     }
 
+    /// A second handle on the socket, to write from another thread while this one reads (a
+    /// pipeline larger than the socket buffers).
+    pub fn try_clone_stream(&self) -> TcpStream {
+        self.stream
+            .try_clone()
+            .expect("clone the test connection's socket")
+    }
+
     /// Sends bytes in pieces of `chunk` bytes with a flush-and-pause between them, so the server sees many
     /// partial reads.
     pub fn send_in_chunks(&mut self, bytes: &[u8], chunk: usize) {
