@@ -306,7 +306,8 @@ impl Pool {
         self.entries.pop().map(|(_, db, key)| (db, key))
     }
 
-    /// Forgets every candidate (the policy changed, or databases were flushed or swapped).
+    /// Forgets every candidate (the settings changed: scores of another policy). Candidates of a
+    /// flushed or swapped database need no clearing: a pooled key is looked up when popped.
     pub fn clear(&mut self) {
         self.entries.clear();
     }
