@@ -765,3 +765,129 @@ fn a_blmove_across_shards_keeps_its_element_against_the_next_pop() {
         seen
     });
 }
+
+/// A BLMOVE or BRPOPLPUSH parked with source and destination on different shards is moved before
+/// the pusher's next command, in both lock orders (source on the lower shard, and on the higher):
+/// the LPOP pipelined behind the push finds nothing, the pusher's next read of the destination
+/// finds the element, and so does another client right after. Fails on the code that ran such a
+/// move from its task after the write (with the source on the higher shard, the LPOP took it).
+#[test]
+fn a_move_across_shards_is_done_before_the_pushers_reply() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut mover = s.conn();
+        let mut pusher = s.conn();
+        let mut other = s.conn();
+        let mut seen = Vec::new();
+        for (low, high) in [(0, 3), (3, 0), (1, 2), (2, 1)] {
+            let (src, dst) = (key_in(low, "msrc"), key_in(high, "mdst"));
+            for round in 0..10 {
+                admin.call(&["DEL", &src, &dst]);
+                admin.call(&["RPUSH", &dst, "old"]);
+                if round % 2 == 0 {
+                    mover.send(&["BLMOVE", &src, &dst, "LEFT", "LEFT", "0"]);
+                } else {
+                    mover.send(&["BRPOPLPUSH", &src, &dst, "0"]);
+                }
+                wait_blocked(&mut admin, 1);
+                let mut raw = crate::harness::encode_command(&["RPUSH", &src, "x"]);
+                raw.extend(crate::harness::encode_command(&["LPOP", &src]));
+                pusher.send_raw(&raw);
+                let mut got = vec![
+                    pusher.read_reply(),
+                    pusher.read_reply(),
+                    pusher.call(&["LRANGE", &dst, "0", "-1"]),
+                    other.call(&["LRANGE", &dst, "0", "-1"]),
+                    other.call(&["EXISTS", &src]),
+                ];
+                assert_eq!(
+                    got[1], b"$-1\r\n",
+                    "{low}->{high} round {round}: the pipeline's LPOP took the element"
+                );
+                assert_eq!(
+                    got[2], b"*2\r\n$1\r\nx\r\n$3\r\nold\r\n",
+                    "{low}->{high} round {round}: the pusher's next read missed the move"
+                );
+                got.push(mover.read_reply());
+                if round < 2 {
+                    seen.extend(got);
+                }
+            }
+        }
+        seen
+    });
+}
+
+/// A parked cross-shard move whose destination became another type fails with WRONGTYPE when its
+/// source is pushed to, and the source keeps the element, as in Redis.
+#[test]
+fn a_move_across_shards_into_a_key_of_another_type_fails_and_pops_nothing() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut mover = s.conn();
+        let mut seen = Vec::new();
+        for (low, high) in [(0, 3), (3, 0)] {
+            let (src, dst) = (key_in(low, "wsrc"), key_in(high, "wdst"));
+            admin.call(&["DEL", &src, &dst]);
+            mover.send(&["BLMOVE", &src, &dst, "RIGHT", "LEFT", "0"]);
+            wait_blocked(&mut admin, 1);
+            admin.call(&["SET", &dst, "a string"]);
+            seen.push(admin.call(&["RPUSH", &src, "x", "y"]));
+            seen.push(mover.read_reply());
+            seen.push(admin.call(&["LRANGE", &src, "0", "-1"]));
+            seen.push(admin.call(&["GET", &dst]));
+            seen.push(mover.call(&["PING"]));
+        }
+        seen
+    });
+}
+
+/// A parked cross-shard move whose destination is held by a transaction when its source is pushed
+/// to completes after that transaction, whichever shard is the lower: queued behind it when the
+/// source's shard is lower, given back and run from its task when it is higher (it may not wait
+/// for the destination while holding the source then). Redis, whose DEBUG SLEEP stops the whole
+/// server, answers the same.
+#[test]
+fn a_move_across_shards_waits_for_a_transaction_holding_its_destination() {
+    let run = |s: &Server| {
+        let mut admin = s.conn();
+        let mut mover = s.conn();
+        let mut txn = s.conn();
+        let mut pusher = s.conn();
+        let mut seen = Vec::new();
+        for (low, high) in [(3, 0), (0, 3)] {
+            let (src, dst) = (key_in(low, "tsrc"), key_in(high, "tdst"));
+            admin.call(&["DEL", &src, &dst]);
+            mover.send(&["BLMOVE", &src, &dst, "LEFT", "LEFT", "0"]);
+            wait_blocked(&mut admin, 1);
+            for cmd in [
+                &["MULTI"][..],
+                &["RPUSH", &dst, "y"],
+                &["DEBUG", "SLEEP", "0.3"],
+                &["EXEC"],
+            ] {
+                txn.send(cmd);
+            }
+            // Let the transaction start (its lock on the destination is what is tested).
+            sleep(Duration::from_millis(50));
+            seen.push(pusher.call(&["RPUSH", &src, "x"]));
+            seen.push(mover.read_reply());
+            seen.extend((0..4).map(|_| txn.read_reply()));
+            seen.push(admin.call(&["LRANGE", &dst, "0", "-1"]));
+            seen.push(admin.call(&["EXISTS", &src]));
+        }
+        seen
+    };
+    let redis = Server::redis(&["--enable-debug-command", "yes"]);
+    let strata = Server::strata(&["--threads", "4", "--enable-debug-command", "yes"]);
+    assert_eq!(
+        run(&strata)
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).to_string())
+            .collect::<Vec<_>>(),
+        run(&redis)
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).to_string())
+            .collect::<Vec<_>>(),
+    );
+}

@@ -362,7 +362,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         "O(1)",
         Handler::Keys(blmove))
         .with_args(BLMOVE_ARGS)
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_moves(blmove_ends),
     cmd("brpoplpush", 4, Flags::WRITE.or(Flags::DENYOOM).or(Flags::NOSCRIPT).or(Flags::BLOCKING), BRPOPLPUSH_KEYS,
         "Pop an element from a list, push it to another list and return it; or block until one is available", "2.2.0",
         "O(1)",
@@ -370,7 +371,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         .with_args(BRPOPLPUSH_ARGS)
         .with_history(BRPOPLPUSH_HISTORY)
         .deprecated("6.2.0", "`BLMOVE` with the `RIGHT` and `LEFT` arguments")
-        .with_parts(Parts::Ends),
+        .with_parts(Parts::Ends)
+        .with_moves(|_| Some((End::Right, End::Left))),
     cmd("blmpop", -5, Flags::WRITE.or(Flags::BLOCKING), BLMPOP_KEYS,
         "Pop elements from a list, or block until one is available", "7.0.0",
         "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
@@ -974,18 +976,85 @@ async fn move_one(
     let d = dst.clone();
     let pushed = v.clone();
     cx.on(&dst, move |s| {
-        let dst_db = s.db_mut(db);
-        let r = op_push(dst_db, &d, &[pushed], to, false, now);
-        // The source's events, in Redis's order: after the push to the destination.
-        dst_db.notify(notify::LIST, pop_event(from), &src);
-        if emptied {
-            dst_db.notify(notify::GENERIC, "del", &src);
-        }
-        r
+        push_moved(s.db_mut(db), &src, &d, pushed, from, to, emptied, now)
     })
     .await?;
     cx.out.bulk(&v);
     Ok(true)
+}
+
+/// The destination half of a move whose source was popped (by [`op_pop_quiet`]): pushes `v` at
+/// `to` of `dst`, then announces the source's pop (and deletion, if `emptied`), in Redis's order.
+#[allow(clippy::too_many_arguments)]
+fn push_moved(
+    db: &mut Db,
+    src: &[u8],
+    dst: &[u8],
+    v: Bytes,
+    from: End,
+    to: End,
+    emptied: bool,
+    now: i64,
+) -> Result<usize, CmdError> {
+    let r = op_push(db, dst, &[v], to, false, now);
+    db.notify(notify::LIST, pop_event(from), src);
+    if emptied {
+        db.notify(notify::GENERIC, "del", src);
+    }
+    r
+}
+
+/// The steps of a parked BLMOVE or BRPOPLPUSH served across shards by messages (see
+/// `strata_shard::park`), each run by the shard owning its key while the move holds that key's
+/// lock. Together they do what [`move_one`] does, in the same order: the destination's type is
+/// checked before anything is popped, and the source's events follow the push.
+pub mod moving {
+    use super::*;
+
+    /// True if `src` holds a list (with elements: an empty list is deleted), the only value a
+    /// parked move is served from.
+    pub fn source_ready(db: &mut Db, src: &[u8], now: i64) -> bool {
+        matches!(op_check_list(db, src, now), Ok(true))
+    }
+
+    /// True if `dst` may receive the element (a list, or absent); false: the move fails with
+    /// WRONGTYPE and pops nothing.
+    pub fn destination_ok(db: &mut Db, dst: &[u8], now: i64) -> bool {
+        op_check_list(db, dst, now).is_ok()
+    }
+
+    /// Pops the element to move from `from` of `src`, with no event yet; also whether that emptied
+    /// (and deleted) the list. None if there is nothing to pop after all.
+    pub fn pop(db: &mut Db, src: &[u8], from: End, now: i64) -> Option<(Vec<u8>, bool)> {
+        op_pop_quiet(db, src, from, now).ok().flatten()
+    }
+
+    /// Pushes the popped element at `to` of `dst` and announces the source's pop; returns the
+    /// command's reply (the element, or the error of a destination that changed type).
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        db: &mut Db,
+        src: &[u8],
+        dst: &[u8],
+        v: Bytes,
+        from: End,
+        to: End,
+        emptied: bool,
+        now: i64,
+        out: &mut ReplyBuf,
+    ) {
+        match push_moved(db, src, dst, v.clone(), from, to, emptied, now) {
+            Ok(_) => out.bulk(&v),
+            Err(e) => out.error(&e.message()),
+        }
+    }
+}
+
+/// BLMOVE's ends (`wherefrom`, `whereto`), for [`CommandSpec::moves`].
+fn blmove_ends(args: &[Bytes]) -> Option<(End, End)> {
+    let from = parse_end(args.get(3)?).ok()?;
+    let to = parse_end(args.get(4)?).ok()?;
+    Some((from, to))
 }
 
 /// LMOVE source destination LEFT|RIGHT LEFT|RIGHT → the moved element, or null.

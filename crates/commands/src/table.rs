@@ -332,7 +332,16 @@ pub struct CommandSpec {
     /// line over only the keys `keep` accepts (it gets each key's argument index). A parked command whose keys span shards is then
     /// served by the shard whose key became ready, in that shard's turn (see `strata_shard::park`).
     pub per_key: Option<PerKey>,
+    /// For a blocking move (BLMOVE, BRPOPLPUSH: source is the first key, destination the second):
+    /// the ends it pops from and pushes to. When its source and destination live on different
+    /// shards, a parked one is served by messages between the two at the write that made its
+    /// source ready (see `strata_shard::park`).
+    pub moves: Option<Moves>,
 }
+
+/// See [`CommandSpec::moves`]: `(wherefrom, whereto)`, None when the line names no valid ends (the
+/// command then fails before it ever parks).
+pub type Moves = fn(&[bytes::Bytes]) -> Option<(strata_core::list::End, strata_core::list::End)>;
 
 /// See [`CommandSpec::per_key`].
 pub type PerKey = fn(&[bytes::Bytes], &mut dyn FnMut(usize) -> bool) -> Vec<bytes::Bytes>;
@@ -384,6 +393,15 @@ impl CommandSpec {
             reads_db: None,
             writes_db: None,
             per_key: None,
+            moves: None,
+        }
+    }
+
+    /// The same spec, a blocking move with the ends `f` finds (see [`CommandSpec::moves`]).
+    pub const fn with_moves(self, f: Moves) -> CommandSpec {
+        CommandSpec {
+            moves: Some(f),
+            ..self
         }
     }
 

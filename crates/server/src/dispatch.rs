@@ -1659,6 +1659,22 @@ impl Batch<'_> {
         if let (None, Some(per_key)) = (shard, cmd.spec.per_key) {
             parked.set_runner(self.per_shard_runner(cmd, &args, &shard_at, run, per_key, &info));
         }
+        // A move between two shards: served by messages between them (see `crate::moving`).
+        if let (None, Some((from, to))) = (shard, cmd.spec.moves.and_then(|f| f(&args))) {
+            parked.set_runner(crate::moving::runner(crate::moving::Move {
+                set: set.clone(),
+                db: self.session.db,
+                src: args[1].clone(),
+                dst: args[2].clone(),
+                from,
+                to,
+                src_shard: shard_at[1],
+                dst_shard: shard_at[2],
+                info: info.clone(),
+                proto: self.session.proto,
+                cmd_id: cmd.id,
+            }));
+        }
         let mut first = true;
         loop {
             // Nothing is served to a client that left while it waited. (The first attempt comes
@@ -1715,10 +1731,13 @@ impl Batch<'_> {
             info.blocked.store(false, Ordering::Relaxed);
             // Served by its shard in the turn that made its key ready: the reply is there. Any
             // other end of the wait first stops the shard from serving it, unless it just did.
-            let served = match woke {
+            let mut served = match woke {
                 Woke::Written => parked.take_reply(),
                 _ => parked.close(),
             };
+            if served.is_none() && parked.is_claimed() {
+                served = settle_claim(&parked).await;
+            }
             if let Some(served) = served {
                 out.buf.extend_from_slice(&served);
                 return;
@@ -1730,7 +1749,11 @@ impl Batch<'_> {
                         // Attempted again from here (its keys span shards): no shard may serve it
                         // meanwhile, or both could pop. One may have served it just before.
                         runner = parked.take_runner();
-                        if let Some(served) = parked.take_reply() {
+                        let mut served = parked.take_reply();
+                        if served.is_none() && parked.is_claimed() {
+                            served = settle_claim(&parked).await;
+                        }
+                        if let Some(served) = served {
                             out.buf.extend_from_slice(&served);
                             return;
                         }
@@ -1792,6 +1815,16 @@ impl Drop for Leave<'_> {
     }
 }
 
+/// Waits until a claim on `parked` ends (see `crate::moving`): its reply, or None if the claim was
+/// given back (the command is still parked, unless its wait ended meanwhile). Whatever ended the
+/// wait, a claimed command waits for this: its element may already be on its way.
+async fn settle_claim(parked: &Parked) -> Option<Vec<u8>> {
+    while parked.is_claimed() {
+        parked.woken().await;
+    }
+    parked.take_reply()
+}
+
 /// How a parked command's wait ended.
 enum Woke {
     Written,
@@ -1837,7 +1870,7 @@ async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -
 
 /// True if the client was killed or closed its end of the connection (the connection's own
 /// thread owns the descriptor, so peeking at it here is safe).
-fn peer_gone(info: &ClientInfo) -> bool {
+pub(crate) fn peer_gone(info: &ClientInfo) -> bool {
     if info.killed.load(Ordering::Relaxed) {
         return true;
     }

@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod dispatch;
+mod moving;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};

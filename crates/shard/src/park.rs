@@ -20,6 +20,17 @@
 //!   ready: its runner holds, per shard, the command over that shard's keys only (Redis serves a
 //!   woken pop from the key that became ready). Its task takes the runner back
 //!   ([`Parked::take_runner`]) while it attempts the command again itself.
+//! * **Moved across shards by messages.** A BLMOVE or BRPOPLPUSH whose destination lives on another
+//!   shard than its source cannot run in one shard's turn. Its runner *claims* it instead
+//!   ([`Parked::claim`]): in the source shard's turn it takes the source key's lock for the
+//!   command's owner and sends the destination shard a message at once (ahead of anything the
+//!   pusher's reply can lead to). The destination shard takes the destination's lock (queueing for
+//!   it when the source shard is the lower one, as the ascending lock order allows; only if it is
+//!   free at once otherwise, else the claim is given back and the command woken) and checks its
+//!   type; the source shard then pops and releases the source; the destination shard pushes and
+//!   releases the destination, and the reply is handed over ([`Parked::deliver`]). Both keys are
+//!   locked across the move, so nobody sees the element in neither list, and whatever the pusher
+//!   sends next on either key queues behind the move.
 //! * **Woken, with a reservation.** A command that needs keys of two shards at once (BLMOVE with
 //!   source and destination on different shards), or one the shard cannot run
 //!   (past the pass's budget, its client gone), is woken to run again from its task. When all its
@@ -63,6 +74,9 @@ pub enum Served {
     Busy,
     /// Its client is gone: its task is woken and withdraws it, nothing is served.
     Gone,
+    /// Claimed (see [`Parked::claim`]): the runner started serving it across shards by messages,
+    /// which end in [`Parked::deliver`] or [`Parked::unclaim`]. Nothing more to do for this key now.
+    Claimed,
 }
 
 /// Runs a parked command on the shard owning all its keys, in that shard's turn (see the module
@@ -79,6 +93,8 @@ pub(crate) enum Here {
     Busy,
     /// Cannot run here (no runner, client gone): wake its task.
     Wake,
+    /// Claimed by its runner, served by messages between shards: nothing more to do here now.
+    Claimed,
 }
 
 /// The runner and, once it served the command, the reply waiting for the task.
@@ -96,6 +112,8 @@ pub struct Parked {
     /// key for it (`usize::MAX`: nowhere). See [`Parked::reserves_on`].
     lead: usize,
     done: AtomicBool,
+    /// Being served across shards by messages (see [`Parked::claim`]).
+    claimed: AtomicBool,
     woken: AtomicBool,
     /// Set once it has been woken by a write and runs again (see `was_woken`).
     retried: AtomicBool,
@@ -125,6 +143,7 @@ impl Parked {
             single_shard,
             lead,
             done: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             retried: AtomicBool::new(false),
             waker: AtomicWaker::new(),
@@ -156,7 +175,7 @@ impl Parked {
     /// Runs the command on `shard` with its runner, keeping its reply if served.
     pub(crate) fn serve_here(self: &Arc<Self>, shard: &mut Shard) -> Here {
         let mut inline = self.inline();
-        if self.is_done() {
+        if self.is_done() || self.is_claimed() {
             return Here::Parked;
         }
         let Some(run) = inline.runner.as_mut() else {
@@ -171,7 +190,40 @@ impl Parked {
             Served::Parked => Here::Parked,
             Served::Busy => Here::Busy,
             Served::Gone => Here::Wake,
+            Served::Claimed => Here::Claimed,
         }
+    }
+
+    /// Marks the command as being served across shards by messages that its runner starts (a
+    /// BLMOVE whose destination lives on another shard): no shard runs it meanwhile, and its task,
+    /// whatever ends its wait, waits for the outcome instead (the element may already be on its
+    /// way). Ends with [`deliver`](Self::deliver) or [`unclaim`](Self::unclaim).
+    pub fn claim(&self) {
+        self.claimed.store(true, Ordering::Release);
+    }
+
+    /// True while a claim is in progress.
+    pub fn is_claimed(&self) -> bool {
+        self.claimed.load(Ordering::Acquire)
+    }
+
+    /// Ends a claim with the command's reply: it is finished, and its task is woken to write it.
+    pub fn deliver(&self, reply: Vec<u8>) {
+        {
+            let mut inline = self.inline();
+            inline.runner = None;
+            inline.reply = Some(reply);
+            self.finish();
+            self.claimed.store(false, Ordering::Release);
+        }
+        self.wake();
+    }
+
+    /// Ends a claim without serving the command (it could not be served that way): it stays
+    /// parked, and its task is woken to attempt it again itself.
+    pub fn unclaim(&self) {
+        self.claimed.store(false, Ordering::Release);
+        self.wake();
     }
 
     /// The reply of the command if its shard served it.

@@ -184,6 +184,22 @@ impl ShardSet {
         }
     }
 
+    /// [`post`](Self::post), delivered now instead of at the end of the turn, behind whatever this
+    /// thread already posted to `shard`: for a message that must reach `shard` before anything a
+    /// later reply of this turn can lead to (a client reading a reply, then sending to `shard`,
+    /// finds the message already in `shard`'s mailbox, which runs in order). Costs an append and
+    /// perhaps a wake-up of its own, so it is for rare paths (see `crate::park`).
+    pub fn post_now(&self, shard: usize, job: Job) {
+        let mut batch = OUTGOING.with(|o| match o.borrow_mut().as_mut() {
+            Some(out) if Arc::ptr_eq(&out.set.inner, &self.inner) => {
+                std::mem::take(&mut out.bufs[shard])
+            }
+            _ => Vec::new(),
+        });
+        batch.push(job);
+        self.inner.mailboxes[shard].deliver(&mut batch);
+    }
+
     /// Runs `f` on `shard` and returns its result: inline if `shard` is this thread's own.
     pub async fn call<R: Send + 'static>(
         &self,

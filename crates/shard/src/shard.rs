@@ -197,6 +197,9 @@ impl Shard {
                                 p.wake();
                                 continue;
                             }
+                            // Its move completes by messages; what it pops makes the key ready
+                            // again for the waiters behind it.
+                            Here::Claimed => continue,
                             Here::Parked => {
                                 // It could take nothing (the key holds another type, or nothing
                                 // is left): a later waiter may (Redis serves every client whose
@@ -269,6 +272,7 @@ impl Shard {
                     next.wake();
                     break;
                 }
+                Here::Claimed => break,
                 Here::Parked => {}
                 Here::Busy => {
                     busy.push((db, key.into()));

@@ -1,0 +1,244 @@
+//! A parked BLMOVE or BRPOPLPUSH whose source and destination live on different shards, served at
+//! the write that made its source ready, by messages between the two shards (see
+//! `strata_shard::park`, "Moved across shards by messages").
+//!
+//! The move holds both keys' locks across it, as any multi-shard command does, in four steps:
+//!
+//! 1. **Claim** (source shard, in the turn of the write): the source holds a list and its lock is
+//!    free for the command's owner: take the lock, claim the command, and send step 2 at once
+//!    ([`ShardSet::post_now`]), so it reaches the destination shard ahead of anything the pusher
+//!    sends after reading its reply.
+//! 2. **Lock the destination** (destination shard): if the source shard is the lower one, the
+//!    request may queue (that is the ascending order every lock context follows). Otherwise only a
+//!    lock free at once is taken: waiting for it while holding the higher source could close a
+//!    cycle with a lock context holding the destination and waiting for the source. If it is not
+//!    free, the claim is given back: the source is released and the command woken, to run again from
+//!    its task as before. Then the destination's type is checked.
+//! 3. **Pop** (source shard): pop the element (nothing if the destination has another type: the
+//!    command fails with WRONGTYPE and the source keeps the element, as in Redis), release the
+//!    source and serve the source's next waiters.
+//! 4. **Push** (destination shard): push, announce the source's pop, release the destination, and
+//!    hand the reply to the command's task ([`Parked::deliver`]).
+//!
+//! Nobody can see the element in neither list (both keys are locked from step 1 to the release of
+//! each), and whatever the pusher sends next on either key queues behind the move.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use strata_commands::list::moving;
+use strata_commands::ClientInfo;
+use strata_core::list::End;
+use strata_resp::{Protocol, ReplyBuf};
+use strata_shard::{now_us, with_shard, Grant, LockId, Mode, Parked, Served, Shard, ShardSet};
+
+use crate::dispatch::peer_gone;
+
+/// One parked move whose keys live on two shards.
+pub(crate) struct Move {
+    pub set: ShardSet,
+    pub db: usize,
+    pub src: Bytes,
+    pub dst: Bytes,
+    pub from: End,
+    pub to: End,
+    pub src_shard: usize,
+    pub dst_shard: usize,
+    pub info: Arc<ClientInfo>,
+    pub proto: Protocol,
+    /// The command's index in the table, for its statistics.
+    pub cmd_id: usize,
+}
+
+/// The runner of a parked cross-shard move: step 1, on its source shard (it parks on nothing else).
+pub(crate) fn runner(m: Move) -> strata_shard::Runner {
+    let m = Arc::new(m);
+    Box::new(move |shard: &mut Shard, p: &Arc<Parked>| claim(&m, shard, p))
+}
+
+fn now_ms() -> i64 {
+    now_us() / 1000
+}
+
+fn claim(m: &Arc<Move>, s: &mut Shard, p: &Arc<Parked>) -> Served {
+    if s.id != m.src_shard {
+        return Served::Gone;
+    }
+    let (db, owner) = (m.db as u32, p.owner());
+    if !s.locks.may_run(Some(owner), db, &m.src, Mode::Exclusive) {
+        return Served::Busy;
+    }
+    if peer_gone(&m.info) {
+        return Served::Gone;
+    }
+    if !moving::source_ready(s.db_mut(m.db), &m.src, now_ms()) {
+        return Served::Parked;
+    }
+    let (src_lock, grant) =
+        s.locks
+            .acquire_key(owner, db, &m.src, Mode::Exclusive, Box::new(|| {}));
+    if grant != Grant::Now {
+        // `may_run` said it was free; never leave a request queued for nobody.
+        s.locks.cancel(src_lock);
+        return Served::Busy;
+    }
+    p.set_retried();
+    p.claim();
+    // No longer blocked from now on (INFO, CLIENT LIST, CLIENT UNBLOCK), as in Redis.
+    m.info.unblockable.store(false, Ordering::Release);
+    m.info.blocked.store(false, Ordering::Relaxed);
+    let (m2, p2) = (m.clone(), p.clone());
+    m.set.post_now(
+        m.dst_shard,
+        Box::new(move || lock_destination(m2, p2, src_lock)),
+    );
+    Served::Claimed
+}
+
+/// Step 2, on the destination shard.
+fn lock_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId) {
+    let (db, owner) = (m.db as u32, p.owner());
+    let may_queue = m.src_shard < m.dst_shard;
+    let (tx, rx) = oneshot::channel::<()>();
+    let request = with_shard(|s| {
+        if !may_queue && !s.locks.may_run(Some(owner), db, &m.dst, Mode::Exclusive) {
+            return None;
+        }
+        let on_grant = Box::new(move || {
+            let _ = tx.send(());
+        });
+        let (id, grant) = s
+            .locks
+            .acquire_key(owner, db, &m.dst, Mode::Exclusive, on_grant);
+        if grant == Grant::Queued && !may_queue {
+            s.locks.cancel(id);
+            return None;
+        }
+        Some((id, grant))
+    });
+    match request {
+        None => {
+            // Give the claim back: release the source, and let the task run the command itself.
+            let shard = m.src_shard;
+            m.set.post_now(
+                shard,
+                Box::new(move || {
+                    with_shard(|s| {
+                        s.locks.release(src_lock);
+                        s.serve_ready();
+                    });
+                    p.unclaim();
+                }),
+            );
+        }
+        Some((id, Grant::Now)) => check_destination(m, p, src_lock, id),
+        Some((id, Grant::Queued)) => {
+            monoio::spawn(async move {
+                // The sender sits in the lock table until the grant; nothing cancels this request.
+                let _ = rx.await;
+                check_destination(m, p, src_lock, id);
+            });
+        }
+    }
+}
+
+/// Step 2, once the destination is locked: check its type and go on to step 3.
+fn check_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId) {
+    let ok = with_shard(|s| moving::destination_ok(s.db_mut(m.db), &m.dst, now_ms()));
+    let set = m.set.clone();
+    set.post_now(
+        m.src_shard,
+        Box::new(move || pop_source(m, p, src_lock, dst_lock, ok)),
+    );
+}
+
+/// Step 3, on the source shard.
+fn pop_source(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId, dst_ok: bool) {
+    let client = m.info.id;
+    let popped = with_shard(|s| {
+        let popped = if dst_ok {
+            tracked(client, || {
+                moving::pop(s.db_mut(m.db), &m.src, m.from, now_ms())
+            })
+        } else {
+            None
+        };
+        s.locks.release(src_lock);
+        if !dst_ok {
+            count(s, m.cmd_id, true);
+        }
+        // What is left in the source goes to the waiters behind this one.
+        s.serve_ready();
+        popped
+    });
+    let Some((v, emptied)) = popped.filter(|_| dst_ok) else {
+        let shard = m.dst_shard;
+        m.set.post_now(
+            shard,
+            Box::new(move || with_shard(|s| s.locks.release(dst_lock))),
+        );
+        if dst_ok {
+            // The source emptied meanwhile (it expired): the command stays parked.
+            p.unclaim();
+        } else {
+            let mut out = ReplyBuf::new(m.proto);
+            out.error(&strata_commands::CmdError::WrongType.message());
+            p.deliver(out.buf);
+        }
+        return;
+    };
+    let set = m.set.clone();
+    set.post_now(
+        m.dst_shard,
+        Box::new(move || push_destination(m, p, dst_lock, Bytes::from(v), emptied)),
+    );
+}
+
+/// Step 4, on the destination shard.
+fn push_destination(m: Arc<Move>, p: Arc<Parked>, dst_lock: LockId, v: Bytes, emptied: bool) {
+    let mut out = ReplyBuf::new(m.proto);
+    with_shard(|s| {
+        let now = now_ms();
+        tracked(m.info.id, || {
+            moving::push(
+                s.db_mut(m.db),
+                &m.src,
+                &m.dst,
+                v,
+                m.from,
+                m.to,
+                emptied,
+                now,
+                &mut out,
+            )
+        });
+        s.locks.release(dst_lock);
+        count(s, m.cmd_id, false);
+        // A waiter on the destination is served now, as after any push.
+        s.serve_ready();
+    });
+    p.deliver(out.buf);
+}
+
+/// Runs `f` as a command of `client` for CLIENT TRACKING (NOLOOP needs who modified a key).
+fn tracked<R>(client: u64, f: impl FnOnce() -> R) -> R {
+    let tracking = strata_shard::tracking::active() != 0;
+    if tracking {
+        strata_shard::tracking::begin_command(client);
+    }
+    let r = f();
+    if tracking {
+        strata_shard::tracking::end_command();
+    }
+    r
+}
+
+/// Counts the served command in the shard's statistics (INFO commandstats).
+fn count(s: &mut Shard, cmd_id: usize, failed: bool) {
+    s.stats.commands += 1;
+    let st = s.stats.cmd_mut(cmd_id);
+    st.calls += 1;
+    st.failed_calls += failed as u64;
+}
