@@ -891,3 +891,51 @@ fn a_move_across_shards_waits_for_a_transaction_holding_its_destination() {
             .collect::<Vec<_>>(),
     );
 }
+
+/// A pipeline whose commands span shards runs as a lock context; blocked clients are still served
+/// between its commands, as Redis serves them after each command of a pipeline: the LPOP and LLEN
+/// behind the RPUSH find the list already served, whether its part runs first (holding its locks
+/// for the rest of the pipeline) or last. Fails on the code that served them only once the part
+/// had run.
+#[test]
+fn blocked_clients_are_served_between_the_commands_of_a_pipeline_spanning_shards() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut pusher = s.conn();
+        let mut pop = s.conn();
+        let mut zpop = s.conn();
+        let mut mover = s.conn();
+        let mut seen = Vec::new();
+        for (low, high) in [(0, 3), (3, 0), (1, 2)] {
+            let (list, zset, other) = (
+                key_in(low, "plist"),
+                key_in(low, "pzset"),
+                key_in(high, "pother"),
+            );
+            let moved = key_in(low, "pmoved");
+            admin.call(&["DEL", &list, &zset, &moved]);
+            pop.send(&["BLPOP", &list, "0"]);
+            zpop.send(&["BZPOPMIN", &zset, "0"]);
+            mover.send(&["BLMOVE", &list, &moved, "RIGHT", "LEFT", "0"]);
+            wait_blocked(&mut admin, 3);
+            let mut raw = Vec::new();
+            for cmd in [
+                &["RPUSH", &list, "a", "b"][..],
+                &["LPOP", &list],
+                &["ZADD", &zset, "1", "m"],
+                &["ZCARD", &zset],
+                &["SET", &other, "v"],
+                &["LLEN", &moved],
+            ] {
+                raw.extend(crate::harness::encode_command(cmd));
+            }
+            pusher.send_raw(&raw);
+            seen.extend((0..6).map(|_| pusher.read_reply()));
+            seen.push(pop.read_reply());
+            seen.push(zpop.read_reply());
+            seen.push(mover.read_reply());
+            seen.push(admin.call(&["LRANGE", &moved, "0", "-1"]));
+        }
+        seen
+    });
+}

@@ -138,6 +138,19 @@ impl ShardCmd {
         free
     }
 
+    /// [`may_run`](Self::may_run) for a parked command of `owner` served between the commands of
+    /// `host`'s pipeline part (see `Shard::serve_between`).
+    fn may_run_between(&self, locks: &LockTable, owner: Owner, host: Owner) -> bool {
+        if locks.is_idle() {
+            return true;
+        }
+        let mut free = true;
+        for_each_lock(self.cmd.spec, &self.args, self.db, |db, key, mode| {
+            free = free && locks.may_run_between(owner, host, db, key, mode)
+        });
+        free
+    }
+
     fn first_key(&self) -> Option<&[u8]> {
         (self.key > 0).then(|| &self.args[self.key][..])
     }
@@ -273,7 +286,11 @@ fn serve_on(mut cmds: Vec<(usize, ShardCmd)>, info: Arc<ClientInfo>) -> strata_s
         let Some((_, cmd)) = cmds.iter_mut().find(|(s, _)| *s == id || *s == usize::MAX) else {
             return Served::Gone;
         };
-        if !cmd.may_run(&shard.locks, Some(p.owner())) {
+        let free = match shard.serving_between() {
+            Some(host) => cmd.may_run_between(&shard.locks, p.owner(), host),
+            None => cmd.may_run(&shard.locks, Some(p.owner())),
+        };
+        if !free {
             return Served::Busy;
         }
         if peer_gone(&info) {
@@ -349,11 +366,13 @@ impl Progress {
         self.out.reserve(n * 16);
     }
 
-    /// Runs all of `cmds` on `s` (their locks are held by the caller's lock context).
-    /// Blocked clients whose keys they write are served after all of them (see
-    /// [`Shard::hold_serving`]).
-    fn run_all(&mut self, s: &mut Shard, cmds: &[ShardCmd]) {
-        let held = s.hold_serving(true);
+    /// Runs all of `cmds` on `s` (their locks are held by the caller's lock context). Blocked
+    /// clients whose keys they write are served after all of them (see [`Shard::hold_serving`]),
+    /// or, with `between` (a pipeline's part, run by that owner), after each of them, as Redis
+    /// serves them between a pipeline's commands (see [`Shard::serve_between`]).
+    fn run_all(&mut self, s: &mut Shard, cmds: &[ShardCmd], between: Option<Owner>) {
+        let prev = s.serve_between(between);
+        let held = s.hold_serving(between.is_none());
         prefetch(s, cmds);
         self.reserve(cmds.len());
         let mut out = ReplyBuf::new(Protocol::Resp2);
@@ -365,6 +384,7 @@ impl Progress {
         self.next = cmds.len();
         self.out = out.buf;
         s.hold_serving(held);
+        s.serve_between(prev);
     }
 
     /// Runs the rest of `cmds` on this thread's shard outside any lock context: a command whose keys
@@ -453,9 +473,15 @@ fn batch_lock_set(cmds: &[ShardCmd]) -> LockSet {
 
 /// Runs a part of a lock context whose locks (`id`) are held: all of `cmds`, then the release of
 /// `id` if `release`.
-fn run_part(s: &mut Shard, cmds: &[ShardCmd], id: LockId, release: bool) -> ShardReplies {
+fn run_part(
+    s: &mut Shard,
+    cmds: &[ShardCmd],
+    id: LockId,
+    release: bool,
+    between: Option<Owner>,
+) -> ShardReplies {
     let mut p = Progress::default();
-    p.run_all(s, cmds);
+    p.run_all(s, cmds, between);
     if release {
         s.locks.release(id);
     }
@@ -463,12 +489,14 @@ fn run_part(s: &mut Shard, cmds: &[ShardCmd], id: LockId, release: bool) -> Shar
 }
 
 /// Runs a sub-batch on this thread's shard as one part of a lock context: takes the locks of all its
-/// keys for `owner` (waiting if needed), runs it, and keeps the locks unless `release`.
+/// keys for `owner` (waiting if needed), runs it, and keeps the locks unless `release`. A
+/// `pipeline` part (not a transaction's) lets blocked clients be served between its commands.
 async fn run_locked_here(
     set: &ShardSet,
     owner: Owner,
     cmds: &[ShardCmd],
     release: bool,
+    pipeline: bool,
 ) -> (LockId, ShardReplies) {
     if release {
         if let Some(r) = with_shard(|s| run_if_free(s, cmds, owner)) {
@@ -476,7 +504,8 @@ async fn run_locked_here(
         }
     }
     let id = acquire_here(set, owner, batch_lock_set(cmds)).await;
-    (id, with_shard(|s| run_part(s, cmds, id, release)))
+    let between = pipeline.then_some(owner);
+    (id, with_shard(|s| run_part(s, cmds, id, release, between)))
 }
 
 /// Runs all of `cmds` at once if, for `owner`, no other command holds or awaits any of their keys
@@ -487,7 +516,7 @@ fn run_if_free(s: &mut Shard, cmds: &[ShardCmd], owner: Owner) -> Option<ShardRe
         return None;
     }
     let mut p = Progress::default();
-    p.run_all(s, cmds);
+    p.run_all(s, cmds, None);
     Some(p.done())
 }
 
@@ -498,7 +527,9 @@ async fn run_locked_on(
     owner: Owner,
     cmds: Vec<ShardCmd>,
     release: bool,
+    pipeline: bool,
 ) -> (LockId, ShardReplies) {
+    let between = pipeline.then_some(owner);
     let (tx, rx) = oneshot::channel();
     let origin = current_shard_id();
     let shards = set.clone();
@@ -524,14 +555,14 @@ async fn run_locked_on(
                 if grant == Grant::Queued {
                     return Err(id);
                 }
-                Ok((id, run_part(s, &cmds, id, release)))
+                Ok((id, run_part(s, &cmds, id, release, between)))
             });
             match ran {
                 Ok(result) => shards.reply(origin, tx, result),
                 Err(id) => {
                     monoio::spawn(async move {
                         let _ = grx.await;
-                        let result = (id, with_shard(|s| run_part(s, &cmds, id, release)));
+                        let result = (id, with_shard(|s| run_part(s, &cmds, id, release, between)));
                         shards.reply(origin, tx, result);
                     });
                 }
@@ -983,6 +1014,9 @@ impl Batch<'_> {
             return;
         }
         let owner = txn.unwrap_or_else(new_owner);
+        // A pipeline's parts (not a transaction's body, nor a transaction holding its locks) let
+        // blocked clients be served between their commands, as Redis does.
+        let pipeline = !atomic && txn.is_none();
         let mut parts: Vec<Option<Pending>> = pending.drain(..).map(Some).collect();
         let mut order: Vec<usize> = (0..parts.len()).collect();
         order.sort_by_key(|&i| parts[i].as_ref().map_or(0, |p| p.shard));
@@ -1009,9 +1043,9 @@ impl Batch<'_> {
                 break;
             }
             let (id, replies) = if Some(p.shard) == me {
-                run_locked_here(set, owner, &p.cmds, false).await
+                run_locked_here(set, owner, &p.cmds, false, pipeline).await
             } else {
-                run_locked_on(set, p.shard, owner, p.cmds, false).await
+                run_locked_on(set, p.shard, owner, p.cmds, false, pipeline).await
             };
             held.ids.push((p.shard, id));
             results[i] = Some(replies);
@@ -1026,9 +1060,11 @@ impl Batch<'_> {
         let set = &self.state.shards;
         let owner = new_owner();
         if Some(p.shard) == current_shard_id() {
-            run_locked_here(set, owner, &p.cmds, true).await.1
+            run_locked_here(set, owner, &p.cmds, true, false).await.1
         } else {
-            run_locked_on(set, p.shard, owner, p.cmds, true).await.1
+            run_locked_on(set, p.shard, owner, p.cmds, true, false)
+                .await
+                .1
         }
     }
 
@@ -1695,9 +1731,9 @@ impl Batch<'_> {
                     c.info = Some(info.clone());
                     let owner = parked.owner();
                     let (_, r) = if Some(shard) == current_shard_id() {
-                        run_locked_here(&set, owner, std::slice::from_ref(&c), true).await
+                        run_locked_here(&set, owner, std::slice::from_ref(&c), true, false).await
                     } else {
-                        run_locked_on(&set, shard, owner, vec![c], true).await
+                        run_locked_on(&set, shard, owner, vec![c], true, false).await
                     };
                     (r.buf, r.park)
                 }

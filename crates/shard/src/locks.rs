@@ -324,6 +324,17 @@ impl Item {
         (0..4).any(|m| mask & (1 << m) != 0 && self.held[m] > own[m])
     }
 
+    /// Whether an owner other than `owner` and `host` holds a mode conflicting with `mode`.
+    fn held_conflicts_besides(&self, owner: Owner, host: Owner, mode: LockMode) -> bool {
+        let mask = CONFLICTS[mode as usize];
+        if !(0..4).any(|m| mask & (1 << m) != 0 && self.held[m] > 0) {
+            return false;
+        }
+        let theirs = |o: Owner| self.holder(o).map_or([0; 4], |h| h.held);
+        let (a, b) = (theirs(owner), theirs(host));
+        (0..4).any(|m| mask & (1 << m) != 0 && self.held[m] > a[m] + b[m])
+    }
+
     /// Whether a request queued before `before` (any queued request if None) conflicts with `mode`.
     fn queue_conflicts(&self, mode: LockMode, before: Option<LockId>) -> bool {
         let Some(q) = &self.queue else {
@@ -490,6 +501,30 @@ impl LockTable {
         let reentrant = self.holds_any(owner);
         let allows =
             |item: Option<&Item>, m| item.is_none_or(|i| i.allows(owner, m, reentrant, None));
+        allows(self.items.get(&LockKey::Db(db)), LockMode::intent(mode))
+            && allows(
+                self.items.get(&LockKey::key(db, key)),
+                LockMode::of_key(mode),
+            )
+    }
+
+    /// [`may_run`](Self::may_run) for a command of `owner` run between the commands of `host`'s
+    /// lock-context part (a parked command served right after the pipeline command that made its
+    /// key ready, as Redis serves blocked clients between a pipeline's commands): `host`'s locks
+    /// do not stand in the way, and neither do queued requests, as for a re-entering owner.
+    pub fn may_run_between(
+        &self,
+        owner: Owner,
+        host: Owner,
+        db: u32,
+        key: &[u8],
+        mode: Mode,
+    ) -> bool {
+        if self.items.is_empty() {
+            return true;
+        }
+        let allows =
+            |item: Option<&Item>, m| item.is_none_or(|i| !i.held_conflicts_besides(owner, host, m));
         allows(self.items.get(&LockKey::Db(db)), LockMode::intent(mode))
             && allows(
                 self.items.get(&LockKey::key(db, key)),
@@ -780,6 +815,25 @@ mod tests {
         }
         t.release(ids[3]);
         assert!(t.is_idle());
+    }
+
+    #[test]
+    fn a_command_between_a_hosts_commands_ignores_only_the_hosts_locks() {
+        let mut t = LockTable::default();
+        let (host, guest, other) = (new_owner(), new_owner(), new_owner());
+        let (_, g) = t.acquire(host, keys(0, &[("a", X)]), none());
+        assert_eq!(g, Grant::Now);
+        // Someone queued behind the host does not keep the guest waiting either.
+        let (_, g) = t.acquire(other, keys(0, &[("a", X)]), none());
+        assert_eq!(g, Grant::Queued);
+        assert!(!t.may_run(Some(guest), 0, key("a"), Mode::Exclusive));
+        assert!(t.may_run_between(guest, host, 0, key("a"), Mode::Exclusive));
+        // Another owner's lock still stands in the way.
+        let (_, g) = t.acquire(other, keys(0, &[("b", S)]), none());
+        assert_eq!(g, Grant::Now);
+        assert!(t.may_run_between(guest, host, 0, key("b"), Mode::Shared));
+        assert!(!t.may_run_between(guest, host, 0, key("b"), Mode::Exclusive));
+        assert!(t.may_run_between(guest, host, 0, key("c"), Mode::Exclusive));
     }
 
     #[test]

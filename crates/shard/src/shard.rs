@@ -57,6 +57,9 @@ pub struct Shard {
     /// Ready keys are not served now: a pass is running, or a transaction part or lock-context
     /// part is (see [`Shard::hold_serving`]).
     holding: bool,
+    /// The owner of the pipeline part running now, if it lets ready keys be served between its
+    /// commands (see [`Shard::serve_between`]).
+    between: Option<Owner>,
 }
 
 impl Shard {
@@ -75,6 +78,7 @@ impl Shard {
             reserved: HashMap::new(),
             ready_seen: crate::db::ready_mark(),
             holding: false,
+            between: None,
         }
     }
 
@@ -172,6 +176,19 @@ impl Shard {
     /// after it as a whole, as Redis serves them after EXEC.
     pub fn hold_serving(&mut self, hold: bool) -> bool {
         std::mem::replace(&mut self.holding, hold)
+    }
+
+    /// While a part of `host`'s lock context that is a pipeline's (not a transaction's) runs:
+    /// ready keys are served after each of its commands, and a parked command whose keys only
+    /// `host` locks may run (`LockTable::may_run_between`), as Redis serves blocked clients
+    /// between a pipeline's commands. Returns the previous setting, to restore.
+    pub fn serve_between(&mut self, host: Option<Owner>) -> Option<Owner> {
+        std::mem::replace(&mut self.between, host)
+    }
+
+    /// The lock-context owner whose part runs now with serving between its commands, if any.
+    pub fn serving_between(&self) -> Option<Owner> {
+        self.between
     }
 
     #[cold]
