@@ -819,21 +819,26 @@ fn a_move_across_shards_is_done_before_the_pushers_reply() {
 }
 
 /// A parked cross-shard move whose destination became another type fails with WRONGTYPE when its
-/// source is pushed to, and the source keeps the element, as in Redis.
+/// source is pushed to, the source keeps the element, and the client blocked behind it gets it,
+/// as in Redis.
 #[test]
 fn a_move_across_shards_into_a_key_of_another_type_fails_and_pops_nothing() {
     both(|s| {
         let mut admin = s.conn();
         let mut mover = s.conn();
+        let mut popper = s.conn();
         let mut seen = Vec::new();
         for (low, high) in [(0, 3), (3, 0)] {
             let (src, dst) = (key_in(low, "wsrc"), key_in(high, "wdst"));
             admin.call(&["DEL", &src, &dst]);
             mover.send(&["BLMOVE", &src, &dst, "RIGHT", "LEFT", "0"]);
             wait_blocked(&mut admin, 1);
+            popper.send(&["BLPOP", &src, "0"]);
+            wait_blocked(&mut admin, 2);
             admin.call(&["SET", &dst, "a string"]);
             seen.push(admin.call(&["RPUSH", &src, "x", "y"]));
             seen.push(mover.read_reply());
+            seen.push(popper.read_reply());
             seen.push(admin.call(&["LRANGE", &src, "0", "-1"]));
             seen.push(admin.call(&["GET", &dst]));
             seen.push(mover.call(&["PING"]));

@@ -168,6 +168,8 @@ fn pop_source(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId, 
         s.locks.release(src_lock);
         if !dst_ok {
             count(s, m.cmd_id, true);
+            // The element stays: the commands parked behind this one get their turn.
+            s.ready_again(m.db, &m.src);
         }
         // What is left in the source goes to the waiters behind this one.
         s.serve_ready();

@@ -149,6 +149,14 @@ impl Shard {
         self.unreserve(p.owner());
     }
 
+    /// Lists `key` of database `db` as ready again, to be looked at by the next
+    /// [`serve_ready`](Self::serve_ready): a claimed command left its element there (see
+    /// [`crate::park`]), so the commands parked behind it get their turn.
+    pub fn ready_again(&mut self, db: usize, key: &[u8]) {
+        self.dbs[db].keep_ready(key.into());
+        self.ready_seen = crate::db::ready_mark().wrapping_sub(1);
+    }
+
     /// Releases the key reserved for `owner`'s woken command, if any.
     pub fn unreserve(&mut self, owner: Owner) {
         if self.reserved.is_empty() {
