@@ -40,6 +40,12 @@ fn unknown_command_error_quotes_name_and_first_arguments() {
     // An empty command name.
     d.run(&[""]);
     d.run(&["", "x"]);
+    // A subcommand's full name is not a command (Redis #10070).
+    d.run(&["GET|"]);
+    d.run(&["GET|SET", "k"]);
+    d.run(&["CONFIG|GET", "GET_XX"]);
+    d.run(&["client|id"]);
+    d.run(&["CONFIG", "GET_XX"]);
 }
 
 #[test]

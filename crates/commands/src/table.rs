@@ -712,7 +712,9 @@ impl Table {
             }
         }
         let mut lower = [0u8; 32];
-        let found = (first.len() <= lower.len())
+        // A subcommand's full name ("config|get") is not a command a client may send (Redis
+        // #10070): only top-level names are looked up.
+        let found = (first.len() <= lower.len() && !first.contains(&b'|'))
             .then(|| {
                 lower[..first.len()].copy_from_slice(first);
                 lower[..first.len()].make_ascii_lowercase();
