@@ -285,3 +285,168 @@ fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
         assert_eq!(check.call_decoded(&["EXISTS", k]).as_int(), Some(0), "{k}");
     }
 }
+
+/// Moves between lists on different shards, in both lock orders, under load (more threads than
+/// cores): movers wait with BLMOVE or BRPOPLPUSH and short timeouts and are killed while blocked,
+/// producers push, a reader holds the destinations in transactions (so some moves wait for a
+/// destination's lock, and some give their claim back), and an auditor reads every list in one
+/// MULTI/EXEC. No snapshot may show an element in two lists or an acknowledged element in none (a
+/// torn move), and at the end every element is in exactly one destination.
+#[test]
+fn moves_across_shards_stay_atomic_under_kills_timeouts_and_contention() {
+    use std::sync::atomic::AtomicUsize;
+    const PRODUCERS: usize = 3;
+    const PER_PRODUCER: usize = 1000;
+    const MOVERS: usize = 8;
+    let s = Server::strata(&["--threads", "4"]);
+    let srcs: Vec<String> = (0..4).map(|q| key_in(q, "msrc")).collect();
+    let dsts: Vec<String> = (0..4).map(|q| key_in(q, "mdst")).collect();
+    let all: Vec<String> = srcs.iter().chain(&dsts).cloned().collect();
+    let acked = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let ids = Arc::new(Mutex::new(vec![0i64; MOVERS]));
+
+    // Mover i moves from the source on shard i % 4 to a destination on another shard: movers 0-3
+    // one shard up (3 wraps to 0), movers 4-7 two shards up, so both lock orders occur.
+    let movers: Vec<_> = (0..MOVERS)
+        .map(|i| {
+            let src = srcs[i % 4].clone();
+            let dst = dsts[(i % 4 + 1 + i / 4) % 4].clone();
+            let (port, stop, ids) = (s.port(), stop.clone(), ids.clone());
+            thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut c = Conn::connect(port, &format!("mover{i}"));
+                    ids.lock().unwrap()[i] = c.call_decoded(&["CLIENT", "ID"]).as_int().unwrap();
+                    loop {
+                        n += 1;
+                        let timeout = format!("0.{:02}", 5 + n % 25);
+                        if n % 3 == 0 {
+                            c.send(&["BRPOPLPUSH", &src, &dst, &timeout]);
+                        } else {
+                            c.send(&["BLMOVE", &src, &dst, "RIGHT", "LEFT", &timeout]);
+                        }
+                        // Killed: connect again (whatever it was moving still lands in `dst`).
+                        let Ok(raw) = c.try_read_reply() else { break };
+                        let r = Reply::decode(&raw);
+                        assert!(!r.is_error(), "mover {i}: {r:?}");
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+
+    let killer = {
+        let (port, stop, ids) = (s.port(), stop.clone(), ids.clone());
+        thread::spawn(move || {
+            let mut c = Conn::connect(port, "killer");
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let id = ids.lock().unwrap()[(n * 5) % MOVERS];
+                c.call(&["CLIENT", "KILL", "ID", &id.to_string()]);
+                thread::sleep(Duration::from_millis(15));
+            }
+        })
+    };
+
+    // Holds destinations in transactions (shared locks across shards) over and over.
+    let contender = {
+        let (port, stop, dsts) = (s.port(), stop.clone(), dsts.clone());
+        thread::spawn(move || {
+            let mut c = Conn::connect(port, "contender");
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                c.call(&["MULTI"]);
+                c.call(&["LLEN", &dsts[n % 4]]);
+                c.call(&["LRANGE", &dsts[(n + 1) % 4], "0", "-1"]);
+                c.call(&["LLEN", &dsts[(n + 3) % 4]]);
+                assert!(c.call_decoded(&["EXEC"]).as_array().is_some());
+            }
+        })
+    };
+
+    let auditor = {
+        let (port, stop, acked, all) = (s.port(), stop.clone(), acked.clone(), all.clone());
+        thread::spawn(move || {
+            let mut c = Conn::connect(port, "auditor");
+            let mut audits = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let before = acked.load(Ordering::SeqCst);
+                c.call(&["MULTI"]);
+                for k in &all {
+                    c.call(&["LRANGE", k, "0", "-1"]);
+                }
+                let r = c.call_decoded(&["EXEC"]);
+                let lists = r.as_array().expect("EXEC runs");
+                let mut seen = HashSet::new();
+                for (k, l) in all.iter().zip(lists) {
+                    for e in l.as_array().expect("a list").iter().filter_map(bulk) {
+                        assert!(seen.insert(e.clone()), "{e} in two lists at once ({k})");
+                    }
+                }
+                assert!(
+                    seen.len() >= before,
+                    "{} elements seen, {before} acknowledged before: a move was torn",
+                    seen.len()
+                );
+                audits += 1;
+            }
+            audits
+        })
+    };
+
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let (port, srcs, acked) = (s.port(), srcs.clone(), acked.clone());
+            thread::spawn(move || {
+                let mut c = Conn::connect(port, &format!("producer{p}"));
+                for n in 0..PER_PRODUCER {
+                    let src = &srcs[(n * 7 + p) % 4];
+                    assert!(c
+                        .call_decoded(&["LPUSH", src, &format!("p{p}:{n}")])
+                        .as_int()
+                        .is_some());
+                    acked.fetch_add(1, Ordering::SeqCst);
+                    if n % 50 == 0 {
+                        thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().expect("producer");
+    }
+    let mut check = s.conn();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while srcs
+        .iter()
+        .any(|k| check.call_decoded(&["LLEN", k]).as_int() != Some(0))
+    {
+        assert!(Instant::now() < deadline, "the sources were never drained");
+        thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for m in movers {
+        m.join().expect("mover");
+    }
+    killer.join().expect("killer");
+    contender.join().expect("contender");
+    let audits = auditor.join().expect("auditor");
+    assert!(audits > 0);
+
+    let total = PRODUCERS * PER_PRODUCER;
+    let mut everything = Vec::new();
+    for k in &dsts {
+        let l = check.call_decoded(&["LRANGE", k, "0", "-1"]);
+        everything.extend(l.as_array().expect("a list").iter().filter_map(bulk));
+    }
+    let unique: HashSet<&String> = everything.iter().collect();
+    assert_eq!(unique.len(), everything.len(), "an element was moved twice");
+    assert_eq!(everything.len(), total, "elements were lost");
+}
