@@ -321,7 +321,7 @@ fn moves_across_shards_stay_atomic_under_kills_timeouts_and_contention() {
                     loop {
                         n += 1;
                         let timeout = format!("0.{:02}", 5 + n % 25);
-                        if n % 3 == 0 {
+                        if n.is_multiple_of(3) {
                             c.send(&["BRPOPLPUSH", &src, &dst, &timeout]);
                         } else {
                             c.send(&["BLMOVE", &src, &dst, "RIGHT", "LEFT", &timeout]);
@@ -412,7 +412,7 @@ fn moves_across_shards_stay_atomic_under_kills_timeouts_and_contention() {
                         .as_int()
                         .is_some());
                     acked.fetch_add(1, Ordering::SeqCst);
-                    if n % 50 == 0 {
+                    if n.is_multiple_of(50) {
                         thread::sleep(Duration::from_millis(5));
                     }
                 }
