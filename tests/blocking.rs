@@ -944,3 +944,49 @@ fn blocked_clients_are_served_between_the_commands_of_a_pipeline_spanning_shards
         seen
     });
 }
+
+/// Clients blocked behind a cross-shard move on its source are served when the move pops, before
+/// a command that queued for the source during the move (the pusher's pipelined LPOP), as Redis
+/// serves them all right after the push.
+#[test]
+fn clients_blocked_behind_a_move_across_shards_keep_their_turn() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut mover = s.conn();
+        let mut first = s.conn();
+        let mut second = s.conn();
+        let mut pusher = s.conn();
+        let mut seen = Vec::new();
+        for (low, high) in [(0, 3), (3, 0), (1, 2)] {
+            let (src, dst) = (key_in(low, "bsrc"), key_in(high, "bdst"));
+            for round in 0..6 {
+                admin.call(&["DEL", &src, &dst]);
+                mover.send(&["BLMOVE", &src, &dst, "LEFT", "RIGHT", "0"]);
+                wait_blocked(&mut admin, 1);
+                first.send(&["BLPOP", &src, "0"]);
+                wait_blocked(&mut admin, 2);
+                second.send(&["BRPOP", &src, "0"]);
+                wait_blocked(&mut admin, 3);
+                let mut raw = crate::harness::encode_command(&["RPUSH", &src, "a", "b", "c"]);
+                raw.extend(crate::harness::encode_command(&["LPOP", &src]));
+                pusher.send_raw(&raw);
+                let mut got = vec![pusher.read_reply(), pusher.read_reply()];
+                assert_eq!(
+                    got[1], b"$-1\r\n",
+                    "{low}->{high} round {round}: the LPOP went before the blocked clients"
+                );
+                got.extend([
+                    mover.read_reply(),
+                    first.read_reply(),
+                    second.read_reply(),
+                    admin.call(&["LRANGE", &dst, "0", "-1"]),
+                    admin.call(&["EXISTS", &src]),
+                ]);
+                if round == 0 {
+                    seen.extend(got);
+                }
+            }
+        }
+        seen
+    });
+}

@@ -1760,8 +1760,12 @@ impl Batch<'_> {
             if let Some(r) = runner.take() {
                 parked.set_runner(r);
             }
-            info.blocked.store(true, Ordering::Relaxed);
-            info.unblockable.store(true, Ordering::Release);
+            // Blocked from now on, unless a shard served or claimed it already (which clears
+            // these marks under the same mutex).
+            parked.while_waiting(|| {
+                info.blocked.store(true, Ordering::Relaxed);
+                info.unblockable.store(true, Ordering::Release);
+            });
             let woke = wait_woken(&parked, park.deadline, &info).await;
             info.unblockable.store(false, Ordering::Release);
             info.blocked.store(false, Ordering::Relaxed);

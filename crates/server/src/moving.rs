@@ -156,7 +156,7 @@ fn check_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: L
 
 /// Step 3, on the source shard.
 fn pop_source(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId, dst_ok: bool) {
-    let client = m.info.id;
+    let (client, owner) = (m.info.id, p.owner());
     let popped = with_shard(|s| {
         let popped = if dst_ok {
             tracked(client, || {
@@ -165,14 +165,15 @@ fn pop_source(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId, 
         } else {
             None
         };
-        s.locks.release(src_lock);
         if !dst_ok {
             count(s, m.cmd_id, true);
             // The element stays: the commands parked behind this one get their turn.
             s.ready_again(m.db, &m.src);
         }
-        // What is left in the source goes to the waiters behind this one.
-        s.serve_ready();
+        // What is left in the source goes to the waiters behind this one, before anything
+        // that queued for the source meanwhile (see `serve_behind`).
+        serve_behind(s, owner);
+        s.locks.release(src_lock);
         popped
     });
     let Some((v, emptied)) = popped.filter(|_| dst_ok) else {
@@ -216,12 +217,22 @@ fn push_destination(m: Arc<Move>, p: Arc<Parked>, dst_lock: LockId, v: Bytes, em
                 &mut out,
             )
         });
-        s.locks.release(dst_lock);
         count(s, m.cmd_id, false);
         // A waiter on the destination is served now, as after any push.
-        s.serve_ready();
+        serve_behind(s, p.owner());
+        s.locks.release(dst_lock);
     });
     p.deliver(out.buf);
+}
+
+/// Serves the commands parked on keys this move wrote, while the move (`owner`) still holds the
+/// key's lock and as if between its commands (`Shard::serve_between`): Redis serves them right
+/// after the move, so a command that queued for the key meanwhile (the pusher's next one) must
+/// not get it first, which releasing before serving would let happen.
+fn serve_behind(s: &mut Shard, owner: strata_shard::Owner) {
+    let prev = s.serve_between(Some(owner));
+    s.serve_ready();
+    s.serve_between(prev);
 }
 
 /// Runs `f` as a command of `client` for CLIENT TRACKING (NOLOOP needs who modified a key).

@@ -42,7 +42,9 @@
 //!   by another shard it is woken without one (reserving in the middle of that order could
 //!   deadlock with a lock context), and if another client takes the element first, it parks
 //!   again, nothing is lost.
-//! * **Exactly once.** A parked command finishes once (served, timed out, or its client gone):
+//! * **Exactly once.** A parked command finishes once (served, timed out, or its client gone;
+//!   a claimed move completes whatever happens to its client meanwhile, so the element lands in
+//!   its destination and is the reply of a client still there):
 //!   [`Parked::finish`] marks it, shards drop it from their queues lazily, and the waiting task
 //!   withdraws it from every shard it parked on ([`Shard::unpark`](crate::Shard::unpark)). The
 //!   command pops the element itself, in a shard turn, only while it is alive: the runner checks
@@ -205,6 +207,18 @@ impl Parked {
     /// True while a claim is in progress.
     pub fn is_claimed(&self) -> bool {
         self.claimed.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` (the task marking its client blocked) unless the command was served or claimed
+    /// meanwhile, under the mutex a shard holds while it serves or claims it, so the mark cannot
+    /// land after a shard already served it and cleared it. True if `f` ran.
+    pub fn while_waiting(&self, f: impl FnOnce()) -> bool {
+        let inline = self.inline();
+        if self.is_done() || self.is_claimed() || inline.reply.is_some() {
+            return false;
+        }
+        f();
+        true
     }
 
     /// Ends a claim with the command's reply: it is finished, and its task is woken to write it.

@@ -60,6 +60,8 @@ pub struct Shard {
     /// The owner of the pipeline part running now, if it lets ready keys be served between its
     /// commands (see [`Shard::serve_between`]).
     between: Option<Owner>,
+    /// A key was kept ready during such a part: look at ready keys again once it has run.
+    recheck_after_part: bool,
 }
 
 impl Shard {
@@ -79,6 +81,7 @@ impl Shard {
             ready_seen: crate::db::ready_mark(),
             holding: false,
             between: None,
+            recheck_after_part: false,
         }
     }
 
@@ -191,6 +194,9 @@ impl Shard {
     /// `host` locks may run (`LockTable::may_run_between`), as Redis serves blocked clients
     /// between a pipeline's commands. Returns the previous setting, to restore.
     pub fn serve_between(&mut self, host: Option<Owner>) -> Option<Owner> {
+        if host.is_none() && std::mem::take(&mut self.recheck_after_part) {
+            self.ready_seen = crate::db::ready_mark().wrapping_sub(1);
+        }
         std::mem::replace(&mut self.between, host)
     }
 
@@ -251,8 +257,14 @@ impl Shard {
             for (db, key) in busy {
                 self.dbs[db].keep_ready(key);
             }
-            // Look again after the next command: a lock is only released by one.
-            self.ready_seen = crate::db::ready_mark().wrapping_sub(1);
+            // Look again after the next command: a lock is only released by one. (Inside a
+            // pipeline's part, once the part has run: its own locks stay held until then, so
+            // looking after each of its commands would only repeat the pass.)
+            if self.between.is_some() {
+                self.recheck_after_part = true;
+            } else {
+                self.ready_seen = crate::db::ready_mark().wrapping_sub(1);
+            }
         }
         self.holding = false;
     }
