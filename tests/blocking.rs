@@ -990,3 +990,52 @@ fn clients_blocked_behind_a_move_across_shards_keep_their_turn() {
         seen
     });
 }
+
+/// A client served inside a pipeline that spans shards never sees the pipeline out of order. The
+/// pipeline is `SET flag 1` (shard 3), `RPUSH q x` (shard 0), `SET blocker 2` (shard 1); its parts
+/// run in shard order, and the shard-1 part waits for a transaction. A client blocked on `q` is
+/// therefore not served right after the RPUSH, which came after the SET of `flag`, not yet run.
+/// Once it has `x`, it must find `flag` set, as in Redis. Fails on the first version of serving
+/// between a pipeline's commands, which served it at once and let it read `flag` unset.
+#[test]
+fn a_client_served_inside_a_pipeline_never_sees_it_out_of_order() {
+    let run = |s: &Server| {
+        let mut admin = s.conn();
+        let mut waiter = s.conn();
+        let mut txn = s.conn();
+        let mut pusher = s.conn();
+        let (q, blocker, flag) = (key_in(0, "oq"), key_in(1, "oblock"), key_in(3, "oflag"));
+        admin.call(&["DEL", &q, &blocker, &flag]);
+        waiter.send(&["BLPOP", &q, "0"]);
+        wait_blocked(&mut admin, 1);
+        for cmd in [
+            &["MULTI"][..],
+            &["GET", &blocker],
+            &["DEBUG", "SLEEP", "0.3"],
+            &["EXEC"],
+        ] {
+            txn.send(cmd);
+        }
+        sleep(Duration::from_millis(50));
+        let mut raw = crate::harness::encode_command(&["SET", &flag, "1"]);
+        raw.extend(crate::harness::encode_command(&["RPUSH", &q, "x"]));
+        raw.extend(crate::harness::encode_command(&["SET", &blocker, "2"]));
+        pusher.send_raw(&raw);
+        let mut seen = vec![waiter.read_reply(), waiter.call(&["GET", &flag])];
+        seen.extend((0..3).map(|_| pusher.read_reply()));
+        seen.extend((0..4).map(|_| txn.read_reply()));
+        seen
+    };
+    let redis = Server::redis(&["--enable-debug-command", "yes"]);
+    let strata = Server::strata(&["--threads", "4", "--enable-debug-command", "yes"]);
+    assert_eq!(
+        run(&strata)
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).to_string())
+            .collect::<Vec<_>>(),
+        run(&redis)
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).to_string())
+            .collect::<Vec<_>>(),
+    );
+}

@@ -77,6 +77,8 @@ pub struct ShardCmd {
     track: bool,
     /// Index of its first key argument (0: it has none), for prefetching.
     key: usize,
+    /// Its position in the pipeline batch it came in (see [`Batch::flush`]'s serving rule).
+    seq: u32,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -368,16 +370,24 @@ impl Progress {
 
     /// Runs all of `cmds` on `s` (their locks are held by the caller's lock context). Blocked
     /// clients whose keys they write are served after all of them (see [`Shard::hold_serving`]),
-    /// or, with `between` (a pipeline's part, run by that owner), after each of them, as Redis
-    /// serves them between a pipeline's commands (see [`Shard::serve_between`]).
-    fn run_all(&mut self, s: &mut Shard, cmds: &[ShardCmd], between: Option<Owner>) {
-        let prev = s.serve_between(between);
+    /// or, with `between` (a pipeline's part, run by that owner, and a position in the pipeline),
+    /// after each command that comes before that position, as Redis serves them between a
+    /// pipeline's commands (see [`Shard::serve_between`] and [`Batch::flush`]).
+    fn run_all(&mut self, s: &mut Shard, cmds: &[ShardCmd], between: Option<(Owner, u32)>) {
+        let prev = s.serve_between(between.map(|(owner, _)| owner));
         let held = s.hold_serving(between.is_none());
+        let until = between.map_or(0, |(_, until)| until);
         prefetch(s, cmds);
         self.reserve(cmds.len());
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
         for cmd in cmds {
+            if cmd.seq >= until && s.serving_between().is_some() {
+                // A command of a later part comes before this one in the pipeline: from here on,
+                // serve after the part, as for a transaction's.
+                s.serve_between(None);
+                s.hold_serving(true);
+            }
             self.park = cmd.exec(s, &mut out);
             self.ends.push(out.buf.len());
         }
@@ -420,6 +430,18 @@ impl Progress {
             park: self.park,
         }
     }
+}
+
+/// For the parts of a multi-shard pipeline in the order they run, given the pipeline position of
+/// each part's first command: the first pipeline position among the parts that run after each one.
+/// A part may serve blocked clients after its commands that come before that position (see
+/// [`Batch::flush`]).
+fn serve_limits(firsts: &[u32]) -> Vec<u32> {
+    let mut limits = vec![u32::MAX; firsts.len()];
+    for k in (0..firsts.len().saturating_sub(1)).rev() {
+        limits[k] = limits[k + 1].min(firsts[k + 1]);
+    }
+    limits
 }
 
 /// Withdraws a lock request if the task waiting for it is dropped before taking it over.
@@ -478,7 +500,7 @@ fn run_part(
     cmds: &[ShardCmd],
     id: LockId,
     release: bool,
-    between: Option<Owner>,
+    between: Option<(Owner, u32)>,
 ) -> ShardReplies {
     let mut p = Progress::default();
     p.run_all(s, cmds, between);
@@ -490,13 +512,14 @@ fn run_part(
 
 /// Runs a sub-batch on this thread's shard as one part of a lock context: takes the locks of all its
 /// keys for `owner` (waiting if needed), runs it, and keeps the locks unless `release`. A
-/// `pipeline` part (not a transaction's) lets blocked clients be served between its commands.
+/// `pipeline` part (not a transaction's) lets blocked clients be served between its commands that
+/// come before that position of the pipeline (see [`Batch::flush`]).
 async fn run_locked_here(
     set: &ShardSet,
     owner: Owner,
     cmds: &[ShardCmd],
     release: bool,
-    pipeline: bool,
+    pipeline: Option<u32>,
 ) -> (LockId, ShardReplies) {
     if release {
         if let Some(r) = with_shard(|s| run_if_free(s, cmds, owner)) {
@@ -504,7 +527,7 @@ async fn run_locked_here(
         }
     }
     let id = acquire_here(set, owner, batch_lock_set(cmds)).await;
-    let between = pipeline.then_some(owner);
+    let between = pipeline.map(|until| (owner, until));
     (id, with_shard(|s| run_part(s, cmds, id, release, between)))
 }
 
@@ -527,9 +550,9 @@ async fn run_locked_on(
     owner: Owner,
     cmds: Vec<ShardCmd>,
     release: bool,
-    pipeline: bool,
+    pipeline: Option<u32>,
 ) -> (LockId, ShardReplies) {
-    let between = pipeline.then_some(owner);
+    let between = pipeline.map(|until| (owner, until));
     let (tx, rx) = oneshot::channel();
     let origin = current_shard_id();
     let shards = set.clone();
@@ -845,8 +868,9 @@ impl Batch<'_> {
                     }
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Shard(shard, cmd) => {
+                Route::Shard(shard, mut cmd) => {
                     let batch = Pending::index(&mut pending, shard, (cmds.len() + 1).min(256));
+                    cmd.seq = slots.len() as u32;
                     pending[batch].cmds.push(cmd);
                     Slot::Remote {
                         batch: done.len() + batch,
@@ -1015,7 +1039,11 @@ impl Batch<'_> {
         }
         let owner = txn.unwrap_or_else(new_owner);
         // A pipeline's parts (not a transaction's body, nor a transaction holding its locks) let
-        // blocked clients be served between their commands, as Redis does.
+        // blocked clients be served between their commands, as Redis does, but only after a
+        // command that every earlier command of the pipeline has run before: parts run in shard
+        // order, so a command of a later part may come first in the pipeline, and a client served
+        // after a command that follows it could act on that command's effect before the earlier
+        // command has run (the order the pipeline guarantees).
         let pipeline = !atomic && txn.is_none();
         let mut parts: Vec<Option<Pending>> = pending.drain(..).map(Some).collect();
         let mut order: Vec<usize> = (0..parts.len()).collect();
@@ -1025,8 +1053,19 @@ impl Batch<'_> {
             set,
             ids: Vec::with_capacity(parts.len()),
         };
+        let firsts: Vec<u32> = order
+            .iter()
+            .map(|&i| {
+                parts[i]
+                    .as_ref()
+                    .and_then(|p| p.cmds.first())
+                    .map_or(u32::MAX, |c| c.seq)
+            })
+            .collect();
+        let later_first = serve_limits(&firsts);
         for (k, &i) in order.iter().enumerate() {
             let Some(p) = parts[i].take() else { continue };
+            let serve_until = pipeline.then_some(later_first[k]);
             // The last part runs like a lone sub-batch: each command waits until no other command
             // holds its keys, runs, and keeps nothing. That is the same as acquiring its locks
             // after every earlier part's and releasing them at once, which two-phase locking
@@ -1043,9 +1082,9 @@ impl Batch<'_> {
                 break;
             }
             let (id, replies) = if Some(p.shard) == me {
-                run_locked_here(set, owner, &p.cmds, false, pipeline).await
+                run_locked_here(set, owner, &p.cmds, false, serve_until).await
             } else {
-                run_locked_on(set, p.shard, owner, p.cmds, false, pipeline).await
+                run_locked_on(set, p.shard, owner, p.cmds, false, serve_until).await
             };
             held.ids.push((p.shard, id));
             results[i] = Some(replies);
@@ -1060,9 +1099,9 @@ impl Batch<'_> {
         let set = &self.state.shards;
         let owner = new_owner();
         if Some(p.shard) == current_shard_id() {
-            run_locked_here(set, owner, &p.cmds, true, false).await.1
+            run_locked_here(set, owner, &p.cmds, true, None).await.1
         } else {
-            run_locked_on(set, p.shard, owner, p.cmds, true, false)
+            run_locked_on(set, p.shard, owner, p.cmds, true, None)
                 .await
                 .1
         }
@@ -1450,6 +1489,7 @@ impl Batch<'_> {
             client: self.session.info.id,
             track: cmd.spec.flags.has(Flags::READONLY)
                 && strata_commands::tracking::tracks_reads(self.session),
+            seq: 0,
         }
     }
 
@@ -1731,9 +1771,9 @@ impl Batch<'_> {
                     c.info = Some(info.clone());
                     let owner = parked.owner();
                     let (_, r) = if Some(shard) == current_shard_id() {
-                        run_locked_here(&set, owner, std::slice::from_ref(&c), true, false).await
+                        run_locked_here(&set, owner, std::slice::from_ref(&c), true, None).await
                     } else {
-                        run_locked_on(&set, shard, owner, vec![c], true, false).await
+                        run_locked_on(&set, shard, owner, vec![c], true, None).await
                     };
                     (r.buf, r.park)
                 }
@@ -2007,11 +2047,22 @@ mod tests {
             client: 0,
             track: false,
             key: 0,
+            seq: 0,
         }
     }
 
     fn key(db: u32, k: &str) -> LockKey {
         LockKey::key(db, k.as_bytes())
+    }
+
+    #[test]
+    fn a_part_serves_only_before_the_first_command_of_a_later_part() {
+        // Parts run in shard order; their first commands came at these pipeline positions.
+        assert_eq!(serve_limits(&[0, 4, 2]), vec![2, 2, u32::MAX]);
+        assert_eq!(serve_limits(&[3, 0]), vec![0, u32::MAX]);
+        assert_eq!(serve_limits(&[0, 1, 2]), vec![1, 2, u32::MAX]);
+        assert_eq!(serve_limits(&[7]), vec![u32::MAX]);
+        assert!(serve_limits(&[]).is_empty());
     }
 
     #[test]
