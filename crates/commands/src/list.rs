@@ -1204,13 +1204,13 @@ async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {
         let k = key.clone();
         let popped = skip_wrong_type(
             cx.woken,
-            cx.on(key, move |s| op_pop(s.db_mut(db), &k, end, 1, now))
+            cx.on(key, move |s| op_pop_one(s.db_mut(db), &k, end, now))
                 .await,
         )?;
-        if let Some(mut values) = popped {
+        if let Some(value) = popped {
             cx.out.array(2);
             cx.out.bulk(key);
-            cx.out.bulk(&values.pop().unwrap_or_default());
+            cx.out.bulk(&value);
             return Ok(());
         }
     }

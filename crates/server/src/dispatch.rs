@@ -301,6 +301,8 @@ fn serve_on(mut cmds: Vec<(usize, ShardCmd)>, info: Arc<ClientInfo>) -> strata_s
         p.set_retried();
         cmd.parked = Some(p.clone());
         let mut out = ReplyBuf::new(cmd.proto);
+        // Room for a typical blocking reply, so writing it does not grow the buffer twice.
+        out.buf = Vec::with_capacity(64);
         let park = cmd.exec(shard, &mut out);
         cmd.parked = None;
         if park.is_some() {
