@@ -3,16 +3,7 @@
 //! (the strings themselves are compared with GET after each step), OBJECT ENCODING after writes,
 //! RESP2 and RESP3, and BITOP over keys on four different shards.
 
-use crate::harness::{hash_slot, Diff, Pair};
-
-/// The first key `<tag>:<n>` in quarter `q` of the slot space: with `--threads 4` each quarter is
-/// one shard.
-fn key_in(q: u16, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| hash_slot(k) / 4096 == q)
-        .expect("some key lands in every quarter")
-}
+use crate::harness::{key_in, Diff, Pair};
 
 struct Rng(u64);
 

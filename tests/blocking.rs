@@ -7,32 +7,7 @@
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::harness::{hash_slot, Conn, Diff, Reply, Server};
-
-/// The first key `<tag>:<n>` in quarter `q` of the slot space (one shard each with 4 threads).
-fn key_in(q: u16, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| hash_slot(k) / 4096 == q)
-        .expect("some key lands in every quarter")
-}
-
-/// Waits (bounded) until the server reports `n` blocked clients.
-fn wait_blocked(c: &mut Conn, n: i64) {
-    for _ in 0..500 {
-        let info = c.call_decoded(&["INFO", "clients"]);
-        let text = String::from_utf8_lossy(info.as_bytes().unwrap_or_default()).to_string();
-        let blocked = text
-            .lines()
-            .find_map(|l| l.strip_prefix("blocked_clients:"))
-            .and_then(|v| v.trim().parse::<i64>().ok());
-        if blocked == Some(n) {
-            return;
-        }
-        sleep(Duration::from_millis(10));
-    }
-    panic!("the server never reported {n} blocked clients");
-}
+use crate::harness::{hash_slot, key_in, wait_blocked, Diff, Reply, Server};
 
 #[test]
 fn immediate_replies_errors_and_timeouts_match_redis() {
@@ -92,8 +67,15 @@ fn immediate_replies_errors_and_timeouts_match_redis() {
 
 /// Runs `scenario` against both servers and compares what it returns.
 fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) {
-    let redis = Server::redis(&[]);
-    let strata = Server::strata(&["--threads", "4"]);
+    both_with(&[], scenario)
+}
+
+/// [`both`], with the same extra settings (`--name value`) for both servers.
+fn both_with(config: &[&str], scenario: impl Fn(&Server) -> Vec<Vec<u8>>) {
+    let redis = Server::redis(config);
+    let mut args = vec!["--threads", "4"];
+    args.extend_from_slice(config);
+    let strata = Server::strata(&args);
     assert_eq!(
         scenario(&strata)
             .iter()
@@ -883,18 +865,7 @@ fn a_move_across_shards_waits_for_a_transaction_holding_its_destination() {
         }
         seen
     };
-    let redis = Server::redis(&["--enable-debug-command", "yes"]);
-    let strata = Server::strata(&["--threads", "4", "--enable-debug-command", "yes"]);
-    assert_eq!(
-        run(&strata)
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).to_string())
-            .collect::<Vec<_>>(),
-        run(&redis)
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).to_string())
-            .collect::<Vec<_>>(),
-    );
+    both_with(&["--enable-debug-command", "yes"], run);
 }
 
 /// A pipeline whose commands span shards runs as a lock context; blocked clients are still served
@@ -1026,16 +997,5 @@ fn a_client_served_inside_a_pipeline_never_sees_it_out_of_order() {
         seen.extend((0..4).map(|_| txn.read_reply()));
         seen
     };
-    let redis = Server::redis(&["--enable-debug-command", "yes"]);
-    let strata = Server::strata(&["--threads", "4", "--enable-debug-command", "yes"]);
-    assert_eq!(
-        run(&strata)
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).to_string())
-            .collect::<Vec<_>>(),
-        run(&redis)
-            .iter()
-            .map(|b| String::from_utf8_lossy(b).to_string())
-            .collect::<Vec<_>>(),
-    );
+    both_with(&["--enable-debug-command", "yes"], run);
 }

@@ -7,16 +7,7 @@
 //! points cover the latitude limits and the antimeridian; random searches cover both shapes,
 //! every unit and option, and both sorted-set encodings.
 
-use crate::harness::{hash_slot, Diff, Pair};
-
-/// The first key `<tag>:<n>` in quarter `q` of the slot space: with `--threads 4` each quarter is
-/// one shard.
-fn key_in(q: u16, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| hash_slot(k) / 4096 == q)
-        .expect("some key lands in every quarter")
-}
+use crate::harness::{key_in, Diff, Pair};
 
 /// Runs a command given as space-separated words on both servers.
 fn run(d: &mut Pair, line: &str) {

@@ -6,14 +6,7 @@
 //! under several `hll-sparse-max-bytes` settings, check the estimator's answers up to 10^5
 //! elements, and run the multi-key commands over keys on four shards.
 
-use crate::harness::{hash_slot, Conn, Diff, Pair};
-
-fn key_in(q: u16, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| hash_slot(k) / 4096 == q)
-        .expect("some key lands in every quarter")
-}
+use crate::harness::{key_in, Conn, Diff, Pair};
 
 fn get(c: &mut Conn, key: &str) -> Vec<u8> {
     c.call_decoded(&["GET", key])

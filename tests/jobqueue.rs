@@ -10,22 +10,27 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::harness::{hash_slot, Conn, Reply, Server};
+use crate::harness::{key_in, wait_blocked, Conn, Reply, Server};
 
 const PRODUCERS: usize = 3;
 const JOBS_PER_PRODUCER: usize = 250;
 const CONSUMERS: usize = 4;
 
-/// A key named `<tag>` with a hash tag that lands it in quarter `q` of the slot space.
-fn key_in(q: u16, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| hash_slot(k) / 4096 == q)
-        .expect("some key lands in every quarter")
-}
-
 fn bulk(r: &Reply) -> Option<String> {
     r.as_bytes().map(|b| String::from_utf8_lossy(b).to_string())
+}
+
+/// Asserts that `items` holds `total` distinct jobs, none twice (`what` names what happened to
+/// them, for the message).
+fn assert_each_once(items: &[String], total: usize, what: &str) {
+    let unique: HashSet<&String> = items.iter().collect();
+    assert_eq!(unique.len(), items.len(), "a job was {what} twice");
+    assert_eq!(
+        items.len(),
+        total,
+        "jobs were lost: {} {what} of {total}",
+        items.len()
+    );
 }
 
 /// Takes one job into `processing` (BLMOVE or BRPOPLPUSH), waiting up to 0.2 s.
@@ -141,10 +146,7 @@ fn no_job_is_lost_or_done_twice() {
     for c in consumers {
         c.join().expect("consumer");
     }
-    let completions = completions.lock().unwrap();
-    let unique: HashSet<&String> = completions.iter().collect();
-    assert_eq!(completions.len(), total, "a job was completed twice");
-    assert_eq!(unique.len(), total);
+    assert_each_once(&completions.lock().unwrap(), total, "completed");
     assert_eq!(check.call_decoded(&["LLEN", &queue]).as_int(), Some(0));
     assert_eq!(
         check.call_decoded(&["EXISTS", &dead_processing]).as_int(),
@@ -181,16 +183,7 @@ fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
         cmd.extend(queues.iter().map(String::as_str));
         cmd.push("0");
         v.send(&cmd);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let info = admin.call_decoded(&["INFO", "clients"]);
-            let text = String::from_utf8_lossy(info.as_bytes().unwrap_or_default()).to_string();
-            if text.contains(&format!("blocked_clients:{}\r\n", n + 1)) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "victim {n} never blocked");
-            thread::sleep(Duration::from_millis(5));
-        }
+        wait_blocked(&mut admin, n as i64 + 1);
     }
     for id in &ids[..4] {
         let killed = admin.call_decoded(&["CLIENT", "KILL", "ID", &id.to_string()]);
@@ -276,10 +269,7 @@ fn consumers_waiting_on_queues_of_several_shards_take_every_job_once() {
     for c in consumers {
         c.join().expect("consumer");
     }
-    let taken = taken.lock().unwrap();
-    let unique: HashSet<&String> = taken.iter().collect();
-    assert_eq!(taken.len(), total, "a job was taken twice");
-    assert_eq!(unique.len(), total);
+    assert_each_once(&taken.lock().unwrap(), total, "taken");
     let mut check = s.conn();
     for k in lists.iter().chain(&zsets) {
         assert_eq!(check.call_decoded(&["EXISTS", k]).as_int(), Some(0), "{k}");
@@ -446,7 +436,5 @@ fn moves_across_shards_stay_atomic_under_kills_timeouts_and_contention() {
         let l = check.call_decoded(&["LRANGE", k, "0", "-1"]);
         everything.extend(l.as_array().expect("a list").iter().filter_map(bulk));
     }
-    let unique: HashSet<&String> = everything.iter().collect();
-    assert_eq!(unique.len(), everything.len(), "an element was moved twice");
-    assert_eq!(everything.len(), total, "elements were lost");
+    assert_each_once(&everything, total, "moved");
 }

@@ -9,15 +9,7 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::harness::{hash_slot, Diff, Reply, Server};
-
-/// The first key `<tag>:<n>` in quarter `q` of the slot space (one shard each with 4 threads).
-fn key_in(q: u16, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| hash_slot(k) / 4096 == q)
-        .expect("some key lands in every quarter")
-}
+use crate::harness::{key_in, Diff, Reply, Server};
 
 #[test]
 fn queueing_exec_discard_and_errors_match_redis() {

@@ -4,26 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{encode_command, Conn, Server};
-
-fn blocked_clients(c: &mut Conn) -> i64 {
-    let info = c.call_decoded(&["INFO", "clients"]);
-    String::from_utf8_lossy(info.as_bytes().unwrap_or_default())
-        .lines()
-        .find_map(|l| l.strip_prefix("blocked_clients:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(-1)
-}
-
-fn wait_blocked(c: &mut Conn, n: i64) {
-    for _ in 0..500 {
-        if blocked_clients(c) == n {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("never saw {n} blocked clients");
-}
+use crate::harness::{encode_command, wait_blocked, Conn, Server};
 
 /// Runs `scenario` against both servers and compares what it returns.
 fn both(scenario: impl Fn(&Server) -> Vec<Vec<u8>>) {

@@ -10,16 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::harness::{hash_slot, Conn, Diff, Pair, Reply};
-
-/// The first key `<tag>:<n>` in quarter `q` of the slot space: with `--threads 4` each quarter is
-/// one shard.
-fn key_in(q: u16, tag: &str) -> String {
-    (0..)
-        .map(|n| format!("{tag}:{n}"))
-        .find(|k| hash_slot(k) / 4096 == q)
-        .expect("some key lands in every quarter")
-}
+use crate::harness::{key_in, Conn, Diff, Pair, Reply};
 
 fn hello3(d: &mut Pair) {
     d.run_matching(&["HELLO", "3"], |r| !r.is_error());

@@ -1447,6 +1447,36 @@ fn harness_reply_helpers() {
 
 // ----- key placement and time helpers shared by the differential suites -----
 //
+/// A key named `<tag>:<n>` whose hash slot lies in quarter `q` (0..4) of the slot space: with
+/// `--threads 4` it lives on shard `q`, with `--threads 2` on shard `q / 2`.
+pub fn key_in(q: u16, tag: &str) -> String {
+    (0..)
+        .map(|n| format!("{tag}:{n}"))
+        .find(|k| hash_slot(k) / 4096 == q)
+        .expect("some key lands in every quarter")
+}
+
+/// INFO `blocked_clients` (-1 if the server does not report it).
+pub fn blocked_clients(c: &mut Conn) -> i64 {
+    let info = c.call_decoded(&["INFO", "clients"]);
+    String::from_utf8_lossy(info.as_bytes().unwrap_or_default())
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1)
+}
+
+/// Waits (bounded, 5 s) until the server reports `n` blocked clients.
+pub fn wait_blocked(c: &mut Conn, n: i64) {
+    for _ in 0..500 {
+        if blocked_clients(c) == n {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the server never reported {n} blocked clients");
+}
+
 // The slot function is computed here independently of Strata's own code, as an oracle.
 
 /// CRC16/XMODEM of the key modulo 16384: the hash slot of a key without a hashtag.
