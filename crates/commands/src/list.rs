@@ -976,32 +976,11 @@ async fn move_one(
     let d = dst.clone();
     let pushed = v.clone();
     cx.on(&dst, move |s| {
-        push_moved(s.db_mut(db), &src, &d, pushed, from, to, emptied, now)
+        moving::push(s.db_mut(db), &src, &d, pushed, from, to, emptied, now)
     })
     .await?;
     cx.out.bulk(&v);
     Ok(true)
-}
-
-/// The destination half of a move whose source was popped (by [`op_pop_quiet`]): pushes `v` at
-/// `to` of `dst`, then announces the source's pop (and deletion, if `emptied`), in Redis's order.
-#[allow(clippy::too_many_arguments)]
-fn push_moved(
-    db: &mut Db,
-    src: &[u8],
-    dst: &[u8],
-    v: Bytes,
-    from: End,
-    to: End,
-    emptied: bool,
-    now: i64,
-) -> Result<usize, CmdError> {
-    let r = op_push(db, dst, &[v], to, false, now);
-    db.notify(notify::LIST, pop_event(from), src);
-    if emptied {
-        db.notify(notify::GENERIC, "del", src);
-    }
-    r
 }
 
 /// The steps of a parked BLMOVE or BRPOPLPUSH served across shards by messages (see
@@ -1029,8 +1008,9 @@ pub mod moving {
         op_pop_quiet(db, src, from, now).ok().flatten()
     }
 
-    /// Pushes the popped element at `to` of `dst` and announces the source's pop; returns the
-    /// command's reply (the element, or the error of a destination that changed type).
+    /// The destination half of a move whose source was popped (by [`pop`]): pushes `v` at `to`
+    /// of `dst`, then announces the source's pop (and deletion, if `emptied`), in Redis's order.
+    /// Returns the destination's new length.
     #[allow(clippy::too_many_arguments)]
     pub fn push(
         db: &mut Db,
@@ -1041,12 +1021,13 @@ pub mod moving {
         to: End,
         emptied: bool,
         now: i64,
-        out: &mut ReplyBuf,
-    ) {
-        match push_moved(db, src, dst, v.clone(), from, to, emptied, now) {
-            Ok(_) => out.bulk(&v),
-            Err(e) => out.error(&e.message()),
+    ) -> Result<usize, CmdError> {
+        let r = op_push(db, dst, &[v], to, false, now);
+        db.notify(notify::LIST, pop_event(from), src);
+        if emptied {
+            db.notify(notify::GENERIC, "del", src);
         }
+        r
     }
 }
 

@@ -204,19 +204,15 @@ fn push_destination(m: Arc<Move>, p: Arc<Parked>, dst_lock: LockId, v: Bytes, em
     let mut out = ReplyBuf::new(m.proto);
     with_shard(|s| {
         let now = now_ms();
-        tracked(m.info.id, || {
-            moving::push(
-                s.db_mut(m.db),
-                &m.src,
-                &m.dst,
-                v,
-                m.from,
-                m.to,
-                emptied,
-                now,
-                &mut out,
-            )
+        let pushed = tracked(m.info.id, || {
+            let db = s.db_mut(m.db);
+            moving::push(db, &m.src, &m.dst, v.clone(), m.from, m.to, emptied, now)
         });
+        // The destination's type was checked under the lock held since, so this is the element.
+        match pushed {
+            Ok(_) => out.bulk(&v),
+            Err(e) => out.error(&e.message()),
+        }
         count(s, m.cmd_id, false);
         // A waiter on the destination is served now, as after any push.
         serve_behind(s, p.owner());
