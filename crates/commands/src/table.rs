@@ -703,12 +703,15 @@ impl Table {
         let Some(first) = args.first() else {
             return Lookup::Unknown("ERR empty command".into());
         };
-        // A pipeline mostly repeats a command: the last name this thread resolved, spelled the
-        // same way, skips the case folding and the hash lookup.
-        let cached = LAST_RESOLVED.with(|c| c.get());
-        if let Some(cmd) = cached.matches(self, first) {
-            if cmd.spec.arity_ok(args.len()) {
-                return Lookup::Found(cmd);
+        // A workload uses a handful of commands: a name this thread resolved recently, spelled
+        // the same way, skips the case folding and the hash lookup.
+        let key = RecentName::of(first);
+        let process_table = std::ptr::eq(self, crate::table());
+        if let (Some(key), true) = (key, process_table) {
+            if let Some(cmd) = RecentName::find(key).map(|id| self.entries[id]) {
+                if cmd.spec.arity_ok(args.len()) {
+                    return Lookup::Found(cmd);
+                }
             }
         }
         let mut lower = [0u8; 32];
@@ -729,10 +732,8 @@ impl Table {
             let msg = format!("ERR wrong number of arguments for '{}' command", cmd.name);
             return Lookup::BadArity(cmd, msg);
         }
-        if cmd.spec.subcommands.is_empty() {
-            if let Some(entry) = LastResolved::new(self, first, cmd) {
-                LAST_RESOLVED.with(|c| c.set(entry));
-            }
+        if let (Some(key), true, true) = (key, process_table, cmd.spec.subcommands.is_empty()) {
+            RecentName::remember(key, cmd.id);
         }
         // A container always names a subcommand (its arity is -2); a command with a bare form
         // and subcommands (COMMAND) runs its own handler when called alone.
@@ -755,43 +756,58 @@ impl Table {
     }
 }
 
-/// The last command without subcommands a thread resolved, by the exact bytes it was named with.
-#[derive(Clone, Copy)]
-struct LastResolved {
-    table: usize,
+/// A command name as a client spelled it (at most 16 bytes, zero-padded) with its length: the key
+/// of the per-thread cache of recently resolved commands without subcommands. Only the process's
+/// table is cached (tests build others), so an entry's id always indexes that table.
+#[derive(Clone, Copy, PartialEq)]
+struct RecentName {
+    name: u128,
     len: u8,
-    name: [u8; 16],
-    cmd: Option<Resolved>,
 }
+
+/// Entries kept: enough for the commands one thread's clients interleave (SET and GET, LPUSH and
+/// BLPOP, MULTI … EXEC), few enough that a miss costs four comparisons.
+const RECENT: usize = 4;
 
 thread_local! {
-    static LAST_RESOLVED: std::cell::Cell<LastResolved> = const {
-        std::cell::Cell::new(LastResolved { table: 0, len: 0, name: [0; 16], cmd: None })
-    };
+    static RECENT_NAMES: [std::cell::Cell<Option<(RecentName, u16)>>; RECENT] =
+        const { [const { std::cell::Cell::new(None) }; RECENT] };
 }
 
-impl LastResolved {
-    /// Only the process's table is cached: its address is never reused by another one.
-    fn new(table: &Table, raw: &[u8], cmd: Resolved) -> Option<LastResolved> {
-        if !std::ptr::eq(table, crate::table()) {
-            return None;
-        }
-        let mut name = [0; 16];
+impl RecentName {
+    #[inline]
+    fn of(raw: &[u8]) -> Option<RecentName> {
+        let mut name = [0u8; 16];
         name.get_mut(..raw.len())?.copy_from_slice(raw);
-        Some(LastResolved {
-            table: table as *const Table as usize,
+        Some(RecentName {
+            name: u128::from_ne_bytes(name),
             len: raw.len() as u8,
-            name,
-            cmd: Some(cmd),
         })
     }
 
     #[inline]
-    fn matches(&self, table: &Table, raw: &[u8]) -> Option<Resolved> {
-        let same = self.table == table as *const Table as usize
-            && usize::from(self.len) == raw.len()
-            && self.name.get(..raw.len()) == Some(raw);
-        same.then_some(self.cmd).flatten()
+    fn find(key: RecentName) -> Option<usize> {
+        RECENT_NAMES.with(|slots| {
+            slots.iter().find_map(|s| {
+                s.get()
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, id)| id as usize)
+            })
+        })
+    }
+
+    /// Puts `key` first, the others moving down one place (the last one drops out).
+    fn remember(key: RecentName, id: usize) {
+        let Ok(id) = u16::try_from(id) else { return };
+        RECENT_NAMES.with(|slots| {
+            let mut carry = Some((key, id));
+            for slot in slots {
+                carry = slot.replace(carry);
+                if carry.is_none_or(|(k, _)| k == key) {
+                    break;
+                }
+            }
+        });
     }
 }
 
@@ -960,6 +976,34 @@ mod tests {
                 name("GEORADIUSBYMEMBER_RO k m 1 km"),
                 "georadiusbymember_ro"
             );
+        }
+    }
+
+    #[test]
+    fn interleaved_names_resolve_as_without_the_cache() {
+        // More distinct names than the cache holds, in changing orders and spellings, each
+        // answered as a fresh lookup of its lowercase name answers it.
+        let t = crate::table();
+        let names = [
+            "get", "SET", "lpush", "BLPOP", "multi", "exec", "Incr", "zadd", "hset", "get",
+        ];
+        for round in 0..50usize {
+            for i in 0..names.len() {
+                let n = names[(i * 7 + round * 3) % names.len()];
+                let expect = t.get(&n.to_ascii_lowercase()).unwrap();
+                let args: Vec<Bytes> = std::iter::once(n)
+                    .chain(
+                        ["k", "1", "2"]
+                            .into_iter()
+                            .take(expect.spec.arity.unsigned_abs() as usize - 1),
+                    )
+                    .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+                    .collect();
+                match t.resolve(&args) {
+                    Lookup::Found(c) => assert_eq!((c.name, c.id), (expect.name, expect.id), "{n}"),
+                    Lookup::Unknown(m) | Lookup::BadArity(_, m) => panic!("{n}: {m}"),
+                }
+            }
         }
     }
 
