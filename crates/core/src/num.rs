@@ -41,6 +41,19 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     if s.is_empty() || s.len() > 5000 || s[0].is_ascii_whitespace() {
         return None;
     }
+    // Most scores and timeouts are short integers: up to 15 digits are exact in an f64, so they
+    // need no decimal-to-binary rounding.
+    let (negative, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let n = digits
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        let v = n as f64;
+        return Some(if negative { -v } else { v });
+    }
     let text = std::str::from_utf8(s).ok()?;
     let body = text.trim_start_matches(['+', '-']);
     let v = if body.eq_ignore_ascii_case("inf") || body.eq_ignore_ascii_case("infinity") {
@@ -246,6 +259,39 @@ mod tests {
         assert_eq!(parse_f64(b" 1"), None);
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b"abc"), None);
+    }
+
+    #[test]
+    fn integer_spellings_parse_as_the_general_path_does() {
+        // The short-integer fast path must agree bit for bit with the full parser, the sign of
+        // zero included, and leave everything else to it.
+        let general = |s: &str| s.parse::<f64>().ok();
+        for s in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "007",
+            "-00",
+            "123456789012345",
+            "-999999999999999",
+            "1234567890123456",
+            "99999999999999999999",
+            "+5",
+            "-",
+            "",
+            "1-",
+            "--1",
+            "1e3",
+        ] {
+            let got = parse_f64(s.as_bytes()).map(f64::to_bits);
+            let want = if s.is_empty() || s == "-" {
+                None
+            } else {
+                general(s)
+            };
+            assert_eq!(got, want.map(f64::to_bits), "{s:?}");
+        }
     }
 
     #[test]
