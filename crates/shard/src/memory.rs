@@ -1,6 +1,6 @@
 //! `used_memory`: bytes currently allocated by the process, as INFO reports it.
 //!
-//! The binary's global allocator calls [`track`] with the usable size of every allocation and free.
+//! The binary's global allocator calls [`track`] with the block size of every allocation and free.
 //! Each thread accumulates locally and publishes to one shared counter in 64 KiB steps, so accounting
 //! costs no shared cache-line traffic per allocation; the reading is exact to 64 KiB per thread.
 

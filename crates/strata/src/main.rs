@@ -2,48 +2,78 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
-use mimalloc::MiMalloc;
 use strata_commands::config::{Config, SPECS};
 use strata_commands::memory::track;
 
-/// mimalloc, with every allocation's usable size counted for INFO `used_memory`.
+/// mimalloc, with the block size of every allocation and free counted for INFO `used_memory`.
+/// mimalloc's "u" calls report the block size while they have its page at hand, which costs
+/// nothing beside the second page lookup a separate `mi_usable_size` call would make. Allocation
+/// and free report the same measure (the page's block size), so the count never drifts.
 struct CountingAlloc;
 
-fn usable(p: *mut u8) -> isize {
-    // SAFETY: `p` is a live allocation returned by mimalloc.
-    unsafe { libmimalloc_sys::mi_usable_size(p as *const _) as isize }
+mod mi {
+    use std::ffi::c_void;
+    // Exported by the mimalloc build of `libmimalloc-sys` (mimalloc.h), not bound by that crate.
+    extern "C" {
+        pub fn mi_umalloc_aligned(size: usize, align: usize, block: *mut usize) -> *mut c_void;
+        pub fn mi_uzalloc_aligned(size: usize, align: usize, block: *mut usize) -> *mut c_void;
+        pub fn mi_urealloc(
+            p: *mut c_void,
+            size: usize,
+            pre: *mut usize,
+            post: *mut usize,
+        ) -> *mut c_void;
+        pub fn mi_ufree(p: *mut c_void, block: *mut usize);
+    }
 }
+
+/// What every mimalloc block is aligned to at least, so `mi_urealloc` (plain realloc) may move
+/// a block of this alignment; mimalloc's own aligned realloc makes the same choice.
+const WORD_ALIGN: usize = std::mem::size_of::<usize>();
 
 // SAFETY: every call forwards to mimalloc with the same arguments; accounting never allocates.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = MiMalloc.alloc(layout);
+        let mut block = 0;
+        let p = mi::mi_umalloc_aligned(layout.size(), layout.align(), &mut block);
         if !p.is_null() {
-            track(usable(p));
+            track(block as isize);
         }
-        p
+        p.cast()
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = MiMalloc.alloc_zeroed(layout);
+        let mut block = 0;
+        let p = mi::mi_uzalloc_aligned(layout.size(), layout.align(), &mut block);
         if !p.is_null() {
-            track(usable(p));
+            track(block as isize);
         }
-        p
+        p.cast()
     }
 
-    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        track(-usable(p));
-        MiMalloc.dealloc(p, layout)
+    unsafe fn dealloc(&self, p: *mut u8, _layout: Layout) {
+        let mut block = 0;
+        mi::mi_ufree(p.cast(), &mut block);
+        track(-(block as isize));
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let old = usable(p);
-        let q = MiMalloc.realloc(p, layout, new_size);
-        if !q.is_null() {
-            track(usable(q) - old);
+        if layout.align() > WORD_ALIGN {
+            // Rare (over-aligned types): allocate, copy and free, each counted.
+            let new = Layout::from_size_align_unchecked(new_size, layout.align());
+            let q = self.alloc(new);
+            if !q.is_null() {
+                std::ptr::copy_nonoverlapping(p, q, layout.size().min(new_size));
+                self.dealloc(p, layout);
+            }
+            return q;
         }
-        q
+        let (mut pre, mut post) = (0, 0);
+        let q = mi::mi_urealloc(p.cast(), new_size, &mut pre, &mut post);
+        if !q.is_null() {
+            track(post as isize - pre as isize);
+        }
+        q.cast()
     }
 }
 
