@@ -5,7 +5,8 @@ On a machine with few cores, throughput at several threads says little (the clie
 CPU time per operation says what crossing threads costs. For every strata binary given (to compare a
 change: --strata old,new) and every thread count, one fresh server is started and redis-benchmark
 runs SET and GET at pipeline 1 and 32 against it; the server's CPU time (user + system, all threads,
-from /proc/<pid>/stat) is divided by the requests served. Rounds interleave the binaries and thread
+from /proc/<pid>/stat) is divided by the requests served, and so are the wake-ups of one thread by
+another (INFO strata's `shardN:...,wakeups=N`; "-" for a binary that does not report them). Rounds interleave the binaries and thread
 counts so that a noisy machine hurts them alike; the table reports medians, and each row's ratio to
 --threads 1 of the same binary.
 
@@ -54,6 +55,27 @@ def wait_ready(port, proc):
     sys.exit("server did not answer PING")
 
 
+def wakeups(port):
+    """Cross-thread wake-ups so far, summed over shards (None if INFO does not report them)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"INFO strata\r\n")
+        data = b""
+        while b"\r\n" not in data or len(data) < bulk_len(data):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    found = [int(f.split(b"=")[1]) for line in data.split(b"\r\n") if line.startswith(b"shard")
+             for f in line.split(b":", 1)[1].split(b",") if f.startswith(b"wakeups=")]
+    return sum(found) if found else None
+
+
+def bulk_len(data):
+    """Bytes of the whole bulk reply whose header starts `data`."""
+    head = data.split(b"\r\n", 1)[0]
+    return len(head) + 2 + int(head[1:]) + 2 if head.startswith(b"$") else 0
+
+
 def run_server(binary, threads, tests, args):
     port = free_port()
     with tempfile.TemporaryDirectory() as d:
@@ -65,13 +87,15 @@ def run_server(binary, threads, tests, args):
             out = {}
             for test, pipeline in tests:
                 n = args.requests * (args.pipelined_factor if pipeline > 1 else 1)
-                before = cpu_seconds(proc.pid)
+                before, woken = cpu_seconds(proc.pid), wakeups(port)
                 subprocess.run(
                     ["redis-benchmark", "-p", str(port), "-t", test, "-d", str(args.data_size),
                      "-r", "1000000", "-c", str(args.clients), "-P", str(pipeline), "-n", str(n),
                      "-q"],
                     check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                out[(test, pipeline)] = (cpu_seconds(proc.pid) - before) / n * 1e6
+                cpu = (cpu_seconds(proc.pid) - before) / n * 1e6
+                after = wakeups(port)
+                out[(test, pipeline)] = (cpu, None if woken is None else (after - woken) / n)
             return out
         finally:
             proc.terminate()
@@ -92,28 +116,32 @@ def main():
     binaries = [os.path.abspath(b) for b in args.strata.split(",")]
     threads = sorted({1, *(int(t) for t in args.threads.split(","))})
     tests = [("set", 1), ("get", 1), ("set", 32), ("get", 32)]
-    samples = {}
+    samples, wakes = {}, {}
     for r in range(args.rounds):
         for b in binaries:
             for t in threads:
                 res = run_server(b, t, tests, args)
-                for k, v in res.items():
-                    samples.setdefault((b, t, k), []).append(v)
+                for k, (cpu, woke) in res.items():
+                    samples.setdefault((b, t, k), []).append(cpu)
+                    if woke is not None:
+                        wakes.setdefault((b, t, k), []).append(woke)
                 print(f"round {r + 1}: {os.path.basename(os.path.dirname(b)) + '/' + os.path.basename(b)} "
-                      f"t{t}: " + "  ".join(f"{k[0]} P{k[1]} {v:.2f}" for k, v in res.items()),
+                      f"t{t}: " + "  ".join(f"{k[0]} P{k[1]} {v[0]:.2f}" for k, v in res.items()),
                       flush=True)
 
-    print("\nServer CPU microseconds per operation (median of rounds), and the ratio to --threads 1")
-    print(f"{'binary':<28} {'test':<5} {'P':>3} " + " ".join(f"{'t' + str(t):>14}" for t in threads))
+    print("\nServer CPU microseconds per operation (median of rounds), the ratio to --threads 1, and\n"
+          "cross-thread wake-ups per operation")
+    print(f"{'binary':<28} {'test':<5} {'P':>3} " + " ".join(f"{'t' + str(t):>19}" for t in threads))
     for b in binaries:
         for k in tests:
             base = statistics.median(samples[(b, 1, k)])
             cells = []
             for t in threads:
                 m = statistics.median(samples[(b, t, k)])
-                cells.append(f"{m:6.2f} ({m / base:4.2f}x)")
+                w = wakes.get((b, t, k))
+                cells.append(f"{m:6.2f} ({m / base:4.2f}x) " + (f"{statistics.median(w):4.2f}" if w else "   -"))
             name = b if len(b) <= 28 else "..." + b[-25:]
-            print(f"{name:<28} {k[0].upper():<5} {k[1]:>3} " + " ".join(f"{c:>14}" for c in cells))
+            print(f"{name:<28} {k[0].upper():<5} {k[1]:>3} " + " ".join(f"{c:>19}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -1639,6 +1639,49 @@ fn info_clients_counts_connections() {
     }
 }
 
+#[test]
+fn info_strata_counts_the_messages_between_threads() {
+    let server = Server::strata(&["--threads", "2"]);
+    let mut c = server.conn();
+    let hops = |c: &mut Conn| -> Vec<(u64, u64)> {
+        let s = c.call_decoded(&["INFO", "strata"]);
+        let sections = info_sections(&s);
+        (0..2)
+            .map(|i| {
+                let line = info_field(&sections, &format!("shard{i}")).expect("shard line");
+                let n = |name: &str| -> u64 {
+                    line.split(',')
+                        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+                };
+                (n("batches"), n("wakeups"))
+            })
+            .collect()
+    };
+    let before = hops(&mut c);
+    // A key on each shard: whichever thread serves this connection, one of them is remote.
+    let (a, b) = (
+        crate::harness::key_in(0, "h"),
+        crate::harness::key_in(2, "h"),
+    );
+    for _ in 0..20 {
+        assert_eq!(c.call(&["SET", &a, "1"]), b"+OK\r\n");
+        assert_eq!(c.call(&["SET", &b, "1"]), b"+OK\r\n");
+    }
+    let after = hops(&mut c);
+    let total = |h: &[(u64, u64)]| h.iter().map(|x| x.0).sum::<u64>();
+    // Each remote SET is a request and a reply, each a batch of its own when nothing else is
+    // in flight.
+    assert!(
+        total(&after) >= total(&before) + 40,
+        "{before:?} -> {after:?}"
+    );
+    for (batches, wakeups) in after {
+        assert!(wakeups <= batches);
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // DBSIZE, FLUSHDB, FLUSHALL, SWAPDB
 // ------------------------------------------------------------------------------------------------

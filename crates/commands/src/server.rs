@@ -1034,6 +1034,8 @@ pub struct InfoData {
     /// (database, keys, keys with a TTL) of every non-empty database.
     pub keyspace: Vec<(usize, usize, usize)>,
     pub threads: usize,
+    /// Per shard: message batches its mailbox received and wake-ups they cost (`ShardSet`).
+    pub hops: Vec<(u64, u64)>,
     pub io_engine: String,
 }
 
@@ -1297,6 +1299,9 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "strata_version", "{}", env!("CARGO_PKG_VERSION"));
                 field!(out, "threads", "{}", d.threads);
                 field!(out, "io_engine", "{}", d.io_engine);
+                for (i, (batches, wakeups)) in d.hops.iter().enumerate() {
+                    let _ = write!(out, "shard{i}:batches={batches},wakeups={wakeups}\r\n");
+                }
             }
             _ => {}
         }
@@ -1479,6 +1484,7 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         .await;
     let mut d = InfoData {
         threads: shards.len(),
+        hops: cx.shards().hop_counters(),
         ..InfoData::default()
     };
     let entries = crate::table().entries();
