@@ -63,6 +63,10 @@ fn errors_and_edges(d: &mut Pair) {
         &["BITCOUNT", "s", "1", "1", "bit"],
         &["BITCOUNT", "s", "1", "1", "BYTE"],
         &["BITCOUNT", "s", "1", "1", "bits"],
+        // An empty negative range answers 0 before the unit is checked.
+        &["BITCOUNT", "s", "-1", "-5", "bits"],
+        &["BITCOUNT", "s", "-2147483648", "-9223372036854775808", "x"],
+        &["BITCOUNT", "s", "-5", "-1", "bits"],
         &["BITCOUNT", "s", "1", "1", "bit", "x"],
         &["BITCOUNT", "s", "x", "1"],
         &["BITCOUNT", "s", "1", "x"],

@@ -585,6 +585,49 @@ fn randomized_ops_across_the_threshold() {
     random_ops(&mut d, 2, 1500, 40);
 }
 
+/// inf × 0 is NaN: Redis takes the first set's product as 0, but a later set's NaN product goes
+/// into the aggregate (SUM makes the total 0, MIN and MAX keep what they had), so ZINTER of a set
+/// with itself, WEIGHTS 3 0, scores -inf as 0, not -inf.
+#[test]
+fn infinite_scores_times_zero_weights_match_redis() {
+    let mut d = Diff::with_threads(4);
+    let a = key_on(0, "za");
+    let b = key_on(1, "zb");
+    let (a, b) = (a.as_str(), b.as_str());
+    all(
+        &mut d,
+        &[
+            &["ZADD", a, "-inf", "n", "inf", "p", "2", "x"],
+            &["ZADD", b, "inf", "n", "-inf", "p", "0", "x"],
+        ],
+    );
+    for op in ["ZINTER", "ZUNION"] {
+        for (x, y) in [(a, a), (a, b), (b, a)] {
+            for w in [
+                ["3", "0"],
+                ["0", "3"],
+                ["-2.5", "-0"],
+                ["inf", "-inf"],
+                ["0", "0"],
+            ] {
+                for agg in ["SUM", "MIN", "MAX"] {
+                    let cmd = [op, "2", x, y, "WEIGHTS", w[0], w[1], "AGGREGATE", agg];
+                    d.run(&[&cmd[..], &["WITHSCORES"]].concat());
+                }
+            }
+        }
+        d.run(&[op, "3", a, a, a, "WEIGHTS", "2", "1", "0", "WITHSCORES"]);
+    }
+    all(
+        &mut d,
+        &[
+            &["ZINTERSTORE", "{za}d", "2", a, a, "WEIGHTS", "3", "0"],
+            &["ZRANGE", "{za}d", "0", "-1", "WITHSCORES"],
+            &["ZADD", "{za}d", "INCR", "+inf", "n"],
+        ],
+    );
+}
+
 #[test]
 fn multi_key_commands_across_shards() {
     let mut d = Diff::with_threads(4);

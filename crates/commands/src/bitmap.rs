@@ -418,10 +418,11 @@ fn bitcount(cx: &mut ShardCtx<'_>) -> CmdResult {
         4 | 5 => {
             let start = parse_i64(&args[2]).ok_or(CmdError::NotInteger)?;
             let end = parse_i64(&args[3]).ok_or(CmdError::NotInteger)?;
-            let isbit = args.len() == 5 && unit(&args[4])?;
+            // An empty negative range answers 0 before the unit is looked at, as in Redis.
             if start < 0 && end < 0 && start > end {
                 None
             } else {
+                let isbit = args.len() == 5 && unit(&args[4])?;
                 bit_range(s.len(), start, end, isbit)
             }
         }
@@ -803,6 +804,11 @@ mod tests {
         assert_eq!(run(&mut s, &["bitcount", "k", "1", "1"]), ":6");
         assert_eq!(run(&mut s, &["bitcount", "k", "5", "30", "bit"]), ":17");
         assert_eq!(run(&mut s, &["bitcount", "k", "1"]), "-ERR syntax error");
+        assert_eq!(run(&mut s, &["bitcount", "k", "-1", "-5", "foo"]), ":0");
+        assert_eq!(
+            run(&mut s, &["bitcount", "k", "1", "2", "foo"]),
+            "-ERR syntax error"
+        );
         assert_eq!(run(&mut s, &["bitcount", "nokey", "1"]), ":0");
         run(&mut s, &["set", "z", ""]);
         assert_eq!(run(&mut s, &["bitpos", "nokey", "0"]), ":0");

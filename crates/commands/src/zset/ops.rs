@@ -1343,7 +1343,10 @@ fn compute(op: SetOp, srcs: Vec<(Source, f64)>, agg: Aggregate) -> Vec<Elem> {
                 let mut all = true;
                 for (map, (_, w)) in maps.iter().zip(&srcs[1..]) {
                     match map.get(m) {
-                        Some(v) => aggregate(agg, &mut acc, weighted(*w, *v)),
+                        // Only the first set's product is taken as 0 when it is NaN (inf × 0), as in
+                        // Redis: a later NaN reaches the aggregate (SUM turns it into 0, MIN and MAX
+                        // keep the running value).
+                        Some(v) => aggregate(agg, &mut acc, *w * *v),
                         None => {
                             all = false;
                             break;
