@@ -85,6 +85,14 @@ fn queueing_exec_discard_and_errors_match_redis() {
         d.run(&["RPUSH", "full", "e"]);
         d.run(&["BLPOP", "full", "0"]);
         d.run(&["EXEC"]);
+        // EXEC itself rejected (wrong arity) answers EXECABORT and ends the transaction, in
+        // MULTI or not: the next commands run.
+        d.run(&["MULTI"]);
+        d.run(&["SET", &a, "queued"]);
+        d.run(&["EXEC", "extra"]);
+        d.run(&["SET", &a, "ran"]);
+        d.run(&["GET", &a]);
+        d.run(&["EXEC", "extra"]);
         // RESET leaves MULTI.
         d.run(&["MULTI"]);
         d.run(&["SET", &a, "x"]);

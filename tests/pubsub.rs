@@ -68,6 +68,9 @@ fn resp2_confirmations_messages_and_subscribed_mode_match_redis() {
             &["GET"],
             &["HELLO", "3"],
             &["SELECT", "1"],
+            // A rejected EXEC answers EXECABORT, MULTI or not.
+            &["MULTI"],
+            &["EXEC"],
         ],
     );
     raw(&mut d, &[&["PSUBSCRIBE", "a*", "[ab]"]]);

@@ -1639,6 +1639,63 @@ fn info_clients_counts_connections() {
     }
 }
 
+/// A pipeline whose replies outgrow `client-output-buffer-limit normal` closes the client without
+/// the server ever holding those replies: 300 GETs of a 1 MB value (300 MB of replies) in one
+/// write, with a 4 MB hard limit, on one shard, across shards and inside MULTI/EXEC.
+#[test]
+fn a_pipeline_of_huge_replies_is_cut_off_by_the_normal_output_limit() {
+    let value = "v".repeat(1 << 20);
+    for server in [Server::redis(&[]), Server::strata(&["--threads", "4"])] {
+        let name = server.kind().name();
+        let mut admin = server.conn();
+        let limit = [
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 4mb 0 0",
+        ];
+        assert_eq!(admin.call(&limit), b"+OK\r\n");
+        let (a, b) = (
+            crate::harness::key_on(0, "big"),
+            crate::harness::key_on(1, "big"),
+        );
+        for k in [&a, &b] {
+            assert_eq!(admin.call(&["SET", k, &value]), b"+OK\r\n");
+        }
+        let gets = |keys: &[&str]| -> Vec<u8> {
+            (0..300)
+                .flat_map(|i| encode_command(&["GET", keys[i % keys.len()]]))
+                .collect()
+        };
+        let txn = [
+            encode_command(&["MULTI"]),
+            gets(&[&a, &b]),
+            encode_command(&["EXEC"]),
+        ]
+        .concat();
+        for (what, pipeline) in [
+            ("one shard", gets(&[&a])),
+            ("two shards", gets(&[&a, &b])),
+            ("a transaction", txn),
+        ] {
+            let before = server.peak_rss_bytes();
+            let mut c = server.conn();
+            c.send_raw(&pipeline);
+            assert!(
+                c.is_closed_within(Duration::from_secs(10)),
+                "{name}, {what}: the client is closed"
+            );
+            let grew = server.peak_rss_bytes().saturating_sub(before);
+            assert!(
+                grew < 100 << 20,
+                "{name}, {what}: peak RSS grew by {} MB",
+                grew >> 20
+            );
+            assert_eq!(admin.call(&["PING"]), b"+PONG\r\n", "{name}, {what}");
+        }
+    }
+}
+
 #[test]
 fn info_strata_counts_the_messages_between_threads() {
     let server = Server::strata(&["--threads", "2"]);

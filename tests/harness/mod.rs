@@ -323,12 +323,21 @@ impl Server {
 
     /// The resident set size of the server process in bytes (VmRSS from /proc).
     pub fn rss_bytes(&self) -> u64 {
+        self.status_bytes("VmRSS:")
+    }
+
+    /// The most the server process was ever resident, in bytes (VmHWM from /proc).
+    pub fn peak_rss_bytes(&self) -> u64 {
+        self.status_bytes("VmHWM:")
+    }
+
+    fn status_bytes(&self, field: &str) -> u64 {
         let status = fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("read /proc/<pid>/status");
         let line = status
             .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .expect("VmRSS line in /proc/<pid>/status");
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("{field} line in /proc/<pid>/status"));
         let kib: u64 = line
             .split_whitespace()
             .nth(1)

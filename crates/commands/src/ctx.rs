@@ -636,6 +636,27 @@ impl ClientInfo {
             .map(|t| t.saturating_add(secs.saturating_mul(1000)) + 1)
     }
 
+    /// Reply bytes a batch may still produce before the client reaches its hard output limit (its
+    /// class's hard limit less what it has not read yet); `usize::MAX` without a hard limit.
+    pub fn output_budget(&self) -> usize {
+        let hard = self.limits.get(self.output_class()).hard;
+        if hard == 0 {
+            return usize::MAX;
+        }
+        let pending = self.outbox().pending;
+        usize::try_from(hard.saturating_sub(pending)).unwrap_or(usize::MAX)
+    }
+
+    /// Owner only: the replies of the batch being run outgrew [`ClientInfo::output_budget`]: the
+    /// client is closed at once, as Redis closes it when a reply takes it past the hard limit, and
+    /// none of those replies is sent.
+    pub fn close_over_output_limit(&self) {
+        let ob = self.outbox();
+        if !ob.closed {
+            self.close_for_limits(ob);
+        }
+    }
+
     /// Owner only: registers the writer's waker (pushes, kills and settings wake it).
     pub fn register_waker(&self, waker: &std::task::Waker) {
         self.waker.register(waker);

@@ -88,6 +88,8 @@ pub struct ShardReplies {
     ends: Vec<usize>,
     /// A blocking command that parked instead of replying (its reply is empty).
     park: Option<Park>,
+    /// The replies outgrew the client's output budget and were dropped (see [`Progress`]).
+    overflow: bool,
 }
 
 /// Calls `f(db, key, mode)` for every key `args` touches in database `db`: its key arguments
@@ -334,15 +336,44 @@ fn prefetch(s: &mut Shard, cmds: &[ShardCmd]) {
 }
 
 /// A sub-batch being run: replies so far and the next command.
-#[derive(Default)]
 struct Progress {
     out: Vec<u8>,
     ends: Vec<usize>,
     next: usize,
     park: Option<Park>,
+    /// Reply bytes the client may still be sent (its `client-output-buffer-limit` hard limit, less
+    /// what it has not read yet; `usize::MAX` without one). Past it the client is closed, as
+    /// Redis closes it: the commands still run (a transaction's body is never cut), but their
+    /// replies are dropped instead of kept, so a pipeline of huge replies cannot grow memory.
+    budget: usize,
+    overflow: bool,
 }
 
 impl Progress {
+    fn new(budget: usize) -> Progress {
+        Progress {
+            out: Vec::new(),
+            ends: Vec::new(),
+            next: 0,
+            park: None,
+            budget,
+            overflow: false,
+        }
+    }
+
+    /// Records where the reply just written to `out` ends, dropping every reply once they add up
+    /// to more than the budget.
+    fn end_reply(&mut self, out: &mut Vec<u8>) {
+        if self.overflow || out.len() > self.budget {
+            if !self.overflow {
+                self.overflow = true;
+                self.ends.iter_mut().for_each(|e| *e = 0);
+            }
+            out.clear();
+        }
+        self.ends.push(out.len());
+    }
+
     /// Runs commands on `s` from `next` on while nothing locked (by another owner than `owner`)
     /// stands in their way. True if all ran.
     fn run_free(&mut self, s: &mut Shard, cmds: &[ShardCmd], owner: Option<Owner>) -> bool {
@@ -357,7 +388,7 @@ impl Progress {
                 break;
             }
             self.park = cmd.exec(s, &mut out);
-            self.ends.push(out.buf.len());
+            self.end_reply(&mut out.buf);
             self.next += 1;
         }
         self.out = out.buf;
@@ -391,7 +422,7 @@ impl Progress {
                 s.hold_serving(true);
             }
             self.park = cmd.exec(s, &mut out);
-            self.ends.push(out.buf.len());
+            self.end_reply(&mut out.buf);
         }
         self.next = cmds.len();
         self.out = out.buf;
@@ -416,10 +447,10 @@ impl Progress {
                 let mut out = ReplyBuf::new(Protocol::Resp2);
                 out.buf = std::mem::take(&mut self.out);
                 self.park = cmd.exec(s, &mut out);
+                self.end_reply(&mut out.buf);
                 self.out = out.buf;
                 s.locks.release(id);
             });
-            self.ends.push(self.out.len());
             self.next += 1;
         }
         self.done()
@@ -430,6 +461,7 @@ impl Progress {
             buf: self.out,
             ends: self.ends,
             park: self.park,
+            overflow: self.overflow,
         }
     }
 }
@@ -503,8 +535,9 @@ fn run_part(
     id: LockId,
     release: bool,
     between: Option<(Owner, u32)>,
+    budget: usize,
 ) -> ShardReplies {
-    let mut p = Progress::default();
+    let mut p = Progress::new(budget);
     p.run_all(s, cmds, between);
     if release {
         s.locks.release(id);
@@ -522,25 +555,34 @@ async fn run_locked_here(
     cmds: &[ShardCmd],
     release: bool,
     pipeline: Option<u32>,
+    budget: usize,
 ) -> (LockId, ShardReplies) {
     if release {
-        if let Some(r) = with_shard(|s| run_if_free(s, cmds, owner)) {
+        if let Some(r) = with_shard(|s| run_if_free(s, cmds, owner, budget)) {
             return (0, r);
         }
     }
     let id = acquire_here(set, owner, batch_lock_set(cmds)).await;
     let between = pipeline.map(|until| (owner, until));
-    (id, with_shard(|s| run_part(s, cmds, id, release, between)))
+    (
+        id,
+        with_shard(|s| run_part(s, cmds, id, release, between, budget)),
+    )
 }
 
 /// Runs all of `cmds` at once if, for `owner`, no other command holds or awaits any of their keys
 /// (then taking and releasing their locks would change nothing: `owner`'s request would be granted
 /// at once); None if one does. `owner` may hold locks here: a woken parked command's reservation.
-fn run_if_free(s: &mut Shard, cmds: &[ShardCmd], owner: Owner) -> Option<ShardReplies> {
+fn run_if_free(
+    s: &mut Shard,
+    cmds: &[ShardCmd],
+    owner: Owner,
+    budget: usize,
+) -> Option<ShardReplies> {
     if !s.locks.is_idle() && !cmds.iter().all(|c| c.may_run(&s.locks, Some(owner))) {
         return None;
     }
-    let mut p = Progress::default();
+    let mut p = Progress::new(budget);
     p.run_all(s, cmds, None);
     Some(p.done())
 }
@@ -553,6 +595,7 @@ async fn run_locked_on(
     cmds: Vec<ShardCmd>,
     release: bool,
     pipeline: Option<u32>,
+    budget: usize,
 ) -> (LockId, ShardReplies) {
     let between = pipeline.map(|until| (owner, until));
     let (tx, rx) = oneshot::channel();
@@ -562,7 +605,7 @@ async fn run_locked_on(
         shard,
         Box::new(move || {
             if release {
-                if let Some(r) = with_shard(|s| run_if_free(s, &cmds, owner)) {
+                if let Some(r) = with_shard(|s| run_if_free(s, &cmds, owner, budget)) {
                     shards.reply(origin, tx, (0, r));
                     return;
                 }
@@ -580,14 +623,17 @@ async fn run_locked_on(
                 if grant == Grant::Queued {
                     return Err(id);
                 }
-                Ok((id, run_part(s, &cmds, id, release, between)))
+                Ok((id, run_part(s, &cmds, id, release, between, budget)))
             });
             match ran {
                 Ok(result) => shards.reply(origin, tx, result),
                 Err(id) => {
                     monoio::spawn(async move {
                         let _ = grx.await;
-                        let result = (id, with_shard(|s| run_part(s, &cmds, id, release, between)));
+                        let result = (
+                            id,
+                            with_shard(|s| run_part(s, &cmds, id, release, between, budget)),
+                        );
                         shards.reply(origin, tx, result);
                     });
                 }
@@ -604,6 +650,7 @@ async fn run_free_on(
     shard: usize,
     cmds: Vec<ShardCmd>,
     owner: Option<Owner>,
+    budget: usize,
 ) -> ShardReplies {
     let (tx, rx) = oneshot::channel();
     let origin = current_shard_id();
@@ -611,7 +658,7 @@ async fn run_free_on(
     set.post(
         shard,
         Box::new(move || {
-            let mut p = Progress::default();
+            let mut p = Progress::new(budget);
             if with_shard(|s| p.run_free(s, &cmds, owner)) {
                 shards.reply(origin, tx, p.done());
             } else {
@@ -722,6 +769,9 @@ enum Route {
     Block(Resolved, Vec<Bytes>, Run, Option<usize>),
     /// EXEC: runs the queued transaction.
     Exec(Resolved),
+    /// EXEC rejected before running (arity, NOAUTH, subscribed mode…): as in Redis, the error
+    /// comes as EXECABORT and the transaction, if any, is discarded.
+    AbortExec(Resolved, String),
 }
 
 struct Pending {
@@ -772,10 +822,15 @@ impl Batch<'_> {
         let mut starts: Vec<usize> = Vec::new();
 
         let monitoring = monitor::active();
+        // The client's output limit: past it, it is closed and nothing more runs (see `Progress`).
+        let limit = self.session.info.output_budget();
         let mut cmds = cmds.into_iter();
         while let Some(args) = cmds.next() {
             if self.session.close_after_reply {
                 break;
+            }
+            if limit != usize::MAX && self.outgrown(limit, &local, &done) {
+                return;
             }
             if self.session.txn_owner.is_none() && self.state.pause.maybe_paused() {
                 if let Some(write) = self.paused(&args) {
@@ -863,7 +918,7 @@ impl Batch<'_> {
                     // (A command routed here never parks: blocking commands take Route::Block.)
                     if !ran {
                         let cmds = [cmd];
-                        let r = Progress::default()
+                        let r = Progress::new(usize::MAX)
                             .finish_free(&self.state.shards, &cmds, owner)
                             .await;
                         local.buf.extend_from_slice(&r.buf);
@@ -903,6 +958,13 @@ impl Batch<'_> {
                 Route::Keys(cmd, args, f) => {
                     self.flush(&mut pending, &mut done).await;
                     self.run_keys(&cmd, &args, f, &mut local).await;
+                    Slot::Local(start, local.buf.len())
+                }
+                Route::AbortExec(cmd, msg) => {
+                    rejected = true;
+                    self.flush(&mut pending, &mut done).await;
+                    self.abort_exec(&cmd, msg.strip_prefix("ERR ").unwrap_or(&msg), &mut local)
+                        .await;
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Exec(cmd) if oom && self.exec_holds(Flags::DENYOOM) => {
@@ -968,8 +1030,29 @@ impl Batch<'_> {
             slots.push((slot, suppress));
         }
         self.flush(&mut pending, &mut done).await;
+        if limit != usize::MAX && self.outgrown(limit, &local, &done) {
+            return;
+        }
         self.assemble(&mut slots, &local, &done, &mut starts);
         self.out.proto = self.session.proto;
+    }
+
+    /// Whether the replies so far outgrew the client's output limit (`limit`, see
+    /// [`ClientInfo::output_budget`]); if so the client is closed and nothing of this batch is
+    /// sent, as Redis closes a client whose reply takes it past its hard limit and stops reading
+    /// its commands. What already ran stays done; nothing after it runs.
+    fn outgrown(&mut self, limit: usize, local: &ReplyBuf, done: &[ShardReplies]) -> bool {
+        let bytes = local.buf.len() + self.out.buf.len();
+        let over = done.iter().any(|r| r.overflow)
+            || done
+                .iter()
+                .fold(bytes, |n, r| n.saturating_add(r.buf.len()))
+                > limit;
+        if over {
+            self.session.info.close_over_output_limit();
+            self.out.buf.clear();
+        }
+        over
     }
 
     /// Appends the replies of `slots`, in order, to `out` and empties `slots`. `starts` tracks how
@@ -1021,19 +1104,30 @@ impl Batch<'_> {
     /// When the run holds a transaction's body (EXEC without locks taken up front), it is flushed
     /// in *atomic* mode: each shard's part runs all at once or waits whole for its keys, so nothing
     /// interleaves with it.
+    ///
+    /// Each sub-batch may produce the replies the client's output limit still allows, less those
+    /// the batch already has (see [`Progress`]); [`Batch::run`] closes a client that outgrew it.
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
+        if pending.is_empty() {
+            return;
+        }
         let atomic = pending.iter().any(|p| p.whole);
         let set = &self.state.shards;
         let me = current_shard_id();
         let txn = self.session.txn_owner;
+        let budget = self
+            .session
+            .info
+            .output_budget()
+            .saturating_sub(done.iter().map(|r| r.buf.len()).sum());
         if pending.len() <= 1 {
             if let Some(p) = pending.pop() {
                 let replies = if atomic {
-                    self.run_whole(p).await
+                    self.run_whole(p, budget).await
                 } else if Some(p.shard) == me {
-                    Progress::default().finish_free(set, &p.cmds, txn).await
+                    Progress::new(budget).finish_free(set, &p.cmds, txn).await
                 } else {
-                    run_free_on(set, p.shard, p.cmds, txn).await
+                    run_free_on(set, p.shard, p.cmds, txn, budget).await
                 };
                 done.push(replies);
             }
@@ -1075,18 +1169,18 @@ impl Batch<'_> {
             // when its keys are free.
             if k + 1 == order.len() {
                 results[i] = Some(if atomic {
-                    self.run_whole(p).await
+                    self.run_whole(p, budget).await
                 } else if Some(p.shard) == me {
-                    Progress::default().finish_free(set, &p.cmds, txn).await
+                    Progress::new(budget).finish_free(set, &p.cmds, txn).await
                 } else {
-                    run_free_on(set, p.shard, p.cmds, txn).await
+                    run_free_on(set, p.shard, p.cmds, txn, budget).await
                 });
                 break;
             }
             let (id, replies) = if Some(p.shard) == me {
-                run_locked_here(set, owner, &p.cmds, false, serve_until).await
+                run_locked_here(set, owner, &p.cmds, false, serve_until, budget).await
             } else {
-                run_locked_on(set, p.shard, owner, p.cmds, false, serve_until).await
+                run_locked_on(set, p.shard, owner, p.cmds, false, serve_until, budget).await
             };
             held.ids.push((p.shard, id));
             results[i] = Some(replies);
@@ -1097,13 +1191,15 @@ impl Batch<'_> {
 
     /// Runs a sub-batch of a transaction's body on its shard all at once: at once if no other
     /// command holds its keys, else once it holds all of them (then it releases them).
-    async fn run_whole(&self, p: Pending) -> ShardReplies {
+    async fn run_whole(&self, p: Pending, budget: usize) -> ShardReplies {
         let set = &self.state.shards;
         let owner = new_owner();
         if Some(p.shard) == current_shard_id() {
-            run_locked_here(set, owner, &p.cmds, true, None).await.1
+            run_locked_here(set, owner, &p.cmds, true, None, budget)
+                .await
+                .1
         } else {
-            run_locked_on(set, p.shard, owner, p.cmds, true, None)
+            run_locked_on(set, p.shard, owner, p.cmds, true, None, budget)
                 .await
                 .1
         }
@@ -1773,9 +1869,10 @@ impl Batch<'_> {
                     c.info = Some(info.clone());
                     let owner = parked.owner();
                     let (_, r) = if Some(shard) == current_shard_id() {
-                        run_locked_here(&set, owner, std::slice::from_ref(&c), true, None).await
+                        let one = std::slice::from_ref(&c);
+                        run_locked_here(&set, owner, one, true, None, usize::MAX).await
                     } else {
-                        run_locked_on(&set, shard, owner, vec![c], true, None).await
+                        run_locked_on(&set, shard, owner, vec![c], true, None, usize::MAX).await
                     };
                     (r.buf, r.park)
                 }
@@ -2004,6 +2101,10 @@ async fn out_of_memory(shards: &ShardSet) -> bool {
 
 /// Rejects a known command before it runs, counting it in `rejected_calls` as Redis does.
 fn reject(cmd: &Resolved, msg: String) -> Route {
+    if matches!(cmd.spec.handler, Handler::Exec) {
+        // Counted by `abort_exec`.
+        return Route::AbortExec(*cmd, msg);
+    }
     with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
     Route::Reject(msg)
 }
