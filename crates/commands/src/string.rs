@@ -658,30 +658,39 @@ pub fn op_getex(
     key: &[u8],
     ttl: GetEx<'_>,
     now: i64,
-) -> Result<Option<Bytes>, CmdError> {
-    let Some(value) = op_get(db, key, now)?.map(Str::to_bytes) else {
-        return Ok(None);
+    out: &mut ReplyBuf,
+) -> CmdResult {
+    // The value is written straight into the reply, and only once the expire time is known to be
+    // valid: a bad time on a huge value costs no copy of it.
+    if op_get(db, key, now)?.is_none() {
+        out.null();
+        return Ok(());
+    }
+    let expire = match &ttl {
+        GetEx::Expire(e) => Some((e.kind.absolute(), e.deadline(now, "getex")?)),
+        _ => None,
     };
-    match ttl {
-        GetEx::Keep => {}
-        GetEx::Persist => {
+    if let Some(value) = op_get(db, key, now)? {
+        value.reply(out);
+    }
+    match expire {
+        Some((true, at)) if at <= now => {
+            db.delete(key, now);
+            db.notify(notify::GENERIC, "del", key);
+        }
+        Some((_, at)) => {
+            db.set_expire(key, Some(at), now);
+            db.notify(notify::GENERIC, "expire", key);
+        }
+        None if matches!(ttl, GetEx::Persist) => {
             if db.peek(key, now).is_some_and(|e| e.expire().is_some()) {
                 db.set_expire(key, None, now);
                 db.notify(notify::GENERIC, "persist", key);
             }
         }
-        GetEx::Expire(e) => {
-            let at = e.deadline(now, "getex")?;
-            if e.kind.absolute() && at <= now {
-                db.delete(key, now);
-                db.notify(notify::GENERIC, "del", key);
-            } else {
-                db.set_expire(key, Some(at), now);
-                db.notify(notify::GENERIC, "expire", key);
-            }
-        }
+        None => {}
     }
-    Ok(Some(value))
+    Ok(())
 }
 
 /// GETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST] → bulk string or null.
@@ -695,11 +704,8 @@ fn getex(cx: &mut ShardCtx<'_>) -> CmdResult {
         (None, false) => GetEx::Keep,
     };
     let now = cx.now;
-    match op_getex(cx.db(), key, ttl, now)? {
-        Some(v) => cx.out.bulk(&v),
-        None => cx.out.null(),
-    }
-    Ok(())
+    let db = cx.shard.db_mut(cx.db);
+    op_getex(db, key, ttl, now, cx.out)
 }
 
 /// GETDEL: the value (None if absent), then deletes the key.
