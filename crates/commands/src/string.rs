@@ -682,11 +682,11 @@ pub fn op_getex(
             db.set_expire(key, Some(at), now);
             db.notify(notify::GENERIC, "expire", key);
         }
-        None if matches!(ttl, GetEx::Persist) => {
-            if db.peek(key, now).is_some_and(|e| e.expire().is_some()) {
-                db.set_expire(key, None, now);
-                db.notify(notify::GENERIC, "persist", key);
-            }
+        None if matches!(ttl, GetEx::Persist)
+            && db.peek(key, now).is_some_and(|e| e.expire().is_some()) =>
+        {
+            db.set_expire(key, None, now);
+            db.notify(notify::GENERIC, "persist", key);
         }
         None => {}
     }
