@@ -131,3 +131,31 @@ fn sort_with_keys_on_every_shard_matches_redis() {
     d.run_matching(&["HELLO", "3"], |r| !r.is_error());
     d.run(&["SORT", "l", "BY", "w_*", "GET", "#", "GET", "nokey_*"]);
 }
+
+/// Redis reads elements and weights as C strings: a value ends at its first NUL byte (an empty
+/// value is 0), so `"7\0junk"` sorts as 7 and a weight starting with NUL as 0. Large integer
+/// elements sort as their exact values.
+#[test]
+fn values_with_nul_bytes_and_long_integers_sort_as_in_redis() {
+    let mut d = Diff::with_threads(4);
+    d.run(&[
+        "RPUSH",
+        "n",
+        "7\0junk",
+        "\0abc",
+        "3",
+        "-0",
+        "123456789012345678",
+        "5",
+    ]);
+    d.run(&["SORT", "n"]);
+    d.run(&["SORT", "n", "DESC", "LIMIT", "1", "3"]);
+    d.run(&["RPUSH", "m", "a", "b", "c"]);
+    d.run(&["SET", "w_a", "\0\u{1}"]);
+    d.run(&["SET", "w_b", "2\0x"]);
+    d.run(&["SET", "w_c", "1"]);
+    d.run(&["SORT", "m", "BY", "w_*"]);
+    d.run(&["SORT", "m", "BY", "w_*", "GET", "#", "GET", "w_*"]);
+    d.run(&["SET", "w_c", "x\0"]);
+    d.run(&["SORT", "m", "BY", "w_*"]);
+}

@@ -485,9 +485,19 @@ async fn fetch_all(cx: &mut KeysCtx<'_>, lookups: Vec<Option<Lookup>>) -> Vec<Op
 
 /// C's `strtod` over the whole string, as SORT uses it: leading blanks skipped, decimal or hex,
 /// `inf`/`infinity`; the empty string is 0; trailing bytes, NaN or a result out of range fail.
+/// Redis hands it the value as a C string, so it ends at the first NUL byte.
 fn strtod(s: &[u8]) -> Option<f64> {
+    let s = s.split(|&b| b == 0).next().unwrap_or_default();
     if s.is_empty() {
         return Some(0.0);
+    }
+    // The common case, an integer element or weight, exact in an f64 up to 15 digits.
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let n = digits
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')) as f64;
+        return Some(if digits.len() < s.len() { -n } else { n });
     }
     let t = s.iter().position(|b| !b" \t\n\x0b\x0c\r".contains(b))?;
     let t = std::str::from_utf8(&s[t..]).ok()?;
@@ -738,6 +748,13 @@ mod tests {
             assert_eq!(strtod(bad.as_bytes()), None, "{bad}");
         }
         assert_eq!(strtod(b"0e-400"), Some(0.0));
+        assert_eq!(strtod(b"123456789012345"), Some(123456789012345.0));
+        assert_eq!(strtod(b"1234567890123456789"), Some(1234567890123456789.0));
+        assert_eq!(strtod(b"-0").map(f64::to_bits), Some((-0.0f64).to_bits()));
+        // A C string ends at NUL: what follows is never looked at.
+        assert_eq!(strtod(b"7\x00junk"), Some(7.0));
+        assert_eq!(strtod(b"\x00\xff"), Some(0.0));
+        assert_eq!(strtod(b"1x\x00"), None);
     }
 
     #[test]
