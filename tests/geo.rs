@@ -127,6 +127,11 @@ fn commands_and_errors_match_redis() {
             cmd.extend(unit);
             d.run(&cmd);
         }
+        // A distance whose 4th decimal is a tie once scaled by 10000 in double precision:
+        // Redis rounds it to even.
+        run(&mut d, "GEOADD halfway 15.120647 36.170331 p3");
+        run(&mut d, "ZADD halfway 92 f");
+        run(&mut d, "GEODIST halfway p3 f ft");
         run(&mut d, "GEODIST Sicily Palermo Catania yards");
         run(&mut d, "GEODIST Sicily Palermo Catania km x");
         run(&mut d, "GEODIST Sicily Palermo none");

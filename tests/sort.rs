@@ -159,3 +159,17 @@ fn values_with_nul_bytes_and_long_integers_sort_as_in_redis() {
     d.run(&["SET", "w_c", "x\0"]);
     d.run(&["SORT", "m", "BY", "w_*"]);
 }
+
+/// In Redis one BY without `*` means "don't sort" for good: a later BY only changes the pattern.
+#[test]
+fn a_bare_by_keeps_the_list_unsorted_whatever_comes_after() {
+    let mut d = Diff::with_threads(2);
+    d.run(&["RPUSH", "l", "3", "1", "2"]);
+    d.run(&["SORT", "l", "BY", "nosort", "BY", "w_*"]);
+    d.run(&["SORT", "l", "BY", "nosort", "BY", "*", "DESC"]);
+    d.run(&["SORT", "l", "BY", "*", "BY", "nosort", "DESC"]);
+    d.run(&[
+        "SORT", "l", "BY", "nosort", "BY", "*", "DESC", "STORE", "dst",
+    ]);
+    d.run(&["LRANGE", "dst", "0", "-1"]);
+}

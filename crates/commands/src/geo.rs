@@ -497,9 +497,19 @@ fn member_pos(z: &ZSet, member: &[u8]) -> Result<[f64; 2], CmdError> {
 
 // ===== replies =====
 
-/// A distance as `addReplyDoubleDistance` sends it: a bulk string with 4 decimals.
+/// A distance as `addReplyDoubleDistance` sends it: a bulk string with 4 decimals, rounded as
+/// Redis's `fixedpoint_d2string` rounds (`llrint(d * 10000)`: the product in double precision,
+/// ties to even), not from the exact decimal expansion.
 fn reply_distance(out: &mut ReplyBuf, d: f64) {
-    out.bulk(format!("{d:.4}").as_bytes());
+    let scaled = d * 10000.0;
+    if !scaled.is_finite() || scaled.abs() >= 9.0e18 {
+        out.bulk(format!("{d:.4}").as_bytes());
+        return;
+    }
+    let n = scaled.round_ties_even() as i64;
+    let sign = if n < 0 { "-" } else { "" };
+    let n = n.unsigned_abs();
+    out.bulk(format!("{sign}{}.{:04}", n / 10000, n % 10000).as_bytes());
 }
 
 /// `%.17Lf` of the value, trailing zeros and point removed, "-0" as "0" (`LD_STR_HUMAN`).

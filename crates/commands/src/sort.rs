@@ -205,7 +205,8 @@ fn parse(args: &[Bytes], readonly: bool) -> Result<Options, CmdError> {
             j += 1;
         } else if eq_ci(a, "by") && left >= 1 {
             let p = args[j + 1].clone();
-            o.dontsort = !p.contains(&b'*');
+            // As in Redis, one BY without `*` means "don't sort" even if a later BY has one.
+            o.dontsort |= !p.contains(&b'*');
             o.by = Some(p);
             j += 1;
         } else if eq_ci(a, "get") && left >= 1 {

@@ -219,8 +219,9 @@ pub fn format_d2string(v: f64) -> String {
             "0".into()
         };
     }
-    // double2ll: exact integers strictly inside the long long range (Redis leaves the ends out).
-    if v.is_finite() && v == v.trunc() && v > -9.223372036854775e18 && v < 9.223372036854775e18 {
+    // double2ll: exact integers within half the long long range (Redis's bound, LLONG_MAX / 2).
+    const HALF: f64 = (i64::MAX / 2) as f64;
+    if v.is_finite() && v == v.trunc() && (-HALF..=HALF).contains(&v) {
         return format!("{}", v as i64);
     }
     format_g17(v)

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_core::glob::glob_match;
+use strata_core::limits::ZSET_MAX_LISTPACK_ENTRIES;
 use strata_core::num::{format_d2string, format_g17, parse_hex_f64, parse_i64};
 use strata_core::{Object, Value, ValueRef, ZSet};
 use strata_resp::{Protocol, ReplyBuf};
@@ -278,8 +279,9 @@ pub fn store(db: &mut Db, key: &[u8], elems: &[Elem], event: &'static str, now: 
     db.notify(notify::ZSET, event, key);
 }
 
-/// Stores the result of ZRANGESTORE: built by adding one element at a time to a new listpack, so
-/// it converts exactly where ZADD would.
+/// Stores the result of ZRANGESTORE: built by adding one element at a time, so it converts
+/// exactly where ZADD would. As in Redis, a result longer than `zset-max-listpack-entries` is a
+/// skiplist from the start (it keeps the sign of a `-0` score, which a listpack drops).
 fn store_by_adding(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
     if elems.is_empty() {
         if db.delete(key, now) {
@@ -287,7 +289,11 @@ fn store_by_adding(db: &mut Db, key: &[u8], elems: &[Elem], now: i64) {
         }
         return;
     }
-    let mut z = ZSet::for_first_member(0);
+    let mut z = if elems.len() > ZSET_MAX_LISTPACK_ENTRIES.count() {
+        ZSet::new_skiplist()
+    } else {
+        ZSet::for_first_member(0)
+    };
     for (m, s) in elems {
         z.add(m, *s);
     }
