@@ -15,7 +15,8 @@
 //!
 //! Memory per connection is bounded: the query buffer by `client-query-buffer-limit` (the
 //! connection is closed beyond it, as Redis does), a request's arguments by the parser's limits,
-//! replies by what one batch produces, and pushed output by `client-output-buffer-limit`.
+//! replies by what one batch produces (and, with a hard `client-output-buffer-limit`, by that limit
+//! while the batch runs: see `dispatch::Progress`), and pushed output by the same setting.
 
 use std::cell::Cell;
 use std::future::poll_fn;
