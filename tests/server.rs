@@ -2004,6 +2004,19 @@ fn debug_object_sleep_and_active_expire() {
     d.run(&["DBSIZE"]);
     d.run(&["GET", "gone"]);
     d.run(&["DBSIZE"]);
+    // SCAN deletes the expired keys it passes whose names match its pattern, and only those.
+    for k in ["a-gone", "b-gone", "a-live"] {
+        d.run(&["SET", k, "v"]);
+    }
+    d.run(&["PEXPIRE", "a-gone", "50"]);
+    d.run(&["PEXPIRE", "b-gone", "50"]);
+    std::thread::sleep(Duration::from_millis(300));
+    d.run(&["DBSIZE"]);
+    d.run(&["SCAN", "0", "MATCH", "a*", "COUNT", "1000"]);
+    d.run(&["DBSIZE"]);
+    d.run(&["SCAN", "0", "COUNT", "1000", "TYPE", "hash"]);
+    d.run(&["DBSIZE"]);
+    d.run(&["DEL", "a-live"]);
     d.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
     d.run(&["SET", "gone", "v", "PX", "50"]);
     let deadline = Instant::now() + Duration::from_secs(5);

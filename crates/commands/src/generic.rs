@@ -1252,10 +1252,14 @@ pub struct ScanFilter {
 }
 
 impl ScanFilter {
-    fn accepts(&self, e: &Entry) -> bool {
+    fn matches_name(&self, key: &[u8]) -> bool {
         self.pattern
             .as_ref()
-            .is_none_or(|p| glob_match(p, e.key(), false))
+            .is_none_or(|p| glob_match(p, key, false))
+    }
+
+    fn accepts(&self, e: &Entry) -> bool {
+        self.matches_name(e.key())
             && self
                 .type_name
                 .as_ref()
@@ -1319,7 +1323,7 @@ pub struct ScanPart {
 /// Scans `db` from `cursor` until `want` keys were visited, `budget` buckets were visited or the
 /// table ends (at least one bucket is always visited).
 pub fn op_scan(
-    db: &Db,
+    db: &mut Db,
     cursor: u64,
     want: usize,
     budget: usize,
@@ -1330,8 +1334,17 @@ pub fn op_scan(
         next: cursor,
         ..ScanPart::default()
     };
+    // Expired keys the walk passes whose names MATCH are deleted, as Redis's SCAN deletes them
+    // (its TYPE filter looks the key up, which expires it, so TYPE does not spare them).
+    let mut expired: Vec<Bytes> = Vec::new();
     loop {
-        part.next = db.scan(part.next, now, |e| {
+        part.next = db.scan_with_expired(part.next, now, |e, gone| {
+            if gone {
+                if filter.matches_name(e.key()) {
+                    expired.push(Bytes::copy_from_slice(e.key()));
+                }
+                return;
+            }
             part.visited += 1;
             if filter.accepts(e) {
                 part.keys.push(Bytes::copy_from_slice(e.key()));
@@ -1339,9 +1352,13 @@ pub fn op_scan(
         });
         part.steps += 1;
         if part.next == 0 || part.steps >= budget || part.visited >= want {
-            return part;
+            break;
         }
     }
+    for key in expired {
+        db.reclaim_if_expired(&key, now);
+    }
+    part
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] → [next cursor, keys]. Walks the shards in
@@ -1364,7 +1381,7 @@ fn scan<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             let (cursor, w, b) = (at.dict, want, budget);
             let part = set
                 .call(at.shard, move |s| {
-                    op_scan(s.db(db), cursor, w, b, &filter, now)
+                    op_scan(s.db_mut(db), cursor, w, b, &filter, now)
                 })
                 .await;
             found.extend(part.keys);
@@ -2080,8 +2097,8 @@ mod tests {
         at(&mut s, &["set", "other", "v"]);
         at(&mut s, &["set", "gone", "v"]);
         at(&mut s, &["pexpire", "gone", "1"]);
-        let db = s.db(0);
-        let scan_all = |filter: &ScanFilter| {
+        let db = s.db_mut(0);
+        let mut scan_all = |filter: &ScanFilter| {
             let mut seen = std::collections::BTreeSet::new();
             let mut cursor = 0;
             let mut calls = 0;
@@ -2109,6 +2126,28 @@ mod tests {
             type_name: Some(Bytes::from_static(b"list")),
         };
         assert!(scan_all(&lists).0.is_empty());
+    }
+
+    #[test]
+    fn scan_deletes_the_expired_keys_its_pattern_matches() {
+        let mut s = shard();
+        for k in ["gone", "k-gone", "k-live"] {
+            at(&mut s, &["set", k, "v"]);
+        }
+        at(&mut s, &["pexpire", "gone", "1"]);
+        at(&mut s, &["pexpire", "k-gone", "1"]);
+        // Looked at with a clock before the deadline: nothing is reclaimed by looking.
+        let present = |s: &mut Shard, k: &str| s.db_mut(0).peek(k.as_bytes(), 0).is_some();
+        let k_only = ScanFilter {
+            pattern: Some(Bytes::from_static(b"k*")),
+            type_name: None,
+        };
+        let part = op_scan(s.db_mut(0), 0, 100, 1000, &k_only, T + 10);
+        assert_eq!(
+            (part.next, part.keys),
+            (0, vec![Bytes::from_static(b"k-live")])
+        );
+        assert!(!present(&mut s, "k-gone") && present(&mut s, "gone"));
     }
 
     #[test]
@@ -2141,14 +2180,14 @@ mod tests {
                 pattern: None,
                 type_name: Some(Bytes::copy_from_slice(ty.as_bytes())),
             };
-            let part = op_scan(s.db(0), 0, 100, 1000, &filter, T);
+            let part = op_scan(s.db_mut(0), 0, 100, 1000, &filter, T);
             assert_eq!((part.next, part.keys), (0, vec![Bytes::from(key)]), "{ty}");
         }
         let none = ScanFilter {
             pattern: None,
             type_name: Some(Bytes::from_static(b"stream")),
         };
-        assert!(op_scan(s.db(0), 0, 100, 1000, &none, T).keys.is_empty());
+        assert!(op_scan(s.db_mut(0), 0, 100, 1000, &none, T).keys.is_empty());
     }
 
     #[test]

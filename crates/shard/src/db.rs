@@ -1317,6 +1317,18 @@ impl Db {
         })
     }
 
+    /// One SCAN step over this database's table that also passes the expired entries, flagged
+    /// (`f(entry, expired)`), for a caller that reclaims them as Redis's SCAN does.
+    pub fn scan_with_expired(&self, cursor: u64, now: i64, mut f: impl FnMut(&Entry, bool)) -> u64 {
+        self.dict.scan(cursor, |e| f(e, Self::expired(e, now)))
+    }
+
+    /// Deletes `key` if its time has passed, with its `expired` event (lazy expiry, as a read
+    /// does); true if it had expired.
+    pub fn reclaim_if_expired(&mut self, key: &[u8], now: i64) -> bool {
+        self.expire_if_needed(key, now)
+    }
+
     /// Every live entry (tests, and snapshots later).
     pub fn iter(&self, now: i64) -> impl Iterator<Item = &Entry> {
         self.dict.iter().filter(move |e| !Self::expired(e, now))
