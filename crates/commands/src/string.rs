@@ -670,8 +670,9 @@ pub fn op_getex(
         GetEx::Expire(e) => Some((e.kind.absolute(), e.deadline(now, "getex")?)),
         _ => None,
     };
-    if let Some(value) = op_get(db, key, now)? {
-        value.reply(out);
+    // Read again without counting a second keyspace hit (the first read counted it).
+    if let Some(e) = db.peek(key, now) {
+        as_str(e.value())?.reply(out);
     }
     match expire {
         Some((true, at)) if at <= now => {
