@@ -369,6 +369,10 @@ fn scan_cursor_and_option_errors() {
         &["SCAN", "1 "],
         &["SCAN", "0x10"],
         &["SCAN", "18446744073709551616"],
+        // A cursor is a C string in Redis: it ends at a NUL byte.
+        &["SCAN", "\0x"],
+        &["SCAN", "0\0", "COUNT", "10"],
+        &["SCAN", "x\0"],
         &["SCAN", "x", "COUNT", "0"],
         &["SCAN", "0", "COUNT", "0"],
         &["SCAN", "0", "COUNT", "-1"],

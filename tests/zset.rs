@@ -178,6 +178,12 @@ fn single_key_reads_and_errors() {
         &["ZCOUNT", "z", "", "2"],
         &["ZCOUNT", "z", " 2", "3"],
         &["ZCOUNT", "z", "(", "10"],
+        // Bounds are C strings in Redis: they end at a NUL byte.
+        &["ZCOUNT", "z", "2\0x", "3"],
+        &["ZCOUNT", "z", "(\0", "(3\0junk"],
+        &["ZCOUNT", "z", "x\0", "3"],
+        &["ZRANGEBYSCORE", "z", "\0", "+inf"],
+        &["ZSCAN", "z", "\0x"],
         &["ZCOUNT", "z", "1e400", "inf"],
         &["ZCOUNT", "nokey", "1", "2"],
         &["ZCOUNT", "str", "1", "2"],

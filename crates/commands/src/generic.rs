@@ -1220,8 +1220,10 @@ impl ScanCursor {
 }
 
 /// Parses a cursor as Redis does (`strtoul`, base 10): an optional sign, digits, no spaces, no
-/// overflow; a minus negates modulo 2^64 and the empty string is 0.
+/// overflow; a minus negates modulo 2^64 and the empty string is 0. Redis reads it as a C string,
+/// so it ends at the first NUL byte.
 pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let arg = arg.split(|&b| b == 0).next().unwrap_or_default();
     if arg.is_empty() {
         return Some(0);
     }
@@ -2024,6 +2026,10 @@ mod tests {
         assert_eq!(parse_cursor(b"+7"), Some(7));
         assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
         assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        // A C string: what follows a NUL byte is never read.
+        assert_eq!(parse_cursor(b"\x00\xff"), Some(0));
+        assert_eq!(parse_cursor(b"12\x00x"), Some(12));
+        assert_eq!(parse_cursor(b"x\x00"), None);
         for bad in [
             &b"18446744073709551616"[..],
             b"x",
