@@ -86,6 +86,12 @@ impl<'a> Args<'a> {
     }
 }
 
+/// `a` up to its first NUL byte: what Redis reads where it hands an argument to a C string
+/// function (`strtod`, `strtoul`) and checks only that the parse reached the string's end.
+pub fn c_string(a: &[u8]) -> &[u8] {
+    a.split(|&b| b == 0).next().unwrap_or_default()
+}
+
 /// True when `a` equals `word` ignoring ASCII case.
 pub fn eq_ci(a: &[u8], word: &str) -> bool {
     a.eq_ignore_ascii_case(word.as_bytes())

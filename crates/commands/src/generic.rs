@@ -1223,7 +1223,7 @@ impl ScanCursor {
 /// overflow; a minus negates modulo 2^64 and the empty string is 0. Redis reads it as a C string,
 /// so it ends at the first NUL byte.
 pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let arg = arg.split(|&b| b == 0).next().unwrap_or_default();
+    let arg = crate::args::c_string(arg);
     if arg.is_empty() {
         return Some(0);
     }

@@ -32,7 +32,7 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::{List, Object, Value, ValueRef};
 use strata_shard::{notify, Db, Shard};
 
-use crate::args::eq_ci;
+use crate::args::{c_string, eq_ci};
 use crate::error::{CmdError, CmdResult};
 use crate::keyed::{in_order, KeysCtx};
 use crate::table::{Arg, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec};
@@ -488,17 +488,12 @@ async fn fetch_all(cx: &mut KeysCtx<'_>, lookups: Vec<Option<Lookup>>) -> Vec<Op
 /// `inf`/`infinity`; the empty string is 0; trailing bytes, NaN or a result out of range fail.
 /// Redis hands it the value as a C string, so it ends at the first NUL byte.
 fn strtod(s: &[u8]) -> Option<f64> {
-    let s = s.split(|&b| b == 0).next().unwrap_or_default();
+    let s = c_string(s);
     if s.is_empty() {
         return Some(0.0);
     }
-    // The common case, an integer element or weight, exact in an f64 up to 15 digits.
-    let digits = s.strip_prefix(b"-").unwrap_or(s);
-    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
-        let n = digits
-            .iter()
-            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')) as f64;
-        return Some(if digits.len() < s.len() { -n } else { n });
+    if let Some(v) = strata_core::num::short_integer_f64(s) {
+        return Some(v);
     }
     let t = s.iter().position(|b| !b" \t\n\x0b\x0c\r".contains(b))?;
     let t = std::str::from_utf8(&s[t..]).ok()?;

@@ -660,20 +660,18 @@ pub fn op_getex(
     now: i64,
     out: &mut ReplyBuf,
 ) -> CmdResult {
-    // The value is written straight into the reply, and only once the expire time is known to be
-    // valid: a bad time on a huge value costs no copy of it.
-    if op_get(db, key, now)?.is_none() {
+    // One lookup, in Redis's order: a missing key is nil and another type WRONGTYPE before the
+    // expire time is checked. The value is written straight into the reply, and only once the
+    // time is known to be valid: a bad time on a huge value costs no copy of it.
+    let Some(value) = op_get(db, key, now)? else {
         out.null();
         return Ok(());
-    }
+    };
     let expire = match &ttl {
         GetEx::Expire(e) => Some((e.kind.absolute(), e.deadline(now, "getex")?)),
         _ => None,
     };
-    // Read again without counting a second keyspace hit (the first read counted it).
-    if let Some(e) = db.peek(key, now) {
-        as_str(e.value())?.reply(out);
-    }
+    value.reply(out);
     match expire {
         Some((true, at)) if at <= now => {
             db.delete(key, now);

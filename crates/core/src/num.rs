@@ -35,24 +35,29 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
+/// The value of `s` when it is a short integer (an optional `-`, then at most 15 digits): exact in
+/// an f64, so it needs no decimal-to-binary rounding. Most scores, timeouts and SORT weights are.
+/// None for anything else, which the caller hands to its general parser.
+#[inline]
+pub fn short_integer_f64(s: &[u8]) -> Option<f64> {
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')) as f64;
+    Some(if digits.len() < s.len() { -n } else { n })
+}
+
 /// Parses a float like Redis's `string2ld`/`strtold`: no leading space, whole input consumed,
 /// NaN rejected; `inf`/`-inf` accepted.
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
     if s.is_empty() || s.len() > 5000 || s[0].is_ascii_whitespace() {
         return None;
     }
-    // Most scores and timeouts are short integers: up to 15 digits are exact in an f64, so they
-    // need no decimal-to-binary rounding.
-    let (negative, digits) = match s {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, s),
-    };
-    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
-        let n = digits
-            .iter()
-            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-        let v = n as f64;
-        return Some(if negative { -v } else { v });
+    if let Some(v) = short_integer_f64(s) {
+        return Some(v);
     }
     let text = std::str::from_utf8(s).ok()?;
     let body = text.trim_start_matches(['+', '-']);

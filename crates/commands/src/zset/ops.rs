@@ -84,7 +84,7 @@ fn parse_score_bound(s: &[u8]) -> Result<(f64, bool), CmdError> {
         _ => (false, s),
     };
     // Redis's strtod reads the bound as a C string: it ends at the first NUL byte.
-    let rest = rest.split(|&b| b == 0).next().unwrap_or_default();
+    let rest = crate::args::c_string(rest);
     let text = std::str::from_utf8(rest).map_err(|_| NOT_FLOAT_RANGE)?;
     let text = text.trim_start_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b');
     if text.is_empty() {
