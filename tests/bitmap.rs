@@ -405,6 +405,11 @@ fn bitop_is_atomic_across_shards() {
     }
     d.run(&["BITOP", "NOT", &keys[0], &keys[3]]);
     d.run(&["GET", &keys[0]]);
+    // The destination's shard holds none of the sources (it must not take part in the fold).
+    d.run(&["BITOP", "AND", &keys[0], &keys[1], &keys[2]]);
+    d.run(&["GET", &keys[0]]);
+    d.run(&["BITOP", "OR", &keys[3], &keys[1], &keys[2], "missing:2"]);
+    d.run(&["GET", &keys[3]]);
     d.run(&["RPUSH", &keys[2], "x"]);
     d.run(&["BITOP", "AND", &keys[1], &keys[0], &keys[2], &keys[3]]);
     d.run(&["BITOP", "OR", &keys[2], &keys[0], &keys[1]]);

@@ -27,7 +27,7 @@ use strata_shard::{notify, Db};
 use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
 use crate::error::{CmdError, CmdResult};
-use crate::keyed::{in_order, KeysCtx};
+use crate::keyed::KeysCtx;
 use crate::string::{as_str, raw, MAX_STRING_LEN};
 use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
@@ -476,11 +476,35 @@ fn bitpos(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 // ===== BITOP =====
 
-/// The string at each of `keys` (None if absent), in order; WRONGTYPE if any is not a string.
-pub fn op_sources(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Result<Option<Vec<u8>>, CmdError>> {
-    keys.iter()
-        .map(|k| Ok(read(db, k, now)?.map(Cow::into_owned)))
-        .collect()
+/// One shard's part of BITOP `op`: its sources folded together (NOT: its one source inverted), in
+/// one buffer as long as the longest of them — the only copy of the data BITOP makes when all its
+/// keys live on one shard (Redis's one result buffer). A missing key is an empty string.
+pub fn op_part(db: &mut Db, op: BitOp, keys: &[Bytes], now: i64) -> Result<Vec<u8>, CmdError> {
+    // Sized once up front (a peek: the reads below count the keyspace hits), so folding never
+    // reallocates.
+    let len = keys
+        .iter()
+        .filter_map(|k| {
+            let e = db.peek(k, now)?;
+            as_str(e.value()).ok().map(|v| v.as_bytes().len())
+        })
+        .max()
+        .unwrap_or(0);
+    let mut acc = Vec::with_capacity(len);
+    let mut keys = keys.iter();
+    if let Some(first) = keys.next() {
+        if let Some(v) = read(db, first, now)? {
+            acc.extend_from_slice(&v);
+        }
+    }
+    if op == BitOp::Not {
+        bitops::not(&mut acc);
+    }
+    for k in keys {
+        let v = read(db, k, now)?;
+        bitops::fold(op, &mut acc, v.as_deref().unwrap_or(&[]));
+    }
+    Ok(acc)
 }
 
 /// BITOP AND|OR|XOR|NOT destkey key [key ...] → the length of the string stored at destkey
@@ -511,17 +535,14 @@ fn bitop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             .scatter(
                 keys,
                 |k| k,
-                move |s, part| op_sources(s.db_mut(db), part, now),
+                move |s, part| op_part(s.db_mut(db), op, part, now),
             )
             .await;
-        let sources = in_order(keys.len(), parts)
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
-        let srcs: Vec<&[u8]> = sources
-            .iter()
-            .map(|s| s.as_deref().unwrap_or(&[]))
-            .collect();
-        let res = bitops::bitop(op, &srcs);
+        let mut parts = parts.into_iter().map(|(_, part)| part);
+        let mut res = parts.next().transpose()?.unwrap_or_default();
+        for part in parts {
+            bitops::fold(op, &mut res, &part?);
+        }
         let len = res.len();
         let dest = args[2].clone();
         cx.on(&args[2], move |s| {

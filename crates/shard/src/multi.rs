@@ -206,9 +206,10 @@ impl MultiLock {
         self.set.call(shard, f).await
     }
 
-    /// Runs `op` concurrently on every shard this lock spans, each with its share of `items` (those
-    /// whose `key` it owns, in their original order). Returns, per shard, the indices in `items` of
-    /// the items it got and `op`'s result. Each key's slot is computed once.
+    /// Runs `op` concurrently on every shard this lock spans that owns some of `items`, each with its
+    /// share (those whose `key` it owns, in their original order); a shard with none gets no message.
+    /// Returns, per such shard, the indices in `items` of the items it got and `op`'s result. Each
+    /// key's slot is computed once.
     pub async fn scatter<I, T>(
         &self,
         items: &[I],
@@ -228,6 +229,7 @@ impl MultiLock {
                 parts[p].2.push(item.clone());
             }
         }
+        parts.retain(|(_, idx, _)| !idx.is_empty());
         let runs = parts.into_iter().map(|(shard, idx, mine)| {
             let op = op.clone();
             let run = self.run(shard, move |s| op(s, &mine));
