@@ -800,6 +800,53 @@ fn a_move_across_shards_is_done_before_the_pushers_reply() {
     });
 }
 
+/// A chain of parked moves whose links cross shards (a→b→c→d, each list on another shard, in
+/// several shard orders): one push at its head is passed down the whole chain before the pusher's
+/// reply, as Redis serves the whole chain inside the push, so the pusher's next read of the tail —
+/// and anyone's read after it — finds the element there and nowhere else. Fails on the code whose
+/// pusher's reply waited only for the moves its own command claimed: the read of the tail could
+/// overtake a later link's move.
+#[test]
+fn a_chain_of_moves_across_shards_completes_before_the_pushers_reply() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut pusher = s.conn();
+        let mut other = s.conn();
+        let mut movers: Vec<_> = (0..3).map(|_| s.conn()).collect();
+        let mut seen = Vec::new();
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]] {
+            let keys: Vec<String> = order.iter().map(|&q| key_in(q, "xchain")).collect();
+            for round in 0..15 {
+                let mut args = vec!["DEL"];
+                args.extend(keys.iter().map(String::as_str));
+                admin.call(&args);
+                for (i, m) in movers.iter_mut().enumerate() {
+                    m.send(&["BLMOVE", &keys[i], &keys[i + 1], "RIGHT", "LEFT", "0"]);
+                    wait_blocked(&mut admin, i as i64 + 1);
+                }
+                let mut got = vec![
+                    pusher.call(&["RPUSH", &keys[0], "x"]),
+                    pusher.call(&["LRANGE", &keys[3], "0", "-1"]),
+                ];
+                for k in &keys {
+                    got.push(other.call(&["LLEN", k]));
+                }
+                for m in &mut movers {
+                    got.push(m.read_reply());
+                }
+                assert_eq!(
+                    got[1], b"*1\r\n$1\r\nx\r\n",
+                    "{order:?} round {round}: the pusher's next read overtook the chain"
+                );
+                if round == 0 {
+                    seen.extend(got);
+                }
+            }
+        }
+        seen
+    });
+}
+
 /// A parked cross-shard move whose destination became another type fails with WRONGTYPE when its
 /// source is pushed to, the source keeps the element, and the client blocked behind it gets it,
 /// as in Redis.

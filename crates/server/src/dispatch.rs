@@ -169,6 +169,12 @@ impl ShardCmd {
         out.proto = self.proto;
         let start = now_us();
         let now = start / 1000;
+        // A command run inside another (a parked command served after it) runs on its behalf:
+        // the moves it claims are the outer command's client's to wait for.
+        let outer = shard.running_client;
+        if outer == 0 {
+            shard.running_client = self.client;
+        }
         let tracking = strata_shard::tracking::active() != 0;
         if tracking {
             strata_shard::tracking::begin_command(self.client);
@@ -213,6 +219,7 @@ impl ShardCmd {
         // A parked command woken by this one runs before the next command on its key (Redis
         // serves blocked clients right after the command that made their key ready).
         shard.serve_ready();
+        shard.running_client = outer;
         let usec = (now_us() - start).max(0) as u64;
         let stats = &mut shard.stats;
         stats.commands += 1;
@@ -1108,6 +1115,18 @@ impl Batch<'_> {
     /// Each sub-batch may produce the replies the client's output limit still allows, less those
     /// the batch already has (see [`Progress`]); [`Batch::run`] closes a client that outgrew it.
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
+        self.run_pending(pending, done).await;
+        // A push that started a chain of moves across shards answers, and lets anything after it
+        // run, once the whole chain has moved, as Redis serves the chain inside the push (see
+        // `strata_shard::chain`). One load when no move is in flight. Not while a transaction
+        // holds its locks: no move can be claimed on a key it holds, so none is this client's.
+        if self.session.txn_owner.is_none() {
+            strata_shard::chain::moves_settled(self.session.info.id).await;
+        }
+    }
+
+    /// [`flush`](Self::flush)'s sub-batches.
+    async fn run_pending(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
         if pending.is_empty() {
             return;
         }

@@ -32,7 +32,10 @@ use strata_commands::list::moving;
 use strata_commands::ClientInfo;
 use strata_core::list::End;
 use strata_resp::{Protocol, ReplyBuf};
-use strata_shard::{now_us, with_shard, Grant, LockId, Mode, Parked, Served, Shard, ShardSet};
+use strata_shard::chain::MoveTicket;
+use strata_shard::{
+    now_us, with_shard, Grant, LockHandover, LockId, Mode, Owner, Parked, Served, Shard, ShardSet,
+};
 
 use crate::dispatch::peer_gone;
 
@@ -67,7 +70,21 @@ fn claim(m: &Arc<Move>, s: &mut Shard, p: &Arc<Parked>) -> Served {
         return Served::Gone;
     }
     let (db, owner) = (m.db as u32, p.owner());
-    if !s.locks.may_run(Some(owner), db, &m.src, Mode::Exclusive) {
+    // The move that just wrote the source (the link before this one in a chain) offers its lock
+    // on it: only its own lock may stand in the way then, and this move takes it over, so nothing
+    // queued for the key meanwhile comes between the two links (Redis runs the chain at once).
+    let handover = s
+        .lock_handover
+        .as_ref()
+        .filter(|h| h.db == m.db && h.key == m.src)
+        .map(|h| (h.id, h.from));
+    let free = match handover {
+        Some((_, from)) => s
+            .locks
+            .may_run_between(owner, from, db, &m.src, Mode::Exclusive),
+        None => s.locks.may_run(Some(owner), db, &m.src, Mode::Exclusive),
+    };
+    if !free {
         return Served::Busy;
     }
     if peer_gone(&m.info) {
@@ -76,29 +93,41 @@ fn claim(m: &Arc<Move>, s: &mut Shard, p: &Arc<Parked>) -> Served {
     if !moving::source_ready(s.db_mut(m.db), &m.src, now_ms()) {
         return Served::Parked;
     }
-    let (src_lock, grant) =
-        s.locks
-            .acquire_key(owner, db, &m.src, Mode::Exclusive, Box::new(|| {}));
-    if grant != Grant::Now {
-        // `may_run` said it was free; never leave a request queued for nobody.
-        s.locks.cancel(src_lock);
-        return Served::Busy;
-    }
+    let src_lock = match handover {
+        Some((id, _)) if s.locks.hand_over(id, owner) => {
+            s.lock_handover = None;
+            id
+        }
+        _ => {
+            let (id, grant) =
+                s.locks
+                    .acquire_key(owner, db, &m.src, Mode::Exclusive, Box::new(|| {}));
+            if grant != Grant::Now {
+                // `may_run` said it was free; never leave a request queued for nobody.
+                s.locks.cancel(id);
+                return Served::Busy;
+            }
+            id
+        }
+    };
     p.set_retried();
     p.claim();
     // No longer blocked from now on (INFO, CLIENT LIST, CLIENT UNBLOCK), as in Redis.
     m.info.unblockable.store(false, Ordering::Release);
     m.info.blocked.store(false, Ordering::Relaxed);
+    // The client whose command made the source ready waits for this move, and for any move this
+    // one makes possible in turn (see `strata_shard::chain`).
+    let ticket = MoveTicket::new(s.running_client);
     let (m2, p2) = (m.clone(), p.clone());
     m.set.post_now(
         m.dst_shard,
-        Box::new(move || lock_destination(m2, p2, src_lock)),
+        Box::new(move || lock_destination(m2, p2, src_lock, ticket)),
     );
     Served::Claimed
 }
 
 /// Step 2, on the destination shard.
-fn lock_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId) {
+fn lock_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, t: Option<MoveTicket>) {
     let (db, owner) = (m.db as u32, p.owner());
     let may_queue = m.src_shard < m.dst_shard;
     let (tx, rx) = oneshot::channel::<()>();
@@ -127,35 +156,48 @@ fn lock_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId) {
                 Box::new(move || {
                     with_shard(|s| {
                         s.locks.release(src_lock);
-                        s.serve_ready();
+                        on_behalf(s, &t, Shard::serve_ready);
                     });
                     p.unclaim();
                 }),
             );
         }
-        Some((id, Grant::Now)) => check_destination(m, p, src_lock, id),
+        Some((id, Grant::Now)) => check_destination(m, p, src_lock, id, t),
         Some((id, Grant::Queued)) => {
             monoio::spawn(async move {
                 // The sender sits in the lock table until the grant; nothing cancels this request.
                 let _ = rx.await;
-                check_destination(m, p, src_lock, id);
+                check_destination(m, p, src_lock, id, t);
             });
         }
     }
 }
 
 /// Step 2, once the destination is locked: check its type and go on to step 3.
-fn check_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId) {
+fn check_destination(
+    m: Arc<Move>,
+    p: Arc<Parked>,
+    src_lock: LockId,
+    dst_lock: LockId,
+    t: Option<MoveTicket>,
+) {
     let ok = with_shard(|s| moving::destination_ok(s.db_mut(m.db), &m.dst, now_ms()));
     let set = m.set.clone();
     set.post_now(
         m.src_shard,
-        Box::new(move || pop_source(m, p, src_lock, dst_lock, ok)),
+        Box::new(move || pop_source(m, p, src_lock, dst_lock, ok, t)),
     );
 }
 
 /// Step 3, on the source shard.
-fn pop_source(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId, dst_ok: bool) {
+fn pop_source(
+    m: Arc<Move>,
+    p: Arc<Parked>,
+    src_lock: LockId,
+    dst_lock: LockId,
+    dst_ok: bool,
+    t: Option<MoveTicket>,
+) {
     let (client, owner) = (m.info.id, p.owner());
     let popped = with_shard(|s| {
         let popped = if dst_ok {
@@ -172,8 +214,7 @@ fn pop_source(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId, 
         }
         // What is left in the source goes to the waiters behind this one, before anything
         // that queued for the source meanwhile (see `serve_behind`).
-        serve_behind(s, owner);
-        s.locks.release(src_lock);
+        serve_behind(s, owner, src_lock, m.db, &m.src, &t);
         popped
     });
     let Some((v, emptied)) = popped.filter(|_| dst_ok) else {
@@ -195,12 +236,19 @@ fn pop_source(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, dst_lock: LockId, 
     let set = m.set.clone();
     set.post_now(
         m.dst_shard,
-        Box::new(move || push_destination(m, p, dst_lock, Bytes::from(v), emptied)),
+        Box::new(move || push_destination(m, p, dst_lock, Bytes::from(v), emptied, t)),
     );
 }
 
 /// Step 4, on the destination shard.
-fn push_destination(m: Arc<Move>, p: Arc<Parked>, dst_lock: LockId, v: Bytes, emptied: bool) {
+fn push_destination(
+    m: Arc<Move>,
+    p: Arc<Parked>,
+    dst_lock: LockId,
+    v: Bytes,
+    emptied: bool,
+    t: Option<MoveTicket>,
+) {
     let mut out = ReplyBuf::new(m.proto);
     with_shard(|s| {
         let now = now_ms();
@@ -214,21 +262,53 @@ fn push_destination(m: Arc<Move>, p: Arc<Parked>, dst_lock: LockId, v: Bytes, em
             Err(e) => out.error(&e.message()),
         }
         count(s, m.cmd_id, false);
-        // A waiter on the destination is served now, as after any push.
-        serve_behind(s, p.owner());
-        s.locks.release(dst_lock);
+        // A waiter on the destination is served now, as after any push: the next link of a
+        // chain, whose move (if it crosses shards too) the same client waits for.
+        serve_behind(s, p.owner(), dst_lock, m.db, &m.dst, &t);
     });
     p.deliver(out.buf);
+    // The move is done: its client may answer once the moves it made possible are too.
+    drop(t);
 }
 
-/// Serves the commands parked on keys this move wrote, while the move (`owner`) still holds the
-/// key's lock and as if between its commands (`Shard::serve_between`): Redis serves them right
-/// after the move, so a command that queued for the key meanwhile (the pusher's next one) must
-/// not get it first, which releasing before serving would let happen.
-fn serve_behind(s: &mut Shard, owner: strata_shard::Owner) {
+/// Runs `f` as part of the command of the client that started the chain `t` belongs to, so the
+/// moves `f` claims join it.
+fn on_behalf<R>(s: &mut Shard, t: &Option<MoveTicket>, f: impl FnOnce(&mut Shard) -> R) -> R {
+    let prev = s.running_client;
+    s.running_client = t.as_ref().map_or(0, MoveTicket::client);
+    let r = f(s);
+    s.running_client = prev;
+    r
+}
+
+/// Serves the commands parked on `key`, which this move (`owner`) wrote, then releases the move's
+/// lock on it (`lock`). They are served while the move still holds the lock and as if between its
+/// commands (`Shard::serve_between`): Redis serves them right after the move, so a command that
+/// queued for the key meanwhile (the pusher's next one) must not get it first, which releasing
+/// before serving would let happen. A cross-shard move parked on the key takes the lock over
+/// instead (`Shard::lock_handover`); it is then not released here. Runs on behalf of the client
+/// that started the chain (`t`), whose wait the moves claimed meanwhile join.
+fn serve_behind(
+    s: &mut Shard,
+    owner: Owner,
+    lock: LockId,
+    db: usize,
+    key: &Bytes,
+    t: &Option<MoveTicket>,
+) {
     let prev = s.serve_between(Some(owner));
-    s.serve_ready();
+    let prev_handover = s.lock_handover.replace(LockHandover {
+        id: lock,
+        from: owner,
+        db,
+        key: key.clone(),
+    });
+    on_behalf(s, t, Shard::serve_ready);
+    let offered = std::mem::replace(&mut s.lock_handover, prev_handover);
     s.serve_between(prev);
+    if offered.is_some() {
+        s.locks.release(lock);
+    }
 }
 
 /// Runs `f` as a command of `client` for CLIENT TRACKING (NOLOOP needs who modified a key).

@@ -1,5 +1,6 @@
 //! Shards: one thread's slice of the keyspace, and how threads talk to each other.
 //!
+//! * [`chain`]: cross-shard moves in flight per client, so a push answers after its whole chain.
 //! * [`clock`]: the wall clock, cheap enough to read twice per command.
 //! * [`db`]: one database: the one write path, its key events, lazy and active expiry, lazy free.
 //! * [`locks`]: the lock table: key and intention locks with owners, for multi-shard commands and
@@ -11,6 +12,7 @@
 //! * [`tracking`]: client-side caching: who to tell when a key changes.
 //! * [`watch`]: WATCH's touched flags, set from the write path's events.
 
+pub mod chain;
 pub mod clock;
 pub mod db;
 pub mod evict;
@@ -32,5 +34,5 @@ pub use locks::{new_owner, Grant, LockId, LockKey, LockMode, LockSet, LockTable,
 pub use multi::MultiLock;
 pub use park::{Parked, Runner, Served};
 pub use set::{Inbox, Job, ShardSet};
-pub use shard::{current_shard_id, install, with_shard, CmdStat, Shard, ThreadStats};
+pub use shard::{current_shard_id, install, with_shard, CmdStat, LockHandover, Shard, ThreadStats};
 pub use watch::Watch;

@@ -690,6 +690,38 @@ impl LockTable {
         }
     }
 
+    /// Hands the grant `id` over to owner `to`: from now on `to` holds what it held, with nothing
+    /// released in between (so nothing queued for its items gets them meanwhile). For a move
+    /// across shards that passes its key straight to the next move of a chain (see
+    /// `strata_server::moving`). False if `id` is not granted.
+    pub fn hand_over(&mut self, id: LockId, to: Owner) -> bool {
+        assert_ne!(to, NOBODY, "owners come from new_owner()");
+        let Some(req) = self.requests.get_mut(&id) else {
+            return false;
+        };
+        if req.on_grant.is_some() {
+            return false;
+        }
+        let from = std::mem::replace(&mut req.owner, to);
+        if from == to {
+            return true;
+        }
+        for &(item, m) in &req.items {
+            if let Some(state) = self.items.get_mut(&item) {
+                state.unhold(from, m);
+                state.hold(to, m);
+            }
+        }
+        if let Some(n) = self.grants.get_mut(&from) {
+            *n -= 1;
+            if *n == 0 {
+                self.grants.remove(&from);
+            }
+        }
+        *self.grants.entry(to).or_default() += 1;
+        true
+    }
+
     fn hold(&mut self, req: &Request) {
         for (item, m) in &req.items {
             self.items.entry(*item).or_default().hold(req.owner, *m);
@@ -1064,6 +1096,32 @@ mod tests {
         assert_eq!(g, Grant::Now);
         t.release(k);
         t.release(db);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn a_grant_handed_over_is_held_by_its_new_owner_without_a_gap() {
+        let mut t = LockTable::default();
+        let (a, b, c) = (new_owner(), new_owner(), new_owner());
+        let (id, g) = t.acquire(a, keys(0, &[("k", X)]), none());
+        assert_eq!(g, Grant::Now);
+        let log: Log = Rc::default();
+        let (queued, g) = t.acquire(c, keys(0, &[("k", X)]), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        assert!(t.hand_over(id, b));
+        assert!(
+            log.borrow().is_empty(),
+            "the queued request got nothing in between"
+        );
+        assert!(t.may_run(Some(b), 0, key("k"), X));
+        assert!(!t.may_run(Some(a), 0, key("k"), X));
+        assert!(
+            !t.hand_over(queued, a),
+            "a queued request holds nothing to hand over"
+        );
+        t.release(id);
+        assert_eq!(*log.borrow(), vec![1]);
+        t.release(queued);
         assert!(t.is_idle());
     }
 

@@ -62,6 +62,23 @@ pub struct Shard {
     between: Option<Owner>,
     /// A key was kept ready during such a part: look at ready keys again once it has run.
     recheck_after_part: bool,
+    /// The client whose command runs now (0: none), nested commands included: a parked command
+    /// served inside it, or the next link of a chain of moves it started. A cross-shard move
+    /// claimed meanwhile is that client's to wait for (see [`crate::chain`]).
+    pub running_client: u64,
+    /// A lock a cross-shard move holds on a key it just wrote, offered to the next move of a chain
+    /// parked on that key while the move serves the waiters behind it (see `strata_server::moving`):
+    /// that move takes it over instead of queueing for it. Cleared by the offering move.
+    pub lock_handover: Option<LockHandover>,
+}
+
+/// See [`Shard::lock_handover`].
+pub struct LockHandover {
+    pub id: LockId,
+    /// Its holder until it is taken.
+    pub from: Owner,
+    pub db: usize,
+    pub key: bytes::Bytes,
 }
 
 impl Shard {
@@ -82,6 +99,8 @@ impl Shard {
             holding: false,
             between: None,
             recheck_after_part: false,
+            running_client: 0,
+            lock_handover: None,
         }
     }
 
