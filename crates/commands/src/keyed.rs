@@ -20,12 +20,14 @@
 //! after another, each a separate message, while the locks stay held. A shard therefore never spends
 //! more than one slice on one command before serving its other clients, and the command stays atomic.
 
+use std::cell::Cell;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_resp::ReplyBuf;
-use strata_shard::{MultiLock, Shard};
+use strata_shard::multi::Optimistic;
+use strata_shard::{LockSet, MultiLock, Shard};
 
 use crate::args::Args;
 use crate::error::CmdResult;
@@ -39,6 +41,37 @@ pub type KeysHandler = for<'a, 'b> fn(&'a mut KeysCtx<'b>) -> LocalBoxFuture<'a,
 enum Place<'a> {
     Here(&'a mut Shard),
     Across(&'a MultiLock),
+    Tentative(Tentative<'a>),
+}
+
+/// A read-only command run optimistically across shards (see [`Optimistic`]): each shard's locks
+/// (`plan`, taken out once attempted) are taken in the message of the command's first read there.
+/// A shard that refuses sets `failed`, and the command never resumes: the dispatcher drops it and
+/// runs it again the ordinary way.
+struct Tentative<'a> {
+    lock: &'a mut Optimistic,
+    plan: Vec<(usize, Option<LockSet>)>,
+    failed: &'a Cell<bool>,
+}
+
+impl Tentative<'_> {
+    /// The locks still to take on `shard`, if not attempted yet.
+    fn take(&mut self, shard: usize) -> Option<LockSet> {
+        if self.lock.holds(shard) {
+            return None;
+        }
+        match self.plan.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, locks)) => locks.take(),
+            // A shard the plan does not name (no key of the command lives there): nothing to lock.
+            None => Some(LockSet::new()),
+        }
+    }
+}
+
+/// Never completes: a command abandoned by a refusing shard is dropped by the dispatcher.
+async fn abandoned<R>(failed: &Cell<bool>) -> R {
+    failed.set(true);
+    std::future::pending().await
 }
 
 /// What a keyed command sees; see the module docs.
@@ -105,6 +138,36 @@ impl<'a> KeysCtx<'a> {
         }
     }
 
+    /// A context for a read-only command whose keys, on several shards (`plan`: each shard's
+    /// locks), are locked optimistically by `lock` as it reads them. `failed` is set if a shard
+    /// refuses; the command's future then never completes (see [`run_tentatively`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn tentative(
+        lock: &'a mut Optimistic,
+        plan: Vec<(usize, LockSet)>,
+        failed: &'a Cell<bool>,
+        db: usize,
+        args: &'a [Bytes],
+        out: &'a mut ReplyBuf,
+        now: i64,
+        databases: usize,
+    ) -> KeysCtx<'a> {
+        KeysCtx {
+            db,
+            args,
+            out,
+            now,
+            databases,
+            park: None,
+            woken: false,
+            place: Place::Tentative(Tentative {
+                lock,
+                plan: plan.into_iter().map(|(s, l)| (s, Some(l))).collect(),
+                failed,
+            }),
+        }
+    }
+
     /// A cursor over the arguments after the command name.
     pub fn args(&self) -> Args<'a> {
         Args::new(self.args, 1)
@@ -126,6 +189,18 @@ impl<'a> KeysCtx<'a> {
             Place::Across(lock) => {
                 let shard = lock.shard_set().shard_of_key(key);
                 lock.run(shard, f).await
+            }
+            Place::Tentative(t) => {
+                let shard = t.lock.shard_set().shard_of_key(key);
+                let Some(locks) = t.take(shard) else {
+                    return t.lock.run(shard, f).await;
+                };
+                let r = t.lock.attempt(shard, locks, f).await;
+                t.lock.settle();
+                match r {
+                    Some(r) => r,
+                    None => abandoned(t.failed).await,
+                }
             }
         }
     }
@@ -155,8 +230,63 @@ impl<'a> KeysCtx<'a> {
                 }
                 parts
             }
+            Place::Tentative(t) => {
+                // Eligible commands have at most `SLICE` keys: one message per shard.
+                let set = t.lock.shard_set().clone();
+                let mut per: Vec<(usize, Vec<usize>, Vec<I>)> = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let shard = set.shard_of_key(key(item));
+                    match per.iter_mut().find(|(s, _, _)| *s == shard) {
+                        Some((_, idx, mine)) => {
+                            idx.push(i);
+                            mine.push(item.clone());
+                        }
+                        None => per.push((shard, vec![i], vec![item.clone()])),
+                    }
+                }
+                let mut runs = Vec::with_capacity(per.len());
+                for (shard, idx, mine) in per {
+                    let op = op.clone();
+                    let run = move |s: &mut Shard| op(s, &mine);
+                    let fut: LocalBoxFuture<'static, Option<T>> = match t.take(shard) {
+                        Some(locks) => Box::pin(t.lock.attempt(shard, locks, run)),
+                        None => {
+                            let set = set.clone();
+                            Box::pin(async move { Some(set.call(shard, run).await) })
+                        }
+                    };
+                    runs.push(async move { (idx, fut.await) });
+                }
+                let done = futures_util::future::join_all(runs).await;
+                t.lock.settle();
+                let mut parts = Vec::with_capacity(done.len());
+                for (idx, r) in done {
+                    match r {
+                        Some(r) => parts.push((idx, r)),
+                        None => return abandoned(t.failed).await,
+                    }
+                }
+                parts
+            }
         }
     }
+}
+
+/// Runs a read-only keyed command with a [`KeysCtx::tentative`] context: its result, or None if
+/// a shard refused its locks (then the command was dropped, and what it wrote to `cx.out` must be
+/// discarded by the caller).
+pub async fn run_tentatively(
+    handler: KeysHandler,
+    cx: &mut KeysCtx<'_>,
+    failed: &Cell<bool>,
+) -> Option<CmdResult> {
+    let mut fut = handler(cx);
+    std::future::poll_fn(|c| match fut.as_mut().poll(c) {
+        Poll::Ready(r) => Poll::Ready(Some(r)),
+        Poll::Pending if failed.get() => Poll::Ready(None),
+        Poll::Pending => Poll::Pending,
+    })
+    .await
 }
 
 /// Runs a keyed command in Here mode to completion. Its future completes on the first poll, since

@@ -1709,7 +1709,9 @@ impl Batch<'_> {
         let db = self.session.db;
         let set = &self.state.shards;
         let mut plan: Vec<(usize, LockSet)> = Vec::new();
+        let mut nkeys = 0;
         for_each_lock(cmd.spec, args, db, |d, key, mode| {
+            nkeys += 1;
             let shard = set.shard_of_key(key);
             let i = match plan.iter().position(|(s, _)| *s == shard) {
                 Some(i) => i,
@@ -1739,8 +1741,43 @@ impl Batch<'_> {
         }
         plan.sort_by_key(|(s, _)| *s);
         let lowest = plan.first().map(|(s, _)| *s);
-        let lock = set.lock_plan(owner, plan).await;
         let databases = self.state.config.get_i64("databases").max(1) as usize;
+        // A read of a few keys on several shards (MGET, EXISTS, SUNION…), outside a transaction:
+        // first try locking each shard in the message that reads it, one round trip in all (see
+        // `strata_shard::multi::Optimistic`); the ordinary way below if a shard refuses.
+        if parked.is_none()
+            && whole_db.is_none()
+            && plan.len() > 1
+            && nkeys <= strata_commands::keyed::SLICE
+            && cmd.spec.flags.has(Flags::READONLY)
+            && self.session.txn_owner.is_none()
+        {
+            let mut opt = strata_shard::multi::Optimistic::new(set, new_owner());
+            let failed = std::cell::Cell::new(false);
+            let mark = out.buf.len();
+            let mut cx = KeysCtx::tentative(
+                &mut opt,
+                plan.clone(),
+                &failed,
+                db,
+                args,
+                out,
+                start / 1000,
+                databases,
+            );
+            let result = strata_commands::keyed::run_tentatively(f, &mut cx, &failed).await;
+            drop(cx);
+            opt.release();
+            if let Some(result) = result {
+                if let Err(e) = &result {
+                    out.error(&e.message());
+                }
+                record(cmd, start, result.is_err());
+                return None;
+            }
+            out.buf.truncate(mark);
+        }
+        let lock = set.lock_plan(owner, plan).await;
         let mut cx = KeysCtx::across(&lock, db, args, out, start / 1000, databases);
         cx.woken = parked.is_some_and(|p| p.was_woken());
         let result = f(&mut cx).await;

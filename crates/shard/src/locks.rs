@@ -587,11 +587,33 @@ impl LockTable {
         self.acquire_items(owner, items, on_grant)
     }
 
+    /// Takes `set` for `owner` only if it can be granted at once (as [`acquire`](Self::acquire)
+    /// would grant it), without queueing: None, and nothing changed, if it cannot. A request that
+    /// never waits adds no edge to the wait-for graph, so it may be made on shards in any order
+    /// (see `crate::multi::Optimistic`).
+    pub fn try_acquire(&mut self, owner: Owner, set: LockSet) -> Option<LockId> {
+        match self.acquire_inner(owner, set.into_items(), None) {
+            (id, Grant::Now) => Some(id),
+            (_, Grant::Queued) => None,
+        }
+    }
+
     fn acquire_items(
         &mut self,
         owner: Owner,
         items: Vec<(LockKey, LockMode)>,
         on_grant: Box<dyn FnOnce()>,
+    ) -> (LockId, Grant) {
+        self.acquire_inner(owner, items, Some(on_grant))
+    }
+
+    /// [`acquire_items`](Self::acquire_items); without `on_grant`, a request that cannot be granted
+    /// at once is not queued (and its id not used).
+    fn acquire_inner(
+        &mut self,
+        owner: Owner,
+        items: Vec<(LockKey, LockMode)>,
+        on_grant: Option<Box<dyn FnOnce()>>,
     ) -> (LockId, Grant) {
         // Every hold and grant goes through here, so this one check per request (not one per item
         // in `Item::hold`) keeps owner 0 out of the table: held by it, an item would look unused
@@ -635,6 +657,9 @@ impl LockTable {
                 }
             }
         }
+        let Some(on_grant) = on_grant else {
+            return (id, Grant::Queued);
+        };
         for (item, m) in &request.items {
             self.items
                 .entry(*item)
@@ -1096,6 +1121,33 @@ mod tests {
         assert_eq!(g, Grant::Now);
         t.release(k);
         t.release(db);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn try_acquire_grants_only_what_acquire_would_grant_at_once_and_never_queues() {
+        let mut t = LockTable::default();
+        let (a, b, c) = (new_owner(), new_owner(), new_owner());
+        let ra = t
+            .try_acquire(a, keys(0, &[("k", S), ("j", S)]))
+            .expect("free");
+        // Shared with shared: granted; exclusive against a holder: refused, nothing left behind.
+        let rb = t.try_acquire(b, keys(0, &[("k", S)])).expect("shared");
+        assert_eq!(t.try_acquire(c, keys(0, &[("x", X), ("k", X)])), None);
+        assert!(
+            t.may_run(Some(c), 0, key("x"), X),
+            "a refused request holds nothing"
+        );
+        assert_eq!(t.queued(), 0);
+        // Behind a queued exclusive request, a shared one is refused too (rule 2).
+        let log: Log = Rc::default();
+        let (q, g) = t.acquire(c, keys(0, &[("k", X)]), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        assert_eq!(t.try_acquire(new_owner(), keys(0, &[("k", S)])), None);
+        t.release(ra);
+        t.release(rb);
+        assert_eq!(*log.borrow(), vec![1]);
+        t.release(q);
         assert!(t.is_idle());
     }
 

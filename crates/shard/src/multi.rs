@@ -271,6 +271,147 @@ impl Drop for MultiLock {
     }
 }
 
+/// Locks taken shard by shard as a read-only command first touches each shard, in the same message
+/// as its first read there, and only if they can be granted at once (`LockTable::try_acquire`):
+/// a multi-key read across shards in one round trip instead of one per shard to lock and one to
+/// read. It never waits for a lock, so it may lock shards in any order without risk of deadlock;
+/// when a shard refuses, the command is abandoned (it wrote nothing, and what it read is thrown
+/// away), its locks released, and it runs again the ordinary way ([`ShardSet::lock_plan`]). Strict
+/// two-phase locking all the same: every lock is held until [`Optimistic::release`].
+///
+/// Cancel-safe like [`MultiLock`]: a request in flight when it is dropped is abandoned (the shard
+/// does not make it) or, if already made, released.
+pub struct Optimistic {
+    set: ShardSet,
+    owner: Owner,
+    /// Granted requests.
+    held: Vec<(usize, LockId)>,
+    /// Requests sent and not settled yet.
+    inflight: Vec<Arc<Mutex<Attempt>>>,
+}
+
+/// The fate of one attempt, decided under its mutex by the shard or by a drop.
+enum Attempt {
+    Sent,
+    Abandoned,
+    /// Granted on that shard.
+    Made(usize, LockId),
+    Refused,
+}
+
+impl Optimistic {
+    /// Nothing locked yet, for a fresh `owner`.
+    pub fn new(set: &ShardSet, owner: Owner) -> Optimistic {
+        Optimistic {
+            set: set.clone(),
+            owner,
+            held: Vec::new(),
+            inflight: Vec::new(),
+        }
+    }
+
+    /// The shard set.
+    pub fn shard_set(&self) -> &ShardSet {
+        &self.set
+    }
+
+    /// Whether this owner's locks on `shard` are held.
+    pub fn holds(&self, shard: usize) -> bool {
+        self.held.iter().any(|&(s, _)| s == shard)
+    }
+
+    /// Starts an attempt on `shard`: take `locks` if they can be granted at once and, if so, run
+    /// `f` there under them. The returned future gives `f`'s result, or None if the shard refused;
+    /// [`settle`](Self::settle) must be called once it (and any others started alongside) is done.
+    pub fn attempt<R: Send + 'static>(
+        &mut self,
+        shard: usize,
+        locks: LockSet,
+        f: impl FnOnce(&mut Shard) -> R + Send + 'static,
+    ) -> impl std::future::Future<Output = Option<R>> + 'static {
+        let state = Arc::new(Mutex::new(Attempt::Sent));
+        self.inflight.push(state.clone());
+        let owner = self.owner;
+        let set = self.set.clone();
+        async move {
+            set.call(shard, move |s| {
+                let mut st = state_of_attempt(&state);
+                if matches!(*st, Attempt::Abandoned) {
+                    return None;
+                }
+                match s.locks.try_acquire(owner, locks) {
+                    Some(id) => {
+                        *st = Attempt::Made(shard, id);
+                        drop(st);
+                        Some(f(s))
+                    }
+                    None => {
+                        *st = Attempt::Refused;
+                        None
+                    }
+                }
+            })
+            .await
+        }
+    }
+
+    /// Records the outcome of every attempt started so far (all of them must be done).
+    pub fn settle(&mut self) {
+        for state in std::mem::take(&mut self.inflight) {
+            if let Attempt::Made(shard, id) =
+                std::mem::replace(&mut *state_of_attempt(&state), Attempt::Abandoned)
+            {
+                self.held.push((shard, id));
+            }
+        }
+    }
+
+    /// Runs `f` on `shard`, whose locks this owner holds.
+    pub async fn run<R: Send + 'static>(
+        &self,
+        shard: usize,
+        f: impl FnOnce(&mut Shard) -> R + Send + 'static,
+    ) -> R {
+        self.set.call(shard, f).await
+    }
+
+    /// Releases every lock: the local shard's at once, remote ones by message. Must not be called
+    /// inside [`with_shard`].
+    pub fn release(mut self) {
+        self.settle();
+        let local = current_shard_id();
+        for (shard, id) in std::mem::take(&mut self.held) {
+            if Some(shard) == local {
+                with_shard(|s| s.locks.release(id));
+            } else {
+                self.set
+                    .post(shard, Box::new(move || with_shard(|s| s.locks.release(id))));
+            }
+        }
+    }
+}
+
+impl Drop for Optimistic {
+    fn drop(&mut self) {
+        // Posting, even to this thread's shard, keeps this safe when dropped inside `with_shard`.
+        for state in std::mem::take(&mut self.inflight) {
+            if let Attempt::Made(shard, id) =
+                std::mem::replace(&mut *state_of_attempt(&state), Attempt::Abandoned)
+            {
+                self.held.push((shard, id));
+            }
+        }
+        for (shard, id) in self.held.drain(..) {
+            self.set
+                .post(shard, Box::new(move || with_shard(|s| s.locks.cancel(id))));
+        }
+    }
+}
+
+fn state_of_attempt(a: &Mutex<Attempt>) -> MutexGuard<'_, Attempt> {
+    a.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     //! Real shard threads (more than this machine's cores), many coordinators per thread, each
