@@ -215,3 +215,61 @@ fn rename_chain_keeps_exactly_one_key_threads_2() {
 fn rename_chain_keeps_exactly_one_key_threads_5() {
     rename_chain_keeps_exactly_one_key("5");
 }
+
+/// The same race with the commands pipelined, three to a write: pipelined MSET, MGET, DEL and
+/// EXISTS are split into one command per shard that join the pipeline's sub-batches (instead of
+/// running the coordinator one command at a time), and must stay just as atomic. Readers check
+/// that each MGET saw one writer's MSET whole (or nothing, after a DEL), and that EXISTS agrees.
+fn pipelined_multi_key_commands_stay_atomic(threads: &str) {
+    let server = Server::strata(&["--threads", threads]);
+    race(
+        &server,
+        WRITERS,
+        |conn, w, i| {
+            let value = format!("w{w}-i{i}");
+            let mut pipe = redis::pipe();
+            let mset = pipe.cmd("MSET");
+            for key in KEYS {
+                mset.arg(key).arg(&value);
+            }
+            if i % 5 == 4 {
+                pipe.cmd("DEL").arg(&KEYS[..]);
+            }
+            pipe.cmd("EXISTS").arg(&KEYS[..]);
+            pipe.query::<()>(conn).expect("pipelined writes");
+        },
+        |conn| {
+            let (values, exists, again): (Vec<Option<String>>, i64, Vec<Option<String>>) =
+                redis::pipe()
+                    .cmd("MGET")
+                    .arg(&KEYS[..])
+                    .cmd("EXISTS")
+                    .arg(&KEYS[..])
+                    .cmd("MGET")
+                    .arg(&KEYS[..])
+                    .query(conn)
+                    .expect("pipelined reads");
+            for v in [&values, &again] {
+                assert_eq!(v.len(), KEYS.len(), "MGET returned {v:?}");
+                assert!(
+                    v.iter().all(|x| *x == v[0]),
+                    "a pipelined MGET saw a half-applied write: {v:?}"
+                );
+            }
+            assert!(
+                exists == 0 || exists == KEYS.len() as i64,
+                "EXISTS counted {exists} of a write applied whole or not at all"
+            );
+        },
+    );
+}
+
+#[test]
+fn pipelined_multi_key_commands_stay_atomic_threads_2() {
+    pipelined_multi_key_commands_stay_atomic("2");
+}
+
+#[test]
+fn pipelined_multi_key_commands_stay_atomic_threads_5() {
+    pipelined_multi_key_commands_stay_atomic("5");
+}

@@ -859,3 +859,64 @@ fn incrbyfloat_is_long_double_arithmetic() {
     d.run(&["SET", "s", "abc"]);
     d.run(&["INCRBYFLOAT", "s", "1"]);
 }
+
+/// MGET, MSET, DEL, UNLINK, EXISTS and TOUCH pipelined with keys on several shards: each is split
+/// into one command per shard that joins the pipeline's sub-batches, and its reply is merged back
+/// (elements in key order, integers added up, OK once). Reply for reply against redis-server, in
+/// RESP2 and RESP3, with repeated and missing keys, a wrong type, an odd MSET (the arity error),
+/// and the calls INFO commandstats counts (one per command, not per part).
+#[test]
+fn pipelined_multi_key_commands_across_shards_match_redis() {
+    // One key in each quarter of the slot space: each on its own shard with four threads.
+    let keys: Vec<String> = (0..4).map(|q| crate::harness::key_in(q, "pm")).collect();
+    let k: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let script: Vec<Vec<&str>> = vec![
+        vec!["CONFIG", "RESETSTAT"],
+        vec!["MSET", k[0], "a", k[1], "b", k[2], "c", k[3], "d"],
+        vec!["MGET", k[3], "nokey", k[2], k[1], k[0], k[3]],
+        vec!["EXISTS", k[0], k[1], k[0], "nokey", k[3]],
+        vec!["TOUCH", k[2], k[3], "nokey"],
+        vec!["RPUSH", "pm:list", "x"],
+        vec!["MGET", k[0], "pm:list", k[2]],
+        vec!["MSET", k[0], "a2", k[1]],
+        vec!["DEL", k[0], k[1], "nokey", k[0]],
+        vec!["MGET", k[0], k[1], k[2], k[3]],
+        vec!["UNLINK", k[2], k[3], "pm:list"],
+        vec!["EXISTS", k[0], k[1], k[2], k[3]],
+        vec!["MSET", k[1], "x", k[3], "y"],
+        vec!["MGET", k[0], k[1], k[2], k[3]],
+    ];
+    let run = |s: &Server| -> Vec<String> {
+        let mut c = s.conn();
+        let mut seen = Vec::new();
+        for hello in [None, Some("3")] {
+            if let Some(v) = hello {
+                c.call(&["HELLO", v]);
+            }
+            c.call(&["FLUSHALL"]);
+            let mut raw = Vec::new();
+            for cmd in &script {
+                raw.extend(encode_command(cmd));
+            }
+            c.send_raw(&raw);
+            for _ in &script {
+                seen.push(String::from_utf8_lossy(&c.read_reply()).to_string());
+            }
+            let stats = c.call_decoded(&["INFO", "commandstats"]);
+            let stats = String::from_utf8_lossy(stats.as_bytes().unwrap_or_default()).to_string();
+            for name in ["mget", "mset", "del", "unlink", "exists", "touch"] {
+                let calls = stats
+                    .lines()
+                    .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+                    .and_then(|l| l.split(',').next())
+                    .unwrap_or("none")
+                    .to_string();
+                seen.push(calls);
+            }
+        }
+        seen
+    };
+    let strata = Server::strata(&["--threads", "4"]);
+    let redis = Server::redis(&[]);
+    assert_eq!(run(&strata), run(&redis));
+}

@@ -79,6 +79,9 @@ pub struct ShardCmd {
     key: usize,
     /// Its position in the pipeline batch it came in (see [`Batch::flush`]'s serving rule).
     seq: u32,
+    /// Counted as a call in INFO commandstats: false for the parts of a split command but its
+    /// first (see [`Batch::split`]).
+    counted: bool,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -222,9 +225,9 @@ impl ShardCmd {
         shard.running_client = outer;
         let usec = (now_us() - start).max(0) as u64;
         let stats = &mut shard.stats;
-        stats.commands += 1;
+        stats.commands += u64::from(self.counted);
         let st = stats.cmd_mut(self.cmd.id);
-        st.calls += 1;
+        st.calls += u64::from(self.counted);
         st.usec += usec;
         st.failed_calls += failed as u64;
         park
@@ -751,6 +754,80 @@ impl Placement {
     }
 }
 
+/// Writes the reply of a split command (see [`Merge`]) from its parts' replies, which are the
+/// replies of the same command over fewer keys: an integer each (sum), OK each (all succeeded), or
+/// an array of bulk strings and nulls each (concatenation). A part that answered anything else (an
+/// error) is the reply, as the first failing shard's reply is in Redis Cluster's policies. Nothing
+/// if a reply was dropped (the client passed its output limit and is being closed).
+fn merge_replies(merge: &Merge, replies: &[&[u8]], out: &mut Vec<u8>) {
+    if replies.iter().any(|r| r.is_empty()) {
+        return;
+    }
+    let odd = |want: u8| replies.iter().find(|r| r[0] != want).copied();
+    match merge {
+        Merge::Sum => {
+            if let Some(r) = odd(b':') {
+                out.extend_from_slice(r);
+                return;
+            }
+            let total: i64 = replies
+                .iter()
+                .map(|r| {
+                    resp_line(&r[1..])
+                        .and_then(strata_core::num::parse_i64)
+                        .unwrap_or(0)
+                })
+                .sum();
+            out.push(b':');
+            out.extend_from_slice(total.to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        Merge::AllOk => match replies.iter().find(|r| **r != b"+OK\r\n") {
+            Some(r) => out.extend_from_slice(r),
+            None => out.extend_from_slice(b"+OK\r\n"),
+        },
+        Merge::Concat(order) => {
+            if let Some(r) = odd(b'*') {
+                out.extend_from_slice(r);
+                return;
+            }
+            // Each part's elements, in its keys' order.
+            let mut rest: Vec<&[u8]> = replies
+                .iter()
+                .map(|r| resp_line(&r[1..]).map_or(&[][..], |l| &r[l.len() + 3..]))
+                .collect();
+            out.push(b'*');
+            out.extend_from_slice(order.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+            for &p in order {
+                let part = &mut rest[p as usize];
+                let n = resp_element_len(part).min(part.len());
+                out.extend_from_slice(&part[..n]);
+                *part = &part[n..];
+            }
+        }
+    }
+}
+
+/// The text of a RESP line (up to its CRLF).
+fn resp_line(b: &[u8]) -> Option<&[u8]> {
+    let end = b.windows(2).position(|w| w == b"\r\n")?;
+    Some(&b[..end])
+}
+
+/// The length of the RESP element at the start of `b`: a bulk string (`$len`, or `$-1` null), or
+/// a one-line element (RESP3 `_` null, integers, simple strings).
+fn resp_element_len(b: &[u8]) -> usize {
+    let Some(line) = resp_line(b) else {
+        return b.len();
+    };
+    let head = line.len() + 2;
+    match (b.first(), strata_core::num::parse_i64(&line[1..])) {
+        (Some(b'$'), Some(len)) if len >= 0 => head + len as usize + 2,
+        _ => head,
+    }
+}
+
 /// Where one command's reply is.
 enum Slot {
     /// Bytes `start..end` of the batch's local reply buffer.
@@ -760,6 +837,20 @@ enum Slot {
     /// EXEC run with the pipeline: its array header (bytes `start..end` of the local buffer), then
     /// the replies of its body, each a (batch, index) as in `Remote`.
     Txn(usize, usize, Vec<(usize, usize)>),
+    /// A multi-key command split into one command per shard (see [`Split`]): the parts' replies,
+    /// each a (batch, index) as in `Remote`, merged into one.
+    Split(Vec<(usize, usize)>, Merge),
+}
+
+/// How the replies of a split command's parts make its reply, as Redis Cluster's response
+/// policies say (COMMAND DOCS tips).
+enum Merge {
+    /// `response_policy:agg_sum` (DEL, UNLINK, EXISTS, TOUCH): the integers added up.
+    Sum,
+    /// `response_policy:all_succeeded` (MSET): OK if every part said OK.
+    AllOk,
+    /// No response policy (MGET): the arrays' elements back in key order; the part each key went to.
+    Concat(Vec<u32>),
 }
 
 /// How a command will run.
@@ -779,6 +870,9 @@ enum Route {
     /// EXEC rejected before running (arity, NOAUTH, subscribed mode…): as in Redis, the error
     /// comes as EXECABORT and the transaction, if any, is discarded.
     AbortExec(Resolved, String),
+    /// A keyed command whose keys span shards, run as one command per shard that join the
+    /// pipeline's sub-batches (see [`Batch::split`]).
+    Split(Vec<(usize, ShardCmd)>, Merge),
 }
 
 struct Pending {
@@ -902,7 +996,7 @@ impl Batch<'_> {
                 None
             };
             let mut rejected = false;
-            let slot = match self.route(args, local_shard, oom) {
+            let slot = match self.route(args, local_shard, oom, !single) {
                 Route::Reject(msg) => {
                     rejected = true;
                     // A rejected command aborts the transaction it was sent in (Redis's
@@ -966,6 +1060,16 @@ impl Batch<'_> {
                     self.flush(&mut pending, &mut done).await;
                     self.run_keys(&cmd, &args, f, &mut local).await;
                     Slot::Local(start, local.buf.len())
+                }
+                Route::Split(parts, merge) => {
+                    let mut refs = Vec::with_capacity(parts.len());
+                    for (shard, mut c) in parts {
+                        let b = Pending::index(&mut pending, shard, (cmds.len() + 1).min(256));
+                        c.seq = slots.len() as u32;
+                        pending[b].cmds.push(c);
+                        refs.push((done.len() + b, pending[b].cmds.len() - 1));
+                    }
+                    Slot::Split(refs, merge)
                 }
                 Route::AbortExec(cmd, msg) => {
                     rejected = true;
@@ -1098,6 +1202,13 @@ impl Batch<'_> {
                         if !suppress {
                             out.extend_from_slice(bytes);
                         }
+                    }
+                }
+                Slot::Split(parts, merge) => {
+                    let replies: Vec<&[u8]> =
+                        parts.into_iter().map(|(b, i)| remote(b, i)).collect();
+                    if !suppress {
+                        merge_replies(&merge, &replies, out);
                     }
                 }
             }
@@ -1508,7 +1619,8 @@ impl Batch<'_> {
         plan
     }
 
-    fn route(&self, args: Vec<Bytes>, local_shard: usize, oom: bool) -> Route {
+    /// `pipelined`: the batch holds more than this command (see [`split`](Self::split)).
+    fn route(&self, args: Vec<Bytes>, local_shard: usize, oom: bool, pipelined: bool) -> Route {
         let cmd = match table().resolve(&args) {
             Lookup::Unknown(msg) => return Route::Reject(msg),
             Lookup::BadArity(cmd, msg) => return reject(&cmd, msg),
@@ -1580,7 +1692,10 @@ impl Batch<'_> {
                         shard.unwrap_or(local_shard),
                         self.shard_cmd(args, cmd, Run::Keys(handler), p.key),
                     ),
-                    None => Route::Keys(cmd, args, handler),
+                    None => match pipelined.then(|| self.split(cmd, &args, handler)).flatten() {
+                        Some(route) => route,
+                        None => Route::Keys(cmd, args, handler),
+                    },
                 }
             }
             Handler::Conn(f) => Route::Conn(cmd, args, f),
@@ -1590,6 +1705,79 @@ impl Batch<'_> {
             }
             Handler::Exec => Route::Exec(cmd),
         }
+    }
+
+    /// A command Redis Cluster would split by shard (`request_policy:multi_shard`: MGET, MSET, DEL,
+    /// UNLINK, EXISTS, TOUCH), whose keys span shards: the same command over each shard's keys
+    /// (with MSET's values), as a [`Route::Split`]. In a pipeline (`route` asks only then), its
+    /// parts join the pipeline's sub-batches like any one-shard command, so a pipeline of MGETs
+    /// costs one message per shard, not a coordinator run per command; a run of sub-batches
+    /// spanning shards is one lock context (two-phase locking), so the command stays atomic. (A
+    /// lone command gains nothing from it: the coordinator's round trips are as few, and a read
+    /// runs optimistically there.) None (the coordinator runs it) inside a transaction,
+    /// for a response policy other than sum, all-succeeded or concatenation (MSETNX's all-or-
+    /// nothing), for more than [`SLICE`] keys, and for an argument list whose keys are not all its
+    /// arguments (or all its odd ones, with a value after each: MSET); the coordinator then
+    /// answers its errors too.
+    fn split(&self, cmd: Resolved, args: &[Bytes], handler: KeysHandler) -> Option<Route> {
+        let tips = cmd.spec.tips;
+        if self.session.txn_owner.is_some() || !tips.contains(&"request_policy:multi_shard") {
+            return None;
+        }
+        let mut merge = if tips.contains(&"response_policy:agg_sum") {
+            Merge::Sum
+        } else if tips.contains(&"response_policy:all_succeeded") {
+            Merge::AllOk
+        } else if tips.iter().any(|t| t.starts_with("response_policy:")) {
+            return None;
+        } else {
+            Merge::Concat(Vec::with_capacity(args.len() - 1))
+        };
+        let n = args.len() - 1;
+        let mut keys = Vec::with_capacity(n);
+        cmd.spec.for_each_key(args, |i, _| keys.push(i));
+        let unit = if keys.iter().copied().eq(1..=n) {
+            1
+        } else if n.is_multiple_of(2) && keys.iter().copied().eq((1..n).step_by(2)) {
+            2
+        } else {
+            return None;
+        };
+        if keys.len() > SLICE {
+            return None;
+        }
+        let set = &self.state.shards;
+        let mut parts: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        for &k in &keys {
+            let shard = set.shard_of_key(&args[k]);
+            let at = match parts.iter().position(|(s, _)| *s == shard) {
+                Some(at) => at,
+                None => {
+                    let mut part = Vec::with_capacity(1 + unit * keys.len());
+                    part.push(args[0].clone());
+                    parts.push((shard, part));
+                    parts.len() - 1
+                }
+            };
+            parts[at].1.extend_from_slice(&args[k..k + unit]);
+            if let Merge::Concat(order) = &mut merge {
+                order.push(at as u32);
+            }
+        }
+        if parts.len() < 2 {
+            return None;
+        }
+        let cmds = parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (shard, part))| {
+                let mut c = self.shard_cmd(part, cmd, Run::Keys(handler), 1);
+                // Counted once (INFO commandstats), as the one command it is.
+                c.counted = i == 0;
+                (shard, c)
+            })
+            .collect();
+        Some(Route::Split(cmds, merge))
     }
 
     /// `key`: the index of its first key argument (0: none).
@@ -1607,6 +1795,7 @@ impl Batch<'_> {
             track: cmd.spec.flags.has(Flags::READONLY)
                 && strata_commands::tracking::tracks_reads(self.session),
             seq: 0,
+            counted: true,
         }
     }
 
@@ -2207,6 +2396,7 @@ mod tests {
             track: false,
             key: 0,
             seq: 0,
+            counted: true,
         }
     }
 
