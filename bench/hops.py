@@ -12,6 +12,11 @@ counts so that a noisy machine hurts them alike; the table reports medians, and 
 
     python3 bench/hops.py --strata target/release/strata --threads 1,2,4 --rounds 3
     python3 bench/hops.py --strata /tmp/strata-old,/tmp/strata-new --threads 1,2
+    python3 bench/hops.py --strata target/release/strata --tests mget,mset --pipelines 1,16 --redis
+
+`--tests` takes redis-benchmark test names, plus `mget` (MGET of 10 random keys, a custom command;
+redis-benchmark's own `mset` sets 10). With `--redis`, redis-server runs the same tests in the same
+rounds and each row also shows Strata's CPU per operation relative to it.
 
 Standard library only; needs redis-benchmark.
 """
@@ -76,11 +81,20 @@ def bulk_len(data):
     return len(head) + 2 + int(head[1:]) + 2 if head.startswith(b"$") else 0
 
 
+MGET10 = ["mget"] + ["key:__rand_int__"] * 10
+
+
+def bench_args(test):
+    """redis-benchmark's arguments selecting `test`."""
+    return MGET10 if test == "mget" else ["-t", test]
+
+
 def run_server(binary, threads, tests, args):
     port = free_port()
     with tempfile.TemporaryDirectory() as d:
-        cmd = [binary, "--port", str(port), "--threads", str(threads), "--dir", d,
-               "--save", "", "--appendonly", "no"]
+        cmd = [binary, "--port", str(port), "--dir", d, "--save", "", "--appendonly", "no"]
+        if binary != "redis-server":
+            cmd += ["--threads", str(threads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_ready(port, proc)
@@ -89,9 +103,9 @@ def run_server(binary, threads, tests, args):
                 n = args.requests * (args.pipelined_factor if pipeline > 1 else 1)
                 before, woken = cpu_seconds(proc.pid), wakeups(port)
                 subprocess.run(
-                    ["redis-benchmark", "-p", str(port), "-t", test, "-d", str(args.data_size),
+                    ["redis-benchmark", "-p", str(port), "-d", str(args.data_size),
                      "-r", "1000000", "-c", str(args.clients), "-P", str(pipeline), "-n", str(n),
-                     "-q"],
+                     "-q"] + bench_args(test),
                     check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 cpu = (cpu_seconds(proc.pid) - before) / n * 1e6
                 after = wakeups(port)
@@ -111,13 +125,22 @@ def main():
     p.add_argument("--pipelined-factor", type=int, default=10)
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--data-size", type=int, default=256)
+    p.add_argument("--tests", default="set,get", help="redis-benchmark tests, or mget")
+    p.add_argument("--pipelines", default="1,32", help="pipeline depths")
+    p.add_argument("--redis", action="store_true", help="also run redis-server, for ratios to it")
     args = p.parse_args()
 
     binaries = [os.path.abspath(b) for b in args.strata.split(",")]
     threads = sorted({1, *(int(t) for t in args.threads.split(","))})
-    tests = [("set", 1), ("get", 1), ("set", 32), ("get", 32)]
+    tests = [(t, int(pl)) for pl in args.pipelines.split(",") for t in args.tests.split(",")]
     samples, wakes = {}, {}
     for r in range(args.rounds):
+        if args.redis:
+            res = run_server("redis-server", 1, tests, args)
+            for k, (cpu, _) in res.items():
+                samples.setdefault(("redis-server", 1, k), []).append(cpu)
+            print(f"round {r + 1}: redis-server: "
+                  + "  ".join(f"{k[0]} P{k[1]} {v[0]:.2f}" for k, v in res.items()), flush=True)
         for b in binaries:
             for t in threads:
                 res = run_server(b, t, tests, args)
@@ -131,7 +154,9 @@ def main():
 
     print("\nServer CPU microseconds per operation (median of rounds), the ratio to --threads 1, and\n"
           "cross-thread wake-ups per operation")
-    print(f"{'binary':<28} {'test':<5} {'P':>3} " + " ".join(f"{'t' + str(t):>19}" for t in threads))
+    redis_col = f" {'redis':>7}" + "".join(f" {'t' + str(t) + '/redis':>9}" for t in threads)
+    print(f"{'binary':<28} {'test':<5} {'P':>3} " + " ".join(f"{'t' + str(t):>19}" for t in threads)
+          + (redis_col if args.redis else ""))
     for b in binaries:
         for k in tests:
             base = statistics.median(samples[(b, 1, k)])
@@ -141,7 +166,12 @@ def main():
                 w = wakes.get((b, t, k))
                 cells.append(f"{m:6.2f} ({m / base:4.2f}x) " + (f"{statistics.median(w):4.2f}" if w else "   -"))
             name = b if len(b) <= 28 else "..." + b[-25:]
-            print(f"{name:<28} {k[0].upper():<5} {k[1]:>3} " + " ".join(f"{c:>19}" for c in cells))
+            line = f"{name:<28} {k[0].upper():<5} {k[1]:>3} " + " ".join(f"{c:>19}" for c in cells)
+            if args.redis:
+                r = statistics.median(samples[("redis-server", 1, k)])
+                line += f" {r:7.2f}" + "".join(
+                    f" {statistics.median(samples[(b, t, k)]) / r:8.2f}x" for t in threads)
+            print(line)
 
 
 if __name__ == "__main__":

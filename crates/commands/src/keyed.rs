@@ -105,21 +105,23 @@ impl<'a> KeysCtx<'a> {
         now: i64,
     ) -> KeysCtx<'a> {
         let databases = shard.db_count();
-        KeysCtx {
-            db,
-            args,
-            out,
-            now,
-            databases,
-            park: None,
-            woken: false,
-            place: Place::Here(shard),
-        }
+        KeysCtx::placed(Place::Here(shard), db, args, out, now, databases)
     }
 
     /// A context for a command whose keys are locked by `lock` on several shards.
     pub fn across(
         lock: &'a MultiLock,
+        db: usize,
+        args: &'a [Bytes],
+        out: &'a mut ReplyBuf,
+        now: i64,
+        databases: usize,
+    ) -> KeysCtx<'a> {
+        KeysCtx::placed(Place::Across(lock), db, args, out, now, databases)
+    }
+
+    fn placed(
+        place: Place<'a>,
         db: usize,
         args: &'a [Bytes],
         out: &'a mut ReplyBuf,
@@ -134,7 +136,7 @@ impl<'a> KeysCtx<'a> {
             databases,
             park: None,
             woken: false,
-            place: Place::Across(lock),
+            place,
         }
     }
 
@@ -152,20 +154,9 @@ impl<'a> KeysCtx<'a> {
         now: i64,
         databases: usize,
     ) -> KeysCtx<'a> {
-        KeysCtx {
-            db,
-            args,
-            out,
-            now,
-            databases,
-            park: None,
-            woken: false,
-            place: Place::Tentative(Tentative {
-                lock,
-                plan: plan.into_iter().map(|(s, l)| (s, Some(l))).collect(),
-                failed,
-            }),
-        }
+        let plan = plan.into_iter().map(|(s, l)| (s, Some(l))).collect();
+        let place = Place::Tentative(Tentative { lock, plan, failed });
+        KeysCtx::placed(place, db, args, out, now, databases)
     }
 
     /// A cursor over the arguments after the command name.

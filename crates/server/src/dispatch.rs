@@ -702,15 +702,7 @@ impl Drop for Held<'_> {
 
 impl Held<'_> {
     fn release(mut self) {
-        let me = current_shard_id();
-        for (shard, id) in std::mem::take(&mut self.ids) {
-            if Some(shard) == me {
-                with_shard(|s| s.locks.release(id));
-            } else {
-                self.set
-                    .post(shard, Box::new(move || with_shard(|s| s.locks.release(id))));
-            }
-        }
+        self.set.release_locks(std::mem::take(&mut self.ids));
     }
 }
 

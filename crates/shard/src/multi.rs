@@ -72,6 +72,19 @@ impl ShardSet {
             .collect()
     }
 
+    /// Releases granted lock requests `ids` (shard, id): this thread's shard's at once, the others
+    /// by message. Must not be called inside [`with_shard`].
+    pub fn release_locks(&self, ids: impl IntoIterator<Item = (usize, LockId)>) {
+        let local = current_shard_id();
+        for (shard, id) in ids {
+            if Some(shard) == local {
+                with_shard(|s| s.locks.release(id));
+            } else {
+                self.post(shard, Box::new(move || with_shard(|s| s.locks.release(id))));
+            }
+        }
+    }
+
     /// Locks `keys` of database `db` on their shards for a fresh owner, waiting (without blocking
     /// any thread) for conflicting holders. Shards are visited in ascending order.
     pub async fn lock_keys(
@@ -261,15 +274,7 @@ impl MultiLock {
     /// Releases every lock: the local shard's at once, remote ones by message. Must not be called
     /// inside [`with_shard`].
     pub fn release(mut self) {
-        let local = current_shard_id();
-        for (shard, id) in std::mem::take(&mut self.ids) {
-            if Some(shard) == local {
-                with_shard(|s| s.locks.release(id));
-            } else {
-                self.set
-                    .post(shard, Box::new(move || with_shard(|s| s.locks.release(id))));
-            }
-        }
+        self.set.release_locks(std::mem::take(&mut self.ids));
     }
 }
 
@@ -399,28 +404,15 @@ impl Optimistic {
     /// inside [`with_shard`].
     pub fn release(mut self) {
         self.settle();
-        let local = current_shard_id();
-        for (shard, id) in std::mem::take(&mut self.held) {
-            if Some(shard) == local {
-                with_shard(|s| s.locks.release(id));
-            } else {
-                self.set
-                    .post(shard, Box::new(move || with_shard(|s| s.locks.release(id))));
-            }
-        }
+        self.set.release_locks(std::mem::take(&mut self.held));
     }
 }
 
 impl Drop for Optimistic {
     fn drop(&mut self) {
-        // Posting, even to this thread's shard, keeps this safe when dropped inside `with_shard`.
-        for state in std::mem::take(&mut self.inflight) {
-            if let Attempt::Made(shard, id) =
-                std::mem::replace(&mut *state_of_attempt(&state), Attempt::Abandoned)
-            {
-                self.held.push((shard, id));
-            }
-        }
+        // Requests in flight are abandoned, or released below if made. Posting, even to this
+        // thread's shard, keeps this safe when dropped inside `with_shard`.
+        self.settle();
         for (shard, id) in self.held.drain(..) {
             self.set
                 .post(shard, Box::new(move || with_shard(|s| s.locks.cancel(id))));
