@@ -713,6 +713,25 @@ impl LockTable {
         if !work.is_empty() {
             self.grant_waiters(work);
         }
+        if self.requests.is_empty() {
+            self.shrink_when_idle();
+        }
+    }
+
+    /// Gives back the room one huge request (an MSET of 300k keys) left in the tables once
+    /// nothing is held or queued, so it does not stay allocated for good; small tables are kept,
+    /// and reused without allocating.
+    fn shrink_when_idle(&mut self) {
+        const KEEP: usize = 1024;
+        if self.items.is_empty() && self.items.capacity() > KEEP {
+            self.items = HashMap::new();
+        }
+        if self.requests.capacity() > KEEP {
+            self.requests = HashMap::new();
+        }
+        if self.grants.is_empty() && self.grants.capacity() > KEEP {
+            self.grants = HashMap::new();
+        }
     }
 
     /// Hands the grant `id` over to owner `to`: from now on `to` holds what it held, with nothing
