@@ -366,3 +366,43 @@ fn tracking_table_max_keys_evicts_and_info_counts() {
     assert_eq!(totals(&mut d.strata), totals(&mut d.redis));
     d.run(&["CONFIG", "SET", "tracking-table-max-keys", "-1"]);
 }
+
+/// Keys read by a tracking client that has since left stay remembered until they change, then are
+/// forgotten one by one, as in Redis: `tracking_total_keys` falls back to 0 with no client
+/// tracking. Strata used to stop looking at writes once no client tracked, so they stayed (and
+/// their memory with them) until a FLUSHALL.
+#[test]
+fn keys_of_a_departed_tracking_client_are_forgotten_when_written() {
+    let run = |s: &crate::harness::Server| -> Vec<String> {
+        let total = |c: &mut Conn| {
+            let info = c.call_decoded(&["INFO", "stats"]);
+            String::from_utf8_lossy(info.as_bytes().unwrap_or_default())
+                .lines()
+                .find(|l| l.starts_with("tracking_total_keys:"))
+                .unwrap_or("none")
+                .to_string()
+        };
+        let mut w = s.conn();
+        {
+            let mut reader = s.conn();
+            reader.call(&["CLIENT", "TRACKING", "ON"]);
+            for i in 0..100 {
+                reader.call(&["GET", &format!("gone:{i}")]);
+            }
+        }
+        let mut seen = vec![total(&mut w)];
+        for i in 0..60 {
+            w.call(&["SET", &format!("gone:{i}"), "x"]);
+        }
+        seen.push(total(&mut w));
+        for i in 60..100 {
+            w.call(&["DEL", &format!("gone:{i}")]);
+            w.call(&["SET", &format!("gone:{i}"), "y"]);
+        }
+        seen.push(total(&mut w));
+        seen
+    };
+    let strata = crate::harness::Server::strata(&["--threads", "4"]);
+    let redis = crate::harness::Server::redis(&[]);
+    assert_eq!(run(&strata), run(&redis));
+}

@@ -273,7 +273,7 @@ impl Hooks {
             || self.journal.is_some()
             || !self.parked.is_empty()
             || !self.watched.is_empty()
-            || crate::tracking::active() != 0
+            || crate::tracking::remembering()
     }
 
     /// Emits `kind` for `key`: the whole cost when nobody listens is the counter and two tests.
@@ -308,7 +308,7 @@ impl Hooks {
                 }
             }
         }
-        if crate::tracking::active() != 0 {
+        if crate::tracking::remembering() {
             crate::tracking::key_modified(key);
         }
         if let Some(j) = &mut self.journal {

@@ -56,6 +56,14 @@ pub fn active() -> usize {
     ACTIVE.load(Ordering::Relaxed)
 }
 
+/// Whether the write path must report modified keys: a client tracks, or keys read by clients
+/// that have since left are still remembered (Redis forgets each at its next change, as here, so
+/// the table empties and `tracking_total_keys` falls without anyone tracking).
+#[inline]
+pub fn remembering() -> bool {
+    ACTIVE.load(Ordering::Relaxed) != 0 || TOTAL_KEYS.load(Ordering::Relaxed) != 0
+}
+
 /// Turns tracking on for client `id` (or replaces its settings).
 pub fn register(id: u64, t: Arc<dyn Tracker>) {
     let mut map = TRACKERS.write().unwrap_or_else(|e| e.into_inner());
@@ -182,6 +190,7 @@ pub fn enforce_limit() -> bool {
             .into_iter()
             .filter_map(|k| l.table.remove(&k).map(|ids| (k, ids)))
             .collect();
+        shrink_if_sparse(&mut l.table);
         l.items -= evicted.iter().map(|(_, ids)| ids.len()).sum::<usize>();
         evicted
     });
@@ -228,8 +237,10 @@ pub fn flush() {
         return;
     }
     announce_modified(&modified);
-    // Hand the emptied map back, so the next turn's keys reuse its allocation.
+    // Hand the emptied map back, so the next turn's keys reuse its allocation (unless one huge
+    // turn grew it).
     modified.clear();
+    shrink_if_sparse(&mut modified);
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         if l.modified.is_empty() {
@@ -260,14 +271,26 @@ fn announce_modified(modified: &HashMap<Box<[u8]>, u64>) {
     }
 }
 
+/// Gives back a table's room once most of it is empty (keys invalidated one by one after a client
+/// read millions), as Redis's radix tree frees its nodes. A shrink leaves it at most half full, so
+/// the next needs three quarters of its keys gone: rehashing stays O(1) per removal, amortized.
+fn shrink_if_sparse<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 1024 && map.len() * 8 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
 /// The write path: `key` was modified (written, deleted, expired, TTL changed). Called only while
-/// [`active`] is non-zero.
+/// [`remembering`].
 #[cold]
 pub fn key_modified(key: &[u8]) {
     let (ids, current) = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         let ids = l.table.remove(key);
         l.items -= ids.as_ref().map_or(0, Vec::len);
+        if ids.is_some() {
+            shrink_if_sparse(&mut l.table);
+        }
         let current = l.current;
         // The first modifier of a key in a turn is the one NOLOOP filters by (as Redis records it).
         if BCAST.load(Ordering::Relaxed) != 0 && !l.modified.contains_key(key) {
