@@ -1078,3 +1078,19 @@ fn keys_forgotten_by_client_tracking_leave_no_memory_behind() {
     assert_eq!(info_u64(&mut w, "stats", "tracking_total_keys"), 0);
     memory_returns_near(&mut w, baseline, 4 << 20);
 }
+
+/// WATCH of 200k keys, then UNWATCH: the watched-key tables give back their room (about 15 MB
+/// stayed allocated for good).
+#[test]
+fn watches_withdrawn_leave_no_memory_behind() {
+    let strata = Server::strata(&["--threads", "2"]);
+    let mut c = strata.conn();
+    let baseline = info_u64(&mut c, "memory", "used_memory");
+    for start in (0..200_000).step_by(10_000) {
+        let mut watch = vec!["WATCH".to_string()];
+        watch.extend((start..start + 10_000).map(|i| format!("w:{i}")));
+        assert_eq!(c.call_decoded(&watch), Reply::Simple(b"OK".to_vec()));
+    }
+    assert_eq!(c.call_decoded(&["UNWATCH"]), Reply::Simple(b"OK".to_vec()));
+    memory_returns_near(&mut c, baseline, 4 << 20);
+}

@@ -16,6 +16,7 @@
 //!   at WATCH time has expired since. EXEC, DISCARD, UNWATCH, RESET and closing the connection
 //!   withdraw every watch.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -118,17 +119,38 @@ fn watch<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let w = cx.session.watch.get_or_insert_with(Watch::new).clone();
         let db = cx.session.db;
         let now = cx.now;
+        // Keys not watched yet in this database, each once, grouped by shard: one message per
+        // shard, and a hash set rather than a scan of the list per key (Redis's WATCH scans its
+        // list for every key, quadratic in the keys watched).
+        let mut seen: HashSet<&Bytes> = cx
+            .session
+            .watched
+            .iter()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k)
+            .collect();
+        let mut new = Vec::new();
+        let mut by_shard: Vec<Vec<Bytes>> = vec![Vec::new(); set.len()];
         for key in &cx.args[1..] {
-            if cx.session.watched.iter().any(|(d, k)| *d == db && k == key) {
-                continue;
+            if seen.insert(key) {
+                by_shard[set.shard_of_key(key)].push(key.clone());
+                new.push((db, key.clone()));
             }
-            let (k, w) = (key.clone(), w.clone());
-            set.call(set.shard_of_key(key), move |s| {
-                s.db_mut(db).watch(&k, &w, now)
-            })
-            .await;
-            cx.session.watched.push((db, key.clone()));
         }
+        let calls = by_shard
+            .into_iter()
+            .enumerate()
+            .filter(|(_, keys)| !keys.is_empty())
+            .map(|(shard, keys)| {
+                let w = w.clone();
+                set.call(shard, move |s| {
+                    for k in keys {
+                        s.db_mut(db).watch(&k, &w, now);
+                    }
+                })
+            });
+        futures_util::future::join_all(calls).await;
+        cx.session.watched.extend(new);
         cx.out.ok();
         Ok(())
     })
@@ -169,8 +191,7 @@ pub async fn unwatch_all(session: &mut Session, set: &ShardSet) {
 }
 
 /// True if EXEC must abort because of a watched key: the watch was touched, or a key alive when
-/// watched has expired since (checked on its shard, without removing it).
-/// One message per watched key: WATCH lists are short.
+/// watched has expired since (checked on its shard, without removing it; one message per shard).
 pub async fn watch_broken(session: &Session, set: &ShardSet, now: i64) -> bool {
     let Some(w) = &session.watch else {
         return false;
@@ -178,16 +199,27 @@ pub async fn watch_broken(session: &Session, set: &ShardSet, now: i64) -> bool {
     if w.is_touched() {
         return true;
     }
+    let mut by_shard: Vec<Vec<(usize, Bytes)>> = vec![Vec::new(); set.len()];
     for (db, key) in &session.watched {
-        let (db, k, w) = (*db, key.clone(), w.clone());
-        let expired = set
-            .call(set.shard_of_key(key), move |s| {
-                s.db_mut(db).watched_key_expired(&k, &w, now)
+        by_shard[set.shard_of_key(key)].push((*db, key.clone()));
+    }
+    let calls = by_shard
+        .into_iter()
+        .enumerate()
+        .filter(|(_, keys)| !keys.is_empty())
+        .map(|(shard, keys)| {
+            let w = w.clone();
+            set.call(shard, move |s| {
+                keys.iter()
+                    .any(|(db, k)| s.db_mut(*db).watched_key_expired(k, &w, now))
             })
-            .await;
-        if expired {
-            return true;
-        }
+        });
+    if futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .any(|e| e)
+    {
+        return true;
     }
     w.is_touched()
 }

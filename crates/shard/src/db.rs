@@ -1426,6 +1426,10 @@ impl Db {
             list.retain(|w| !Arc::ptr_eq(&w.watch, watch));
             if list.is_empty() {
                 self.hooks.watched.remove(key);
+                let w = &mut self.hooks.watched;
+                if let Some(to) = crate::memory::shrink_target(w.len(), w.capacity()) {
+                    w.shrink_to(to);
+                }
             }
         }
     }

@@ -66,3 +66,12 @@ pub fn release_free_memory() {
         f();
     }
 }
+
+/// For a hash table of `len` entries in room for `capacity` that client input grew and then
+/// emptied (keys forgotten by CLIENT TRACKING, WATCHes withdrawn): the capacity to shrink it to
+/// once mostly empty, so one burst does not keep its room for good, as Redis's radix trees and
+/// dicts give theirs back. A shrink leaves it at most half full, so the next needs three quarters
+/// of its entries gone: rehashing stays O(1) per removal, amortized. None below 1024 slots.
+pub fn shrink_target(len: usize, capacity: usize) -> Option<usize> {
+    (capacity > 1024 && len * 8 < capacity).then_some(len * 2)
+}

@@ -271,12 +271,10 @@ fn announce_modified(modified: &HashMap<Box<[u8]>, u64>) {
     }
 }
 
-/// Gives back a table's room once most of it is empty (keys invalidated one by one after a client
-/// read millions), as Redis's radix tree frees its nodes. A shrink leaves it at most half full, so
-/// the next needs three quarters of its keys gone: rehashing stays O(1) per removal, amortized.
+/// See [`crate::memory::shrink_target`].
 fn shrink_if_sparse<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
-    if map.capacity() > 1024 && map.len() * 8 < map.capacity() {
-        map.shrink_to(map.len() * 2);
+    if let Some(to) = crate::memory::shrink_target(map.len(), map.capacity()) {
+        map.shrink_to(to);
     }
 }
 
