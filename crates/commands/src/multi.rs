@@ -130,26 +130,18 @@ fn watch<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             .map(|(_, k)| k)
             .collect();
         let mut new = Vec::new();
-        let mut by_shard: Vec<Vec<Bytes>> = vec![Vec::new(); set.len()];
         for key in &cx.args[1..] {
             if seen.insert(key) {
-                by_shard[set.shard_of_key(key)].push(key.clone());
                 new.push((db, key.clone()));
             }
         }
-        let calls = by_shard
-            .into_iter()
-            .enumerate()
-            .filter(|(_, keys)| !keys.is_empty())
-            .map(|(shard, keys)| {
-                let w = w.clone();
-                set.call(shard, move |s| {
-                    for k in keys {
-                        s.db_mut(db).watch(&k, &w, now);
-                    }
-                })
-            });
-        futures_util::future::join_all(calls).await;
+        let keys = new.clone();
+        on_their_shards(&set, keys, move |s, keys| {
+            for (db, k) in keys {
+                s.db_mut(db).watch(&k, &w, now);
+            }
+        })
+        .await;
         cx.session.watched.extend(new);
         cx.out.ok();
         Ok(())
@@ -172,22 +164,34 @@ pub async fn unwatch_all(session: &mut Session, set: &ShardSet) {
         return;
     };
     let watched = std::mem::take(&mut session.watched);
+    on_their_shards(set, watched, move |s, keys| {
+        for (db, key) in keys {
+            s.db_mut(db).unwatch(&key, &w);
+        }
+    })
+    .await;
+}
+
+/// Runs `f` on the shard of each of the watched `keys` (database, key) with that shard's share,
+/// all shards at once: one message per shard, whatever the number of keys.
+async fn on_their_shards<R: Send + 'static>(
+    set: &ShardSet,
+    keys: Vec<(usize, Bytes)>,
+    f: impl Fn(&mut strata_shard::Shard, Vec<(usize, Bytes)>) -> R + Clone + Send + 'static,
+) -> Vec<R> {
     let mut by_shard: Vec<Vec<(usize, Bytes)>> = vec![Vec::new(); set.len()];
-    for (db, key) in watched {
+    for (db, key) in keys {
         by_shard[set.shard_of_key(&key)].push((db, key));
     }
-    for (shard, keys) in by_shard.into_iter().enumerate() {
-        if keys.is_empty() {
-            continue;
-        }
-        let w = w.clone();
-        set.call(shard, move |s| {
-            for (db, key) in keys {
-                s.db_mut(db).unwatch(&key, &w);
-            }
-        })
-        .await;
-    }
+    let calls = by_shard
+        .into_iter()
+        .enumerate()
+        .filter(|(_, keys)| !keys.is_empty())
+        .map(|(shard, keys)| {
+            let f = f.clone();
+            set.call(shard, move |s| f(s, keys))
+        });
+    futures_util::future::join_all(calls).await
 }
 
 /// True if EXEC must abort because of a watched key: the watch was touched, or a key alive when
@@ -199,26 +203,13 @@ pub async fn watch_broken(session: &Session, set: &ShardSet, now: i64) -> bool {
     if w.is_touched() {
         return true;
     }
-    let mut by_shard: Vec<Vec<(usize, Bytes)>> = vec![Vec::new(); set.len()];
-    for (db, key) in &session.watched {
-        by_shard[set.shard_of_key(key)].push((*db, key.clone()));
-    }
-    let calls = by_shard
-        .into_iter()
-        .enumerate()
-        .filter(|(_, keys)| !keys.is_empty())
-        .map(|(shard, keys)| {
-            let w = w.clone();
-            set.call(shard, move |s| {
-                keys.iter()
-                    .any(|(db, k)| s.db_mut(*db).watched_key_expired(k, &w, now))
-            })
-        });
-    if futures_util::future::join_all(calls)
-        .await
-        .into_iter()
-        .any(|e| e)
-    {
+    let w2 = w.clone();
+    let expired = on_their_shards(set, session.watched.clone(), move |s, keys| {
+        keys.iter()
+            .any(|(db, k)| s.db_mut(*db).watched_key_expired(k, &w2, now))
+    })
+    .await;
+    if expired.into_iter().any(|e| e) {
         return true;
     }
     w.is_touched()
