@@ -1684,7 +1684,10 @@ impl Batch<'_> {
                         shard.unwrap_or(local_shard),
                         self.shard_cmd(args, cmd, Run::Keys(handler), p.key),
                     ),
-                    None => match pipelined.then(|| self.split(cmd, &args, handler)).flatten() {
+                    None => match (pipelined || !cmd.spec.flags.has(Flags::READONLY))
+                        .then(|| self.split(cmd, &args, handler))
+                        .flatten()
+                    {
                         Some(route) => route,
                         None => Route::Keys(cmd, args, handler),
                     },
@@ -1701,12 +1704,12 @@ impl Batch<'_> {
 
     /// A command Redis Cluster would split by shard (`request_policy:multi_shard`: MGET, MSET, DEL,
     /// UNLINK, EXISTS, TOUCH), whose keys span shards: the same command over each shard's keys
-    /// (with MSET's values), as a [`Route::Split`]. In a pipeline (`route` asks only then), its
-    /// parts join the pipeline's sub-batches like any one-shard command, so a pipeline of MGETs
-    /// costs one message per shard, not a coordinator run per command; a run of sub-batches
-    /// spanning shards is one lock context (two-phase locking), so the command stays atomic. (A
-    /// lone command gains nothing from it: the coordinator's round trips are as few, and a read
-    /// runs optimistically there.) None (the coordinator runs it) inside a transaction,
+    /// (with MSET's values), as a [`Route::Split`]. Its parts join the pipeline's sub-batches like
+    /// any one-shard command, so a pipeline of MGETs costs one message per shard, not a coordinator
+    /// run per command; a run of sub-batches spanning shards is one lock context (two-phase
+    /// locking), so the command stays atomic. `route` asks in a pipeline, and for a lone write
+    /// (one round trip, where the coordinator locks, then writes); a lone read runs optimistically
+    /// in the coordinator, in one round trip and with less work. None (the coordinator runs it) inside a transaction,
     /// for a response policy other than sum, all-succeeded or concatenation (MSETNX's all-or-
     /// nothing), for more than [`SLICE`] keys, and for an argument list whose keys are not all its
     /// arguments (or all its odd ones, with a value after each: MSET); the coordinator then
