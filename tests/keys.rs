@@ -746,19 +746,26 @@ fn command_info_matches_redis_for_the_family() {
 /// Sets `n` keys `{prefix}{i}` with a `size`-byte value in pipelined batches.
 fn fill(conn: &mut Conn, prefix: &str, n: usize, size: usize) {
     let value = "v".repeat(size);
+    pipelined(
+        conn,
+        n,
+        |i| vec!["SET".into(), format!("{prefix}{i}"), value.clone()],
+        b"+OK\r\n",
+    );
+}
+
+/// Sends `command(i)` for every `i` below `n`, pipelined 10,000 at a time, and asserts each reply
+/// is `reply`.
+fn pipelined(conn: &mut Conn, n: usize, command: impl Fn(usize) -> Vec<String>, reply: &[u8]) {
     for start in (0..n).step_by(10_000) {
         let end = (start + 10_000).min(n);
         let mut batch = Vec::new();
         for i in start..end {
-            batch.extend(crate::harness::encode_command(&[
-                "SET",
-                &format!("{prefix}{i}"),
-                &value,
-            ]));
+            batch.extend(crate::harness::encode_command(&command(i)));
         }
         conn.send_raw(&batch);
         for _ in start..end {
-            assert_eq!(conn.read_reply(), b"+OK\r\n");
+            assert_eq!(conn.read_reply(), reply);
         }
     }
 }
@@ -1051,30 +1058,18 @@ fn keys_forgotten_by_client_tracking_leave_no_memory_behind() {
             reader.call_decoded(&["CLIENT", "TRACKING", "ON"]),
             Reply::Simple(b"OK".to_vec())
         );
-        for start in (0..200_000).step_by(10_000) {
-            let mut batch = Vec::new();
-            for i in start..start + 10_000 {
-                batch.extend(crate::harness::encode_command(&["GET", &format!("tk:{i}")]));
-            }
-            reader.send_raw(&batch);
-            for _ in 0..10_000 {
-                assert_eq!(reader.read_reply(), b"$-1\r\n");
-            }
-        }
+        let get = |i| vec!["GET".into(), format!("tk:{i}")];
+        pipelined(&mut reader, 200_000, get, b"$-1\r\n");
         let stats = info_u64(&mut reader, "stats", "tracking_total_keys");
         assert_eq!(stats, 200_000);
     }
     fill(&mut w, "tk:", 200_000, 8);
-    for start in (0..200_000).step_by(10_000) {
-        let mut batch = Vec::new();
-        for i in start..start + 10_000 {
-            batch.extend(crate::harness::encode_command(&["DEL", &format!("tk:{i}")]));
-        }
-        w.send_raw(&batch);
-        for _ in 0..10_000 {
-            assert_eq!(w.read_reply(), b":1\r\n");
-        }
-    }
+    pipelined(
+        &mut w,
+        200_000,
+        |i| vec!["DEL".into(), format!("tk:{i}")],
+        b":1\r\n",
+    );
     assert_eq!(info_u64(&mut w, "stats", "tracking_total_keys"), 0);
     memory_returns_near(&mut w, baseline, 4 << 20);
 }

@@ -135,8 +135,7 @@ fn watch<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 new.push((db, key.clone()));
             }
         }
-        let keys = new.clone();
-        on_their_shards(&set, keys, move |s, keys| {
+        on_their_shards(&set, new.iter().cloned(), move |s, keys| {
             for (db, k) in keys {
                 s.db_mut(db).watch(&k, &w, now);
             }
@@ -176,7 +175,7 @@ pub async fn unwatch_all(session: &mut Session, set: &ShardSet) {
 /// all shards at once: one message per shard, whatever the number of keys.
 async fn on_their_shards<R: Send + 'static>(
     set: &ShardSet,
-    keys: Vec<(usize, Bytes)>,
+    keys: impl IntoIterator<Item = (usize, Bytes)>,
     f: impl Fn(&mut strata_shard::Shard, Vec<(usize, Bytes)>) -> R + Clone + Send + 'static,
 ) -> Vec<R> {
     let mut by_shard: Vec<Vec<(usize, Bytes)>> = vec![Vec::new(); set.len()];
@@ -204,7 +203,7 @@ pub async fn watch_broken(session: &Session, set: &ShardSet, now: i64) -> bool {
         return true;
     }
     let w2 = w.clone();
-    let expired = on_their_shards(set, session.watched.clone(), move |s, keys| {
+    let expired = on_their_shards(set, session.watched.iter().cloned(), move |s, keys| {
         keys.iter()
             .any(|(db, k)| s.db_mut(*db).watched_key_expired(k, &w2, now))
     })
