@@ -46,6 +46,8 @@ use crate::dispatch::Batch;
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request or reply are released once drained.
 const KEEP_CAPACITY: usize = 1024 * 1024;
+/// The batch's command list is likewise released after a pipeline of more commands than this.
+const KEEP_COMMANDS: usize = 1024;
 
 struct Limits {
     epoch: u64,
@@ -202,6 +204,8 @@ async fn read_loop(
     let mut parser = RequestParser::new(limits.parse);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = ReplyBuf::new(Protocol::Resp2);
+    // One batch's commands; reused, so that a lone command does not allocate the list each time.
+    let mut cmds: Vec<Vec<Bytes>> = Vec::new();
     // Bytes received since the last complete request: what an unfinished request is holding.
     let mut unfinished = 0usize;
     with_shard(|s| s.stats.connections_received += 1);
@@ -243,7 +247,9 @@ async fn read_loop(
             // What CLIENT LIST shows as qbuf while this batch runs: the buffered input including
             // the commands being executed, as Redis's query buffer is trimmed only afterwards.
             let buffered = rbuf.len();
-            let mut cmds = Vec::new();
+            if cmds.capacity() > KEEP_COMMANDS {
+                cmds = Vec::new();
+            }
             let mut fatal = None;
             let unauthenticated = !is_authenticated(&session, state);
             let mut more = false;
@@ -289,12 +295,12 @@ async fn read_loop(
                     session: &mut session,
                     out: &mut out,
                 }
-                .run(cmds)
+                .run(&mut cmds)
                 .await;
                 local.busy.set(false);
             }
             // A pipeline held back by CLIENT PAUSE: answer what ran, then run the rest.
-            while let Some(rest) = session.deferred.take() {
+            while let Some(mut rest) = session.deferred.take() {
                 if !reply(&mut out, fd, info, local).await {
                     break 'conn;
                 }
@@ -304,7 +310,7 @@ async fn read_loop(
                     session: &mut session,
                     out: &mut out,
                 }
-                .run(rest)
+                .run(&mut rest)
                 .await;
                 local.busy.set(false);
             }

@@ -893,6 +893,53 @@ impl Pending {
     }
 }
 
+/// The buffers a batch works in (the replies of the commands it runs on this thread, and the
+/// list of reply slots), handed back empty when it ends and kept per thread for the next batch:
+/// a lone command would otherwise allocate and free both on every request. Only small ones are
+/// kept, and only a few, so a huge pipeline's buffers are freed as before.
+mod spare {
+    use std::cell::RefCell;
+
+    use super::Slot;
+
+    /// Buffers of each kind kept per thread (batches of several connections can be in flight at
+    /// once on a thread, each holding its own while it waits for other shards).
+    const KEEP: usize = 8;
+    /// Reply buffers that grew past this are freed rather than kept.
+    const MAX_BYTES: usize = 16 * 1024;
+    /// Slot lists that grew past this many entries are freed rather than kept.
+    const MAX_SLOTS: usize = 1024;
+
+    type Slots = Vec<(Slot, bool)>;
+
+    thread_local! {
+        static SPARE: RefCell<(Vec<Vec<u8>>, Vec<Slots>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    }
+
+    /// An empty reply buffer and an empty slot list, with whatever capacity they kept.
+    pub(super) fn take() -> (Vec<u8>, Slots) {
+        SPARE.with(|s| {
+            let mut s = s.borrow_mut();
+            (s.0.pop().unwrap_or_default(), s.1.pop().unwrap_or_default())
+        })
+    }
+
+    /// Hands both back for the next batch (emptied here), unless they grew large.
+    pub(super) fn give(mut buf: Vec<u8>, mut slots: Slots) {
+        SPARE.with(|s| {
+            let mut s = s.borrow_mut();
+            if buf.capacity() <= MAX_BYTES && s.0.len() < KEEP {
+                buf.clear();
+                s.0.push(buf);
+            }
+            if slots.capacity() <= MAX_SLOTS && s.1.len() < KEEP {
+                slots.clear();
+                s.1.push(slots);
+            }
+        });
+    }
+}
+
 /// Executes pipelined batches for one connection.
 pub struct Batch<'a> {
     pub state: &'a Arc<ServerState>,
@@ -903,13 +950,18 @@ pub struct Batch<'a> {
 impl Batch<'_> {
     /// Runs `cmds` and appends their replies to `out` in request order. Commands after one that
     /// closes the connection (QUIT) are not run.
-    pub async fn run(&mut self, cmds: Vec<Vec<Bytes>>) {
+    /// `cmds` is left empty, its capacity kept for the caller's next batch.
+    pub async fn run(&mut self, cmds: &mut Vec<Vec<Bytes>>) {
         let local_shard = current_shard_id().unwrap_or(0);
         // A lone command on this thread's shard runs in place; in a pipeline, commands for this
         // shard form a sub-batch like those for other shards.
         let single = cmds.len() == 1;
-        let mut local = ReplyBuf::new(self.session.proto);
-        let mut slots: Vec<(Slot, bool)> = Vec::with_capacity(cmds.len());
+        let (buf, mut slots) = spare::take();
+        let mut local = ReplyBuf {
+            buf,
+            proto: self.session.proto,
+        };
+        slots.reserve(cmds.len());
         let mut pending: Vec<Pending> = Vec::new();
         let mut done: Vec<ShardReplies> = Vec::new();
         let mut starts: Vec<usize> = Vec::new();
@@ -917,7 +969,7 @@ impl Batch<'_> {
         let monitoring = monitor::active();
         // The client's output limit: past it, it is closed and nothing more runs (see `Progress`).
         let limit = self.session.info.output_budget();
-        let mut cmds = cmds.into_iter();
+        let mut cmds = cmds.drain(..);
         while let Some(args) = cmds.next() {
             if self.session.close_after_reply {
                 break;
@@ -1138,6 +1190,7 @@ impl Batch<'_> {
         }
         self.assemble(&mut slots, &local, &done, &mut starts);
         self.out.proto = self.session.proto;
+        spare::give(local.buf, slots);
     }
 
     /// Whether the replies so far outgrew the client's output limit (`limit`, see
@@ -1500,8 +1553,8 @@ impl Batch<'_> {
                 session: &mut *self.session,
                 out: &mut replies,
             };
-            let body = queued.into_iter().map(|q| q.args).collect();
-            let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(body));
+            let mut body = queued.into_iter().map(|q| q.args).collect();
+            let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(&mut body));
             run.await;
         }
         self.session.txn_owner = None;
