@@ -156,10 +156,13 @@ impl LockMode {
 /// mode asked for wins). Keys go in a vector, deduplicated as they come while the set is small and
 /// by one sort when it is handed to the table once it is not; databases (one or two per request)
 /// are kept apart, each once. No hashing and one allocation for a pipeline's sub-batch, which
-/// builds one of these per part.
+/// builds one of these per part. A 128-bit filter of the keys' fingerprints spares the search for
+/// a key that cannot be in the set yet (most of them: a pipeline's keys are mostly distinct).
 #[derive(Clone, Debug, Default)]
 pub struct LockSet {
     keys: Vec<(LockKey, LockMode)>,
+    /// Bit `fingerprint >> 57` (its top 7 bits) of every key in `keys`.
+    seen: u128,
     /// True while `keys` may hold an item twice.
     repeats: bool,
     dbs: Vec<(u32, LockMode)>,
@@ -179,8 +182,11 @@ impl LockSet {
                 Some((_, m)) => *m = m.join(mode),
                 None => self.dbs.push((db, mode)),
             },
-            LockKey::Key(..) => {
-                if self.keys.len() < SCAN_BELOW && !self.repeats {
+            LockKey::Key(_, fp) => {
+                let bit = 1u128 << (fp >> 57);
+                if self.seen & bit == 0 {
+                    self.seen |= bit;
+                } else if self.keys.len() < SCAN_BELOW && !self.repeats {
                     if let Some((_, m)) = self.keys.iter_mut().find(|(k, _)| *k == item) {
                         *m = m.join(mode);
                         return;
@@ -949,6 +955,37 @@ mod tests {
         let mut both = db_lock(3, S);
         both.extend(keys(3, &[("a", X)]));
         assert_eq!(both.mode_of(&LockKey::Db(3)), Some(LockMode::Exclusive));
+    }
+
+    #[test]
+    fn a_set_hands_the_table_each_item_once_whatever_the_order_and_repeats() {
+        // Small and large sets, repeats near and far apart (the filter, the scan and the sort).
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for n in [1usize, 5, 15, 16, 17, 40, 300] {
+            let mut set = LockSet::new();
+            let mut want: HashMap<LockKey, LockMode> = HashMap::new();
+            for _ in 0..3 * n {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let k = LockKey::key(1, format!("k{}", rng % n as u64).as_bytes());
+                let m = if rng.is_multiple_of(3) { X } else { S };
+                set.add_key(1, format!("k{}", rng % n as u64).as_bytes(), m);
+                let mode = LockMode::of_key(m);
+                want.entry(k)
+                    .and_modify(|w| *w = w.join(mode))
+                    .or_insert(mode);
+            }
+            let items = set.into_items();
+            let keys: Vec<_> = items
+                .iter()
+                .filter(|(k, _)| matches!(k, LockKey::Key(..)))
+                .collect();
+            assert_eq!(keys.len(), want.len(), "n={n}: each key once");
+            for (k, m) in keys {
+                assert_eq!(want.get(k), Some(m), "n={n}: the strongest mode asked for");
+            }
+        }
     }
 
     #[test]
