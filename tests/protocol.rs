@@ -49,6 +49,36 @@ fn unknown_command_error_quotes_name_and_first_arguments() {
 }
 
 #[test]
+fn errors_echo_an_argument_only_up_to_its_first_nul_byte() {
+    // Redis formats echoed arguments with `%s`, which stops at a NUL byte.
+    let mut d = Diff::new();
+    d.run(&["SET", "k", "v"]);
+    let args: [&[u8]; 8] = [
+        b"EXPIRE\0x",
+        b"\0",
+        b"ab\0cd",
+        b"CLIENT",
+        b"TRACKING",
+        b"PFDEBUG",
+        b"he\0llo",
+        b"DEBUG",
+    ];
+    let [name, nul, mid, client, tracking, pfdebug, hello_opt, debug] = args;
+    d.run(&[name, b"k".as_slice(), b"100"]);
+    d.run(&[b"EXPIRE".as_slice(), b"k", b"100", nul]);
+    d.run(&[b"EXPIRE".as_slice(), b"k", b"100", mid]);
+    d.run(&[b"foo".as_slice(), mid, nul, b"x"]);
+    d.run(&[b"CONFIG".as_slice(), mid]);
+    d.run(&[pfdebug, mid, b"k"]);
+    d.run(&[b"HELLO".as_slice(), b"3", hello_opt]);
+    d.run(&[client, b"LIST", b"TYPE", mid]);
+    d.run(&[
+        client, tracking, b"on", b"BCAST", b"PREFIX", b"a\0b", b"PREFIX", b"a",
+    ]);
+    d.run(&[debug, mid]);
+}
+
+#[test]
 fn wrong_arity_error_names_the_command_in_lower_case() {
     let mut d = Diff::new();
     d.run(&["GET"]);

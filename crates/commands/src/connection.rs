@@ -461,7 +461,7 @@ fn hello(cx: &mut ConnCtx<'_>) -> CmdResult {
             return Err(CmdError::Msg(
                 format!(
                     "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(opt)
+                    crate::error::echo(opt)
                 )
                 .into(),
             ));
@@ -640,18 +640,14 @@ fn client_setinfo(cx: &mut ConnCtx<'_>) -> CmdResult {
         &info.lib_ver
     } else {
         return Err(CmdError::Msg(
-            format!(
-                "ERR Unrecognized option '{}'",
-                String::from_utf8_lossy(attr)
-            )
-            .into(),
+            format!("ERR Unrecognized option '{}'", crate::error::echo(attr)).into(),
         ));
     };
     if !printable(value) {
         return Err(CmdError::Msg(
             format!(
                 "ERR {} cannot contain spaces, newlines or special characters.",
-                String::from_utf8_lossy(attr)
+                crate::error::echo(attr)
             )
             .into(),
         ));
@@ -692,11 +688,7 @@ impl ClientType {
             b"pubsub" => ClientType::PubSub,
             _ => {
                 return Err(CmdError::Msg(
-                    format!(
-                        "ERR Unknown client type '{}'",
-                        String::from_utf8_lossy(name)
-                    )
-                    .into(),
+                    format!("ERR Unknown client type '{}'", crate::error::echo(name)).into(),
                 ))
             }
         })
@@ -874,7 +866,7 @@ fn client_kill(cx: &mut ConnCtx<'_>) -> CmdResult {
             } else if eq_ci(opt, "user") {
                 if value.as_ref() != b"default" {
                     return Err(CmdError::Msg(
-                        format!("ERR No such user '{}'", String::from_utf8_lossy(value)).into(),
+                        format!("ERR No such user '{}'", crate::error::echo(value)).into(),
                     ));
                 }
             } else if eq_ci(opt, "skipme") {

@@ -34,6 +34,13 @@ pub enum CmdError {
     Msg(Cow<'static, str>),
 }
 
+/// An argument as Redis echoes it inside an error text: Redis formats it with `%s`, which stops at
+/// the first NUL byte, so only the bytes before it show (lossily, as text).
+pub fn echo(arg: &[u8]) -> Cow<'_, str> {
+    let end = arg.iter().position(|&b| b == 0).unwrap_or(arg.len());
+    String::from_utf8_lossy(&arg[..end])
+}
+
 /// A command's outcome: its reply was written to the reply buffer, or it failed with an error.
 pub type CmdResult = Result<(), CmdError>;
 

@@ -919,7 +919,7 @@ impl ExpireCond {
                 c.lt = true;
             } else {
                 return Err(CmdError::Msg(
-                    format!("ERR Unsupported option {}", String::from_utf8_lossy(o)).into(),
+                    format!("ERR Unsupported option {}", crate::error::echo(o)).into(),
                 ));
             }
         }

@@ -400,7 +400,7 @@ fn pfdebug(cx: &mut ShardCtx<'_>) -> CmdResult {
         return Err(CmdError::Msg(
             format!(
                 "ERR Unknown PFDEBUG subcommand '{}'",
-                String::from_utf8_lossy(sub)
+                crate::error::echo(sub)
             )
             .into(),
         ));

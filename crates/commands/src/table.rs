@@ -812,8 +812,9 @@ impl RecentName {
 }
 
 fn truncate_arg(a: &[u8]) -> String {
-    // Redis shows at most 128 bytes of each argument in these messages.
-    let s = String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned();
+    // Redis shows at most 128 bytes of each argument in these messages (`%.128s`, which also stops
+    // at a NUL byte).
+    let s = crate::error::echo(&a[..a.len().min(128)]).into_owned();
     s.replace(['\r', '\n'], " ")
 }
 

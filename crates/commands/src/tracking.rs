@@ -276,15 +276,15 @@ pub fn client_tracking(cx: &mut ConnCtx<'_>) -> CmdResult {
             if let Some(e) = existing.iter().find(|e| overlap(e, p)) {
                 return err(&format!(
                     "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
-                    String::from_utf8_lossy(p),
-                    String::from_utf8_lossy(e)
+                    crate::error::echo(p),
+                    crate::error::echo(e)
                 ));
             }
             if let Some(q) = prefixes[i + 1..].iter().find(|q| overlap(p, q)) {
                 return err(&format!(
                     "Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
-                    String::from_utf8_lossy(p),
-                    String::from_utf8_lossy(q)
+                    crate::error::echo(p),
+                    crate::error::echo(q)
                 ));
             }
         }
