@@ -46,8 +46,9 @@ use crate::dispatch::Batch;
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request or reply are released once drained.
 const KEEP_CAPACITY: usize = 1024 * 1024;
-/// The batch's command list is likewise released after a pipeline of more commands than this.
-const KEEP_COMMANDS: usize = 1024;
+/// The batch's command list (24 bytes a command) is released after a pipeline of more commands
+/// than this, so an idle connection keeps at most 3 KiB of it.
+const KEEP_COMMANDS: usize = 128;
 
 struct Limits {
     epoch: u64,
