@@ -248,9 +248,6 @@ async fn read_loop(
             // What CLIENT LIST shows as qbuf while this batch runs: the buffered input including
             // the commands being executed, as Redis's query buffer is trimmed only afterwards.
             let buffered = rbuf.len();
-            if cmds.capacity() > KEEP_COMMANDS {
-                cmds = Vec::new();
-            }
             let mut fatal = None;
             let unauthenticated = !is_authenticated(&session, state);
             let mut more = false;
@@ -299,6 +296,10 @@ async fn read_loop(
                 .run(&mut cmds)
                 .await;
                 local.busy.set(false);
+                if cmds.capacity() > KEEP_COMMANDS {
+                    // A long pipeline's list is not kept while the connection idles.
+                    cmds = Vec::new();
+                }
             }
             // A pipeline held back by CLIENT PAUSE: answer what ran, then run the rest.
             while let Some(mut rest) = session.deferred.take() {
