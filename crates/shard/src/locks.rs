@@ -268,7 +268,29 @@ impl LockSet {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty() && self.dbs.is_empty()
     }
+
+    /// Past [`COARSEN_ABOVE`] keys, locks their databases whole instead (shared if every key of
+    /// the database is only read, else exclusive). A table entry per key, put in and taken out,
+    /// costs more than the command's own work on a huge MSET or DEL; a database lock is one entry.
+    /// It keeps other commands off that database on this shard while the command runs, as Redis
+    /// keeps every command waiting; other databases, and other shards' keys, stay free.
+    pub fn coarsen_if_huge(&mut self) {
+        if self.keys.len() <= COARSEN_ABOVE {
+            return;
+        }
+        for (item, mode) in std::mem::take(&mut self.keys) {
+            if let LockKey::Key(db, _) = item {
+                self.add(LockKey::Db(db), mode);
+            }
+        }
+        self.seen = 0;
+        self.repeats = false;
+    }
 }
+
+/// A lock set over more keys than this on one shard locks their databases instead
+/// ([`LockSet::coarsen_if_huge`]).
+pub const COARSEN_ABOVE: usize = 4096;
 
 /// The outcome of [`LockTable::acquire`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -897,6 +919,40 @@ mod tests {
         }
         t.release(ids[3]);
         assert!(t.is_idle());
+    }
+
+    #[test]
+    fn a_huge_set_locks_its_databases_whole_and_leaves_other_databases_free() {
+        let mut set = LockSet::new();
+        for i in 0..=COARSEN_ABOVE {
+            set.add_key(1, format!("k{i}").as_bytes(), S);
+        }
+        set.add_key(2, b"w", X);
+        set.coarsen_if_huge();
+        assert_eq!(set.mode_of(&LockKey::Db(1)), Some(LockMode::Shared));
+        assert_eq!(set.mode_of(&LockKey::Db(2)), Some(LockMode::Exclusive));
+        assert_eq!(set.len(), 2, "no key of its own is left");
+        let mut one = keys(1, &[("a", X)]);
+        one.coarsen_if_huge();
+        assert_eq!(
+            one.len(),
+            2,
+            "a small set keeps its keys (and their intention lock)"
+        );
+
+        let mut t = LockTable::default();
+        let (id, g) = t.acquire(new_owner(), set, none());
+        assert_eq!(g, Grant::Now);
+        // Reads of db 1 go on, a write waits; db 2 waits whole; db 3 is free.
+        assert!(t.may_run(None, 1, b"k7", S));
+        assert!(!t.may_run(None, 1, b"anything", X));
+        assert!(!t.may_run(None, 2, b"other", S));
+        assert!(t.may_run(None, 3, b"w", X));
+        let log = Log::default();
+        let (_, g) = t.acquire(new_owner(), keys(1, &[("k1", X)]), flag(&log, 1));
+        assert_eq!(g, Grant::Queued);
+        t.release(id);
+        assert_eq!(*log.borrow(), vec![1]);
     }
 
     #[test]

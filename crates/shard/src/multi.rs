@@ -142,6 +142,9 @@ impl ShardSet {
                 _ => merged.push((shard, set)),
             }
         }
+        for (_, set) in &mut merged {
+            set.coarsen_if_huge();
+        }
         let mut lock = MultiLock {
             set: self.clone(),
             owner,
