@@ -273,3 +273,70 @@ fn pipelined_multi_key_commands_stay_atomic_threads_2() {
 fn pipelined_multi_key_commands_stay_atomic_threads_5() {
     pipelined_multi_key_commands_stay_atomic("5");
 }
+
+/// Huge commands lock whole databases instead of each key (over 4096 keys on a shard) and run in
+/// slices of 1024 keys: a reader of a few of their keys, on every shard, still never sees one half
+/// applied, and a huge read never sees a huge write half applied. At 2 threads each shard's part
+/// (10,000 keys) takes database locks; at 5 (4,000 each) it takes key locks: both paths.
+fn huge_mset_never_mixed(threads: &str) {
+    const N: usize = 20_000;
+    const ROUNDS: usize = 12;
+    let server = Server::strata(&["--threads", threads]);
+    let keys: Vec<String> = (0..N).map(|i| format!("huge:{i}")).collect();
+    // A few keys spread over the whole command (so over every shard and many slices).
+    let probe: Vec<&str> = keys.iter().step_by(N / 16).map(String::as_str).collect();
+    thread::scope(|s| {
+        let mut writer = connect(&server);
+        let keys = &keys;
+        let w = s.spawn(move || {
+            for round in 0..ROUNDS {
+                let mut cmd = redis::cmd("MSET");
+                for key in keys {
+                    cmd.arg(key).arg(round);
+                }
+                cmd.query::<()>(&mut writer).expect("huge MSET");
+            }
+        });
+        let mut small = connect(&server);
+        let probe = &probe;
+        let r = s.spawn(move || {
+            for _ in 0..400 {
+                let values: Vec<Option<String>> = redis::cmd("MGET")
+                    .arg(&probe[..])
+                    .query(&mut small)
+                    .expect("MGET");
+                assert!(
+                    values.iter().all(|v| *v == values[0]),
+                    "MGET saw a half-applied huge MSET: {values:?}"
+                );
+            }
+        });
+        let mut big = connect(&server);
+        for _ in 0..6 {
+            let values: Vec<Option<String>> = redis::cmd("MGET")
+                .arg(&keys[..])
+                .query(&mut big)
+                .expect("huge MGET");
+            assert_eq!(values.len(), N);
+            assert!(
+                values.iter().all(|v| *v == values[0]),
+                "a huge MGET saw a half-applied huge MSET"
+            );
+        }
+        for h in [w, r] {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+}
+
+#[test]
+fn huge_mset_never_mixed_threads_2() {
+    huge_mset_never_mixed("2");
+}
+
+#[test]
+fn huge_mset_never_mixed_threads_5() {
+    huge_mset_never_mixed("5");
+}
