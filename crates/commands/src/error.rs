@@ -41,6 +41,12 @@ pub fn echo(arg: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(&arg[..end])
 }
 
+/// [`echo`] of at most the first 128 bytes of `arg` (Redis's `%.128s`, for command and subcommand
+/// names in its "unknown ..." errors).
+pub fn echo_128(arg: &[u8]) -> Cow<'_, str> {
+    echo(&arg[..arg.len().min(128)])
+}
+
 /// A command's outcome: its reply was written to the reply buffer, or it failed with an error.
 pub type CmdResult = Result<(), CmdError>;
 

@@ -362,7 +362,7 @@ pub fn reply_help(out: &mut ReplyBuf, cmd: &[u8], lines: &[&str]) {
 /// `ERR unknown subcommand or wrong number of arguments for '<sub>'. Try <CMD> HELP.`, for
 /// commands that parse their own subcommands (DEBUG).
 pub(crate) fn subcommand_syntax_error(args: &[Bytes]) -> CmdError {
-    let sub = crate::error::echo(&args[1][..args[1].len().min(128)]).into_owned();
+    let sub = crate::error::echo_128(&args[1]);
     CmdError::Msg(
         format!(
             "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {} HELP.",

@@ -812,10 +812,8 @@ impl RecentName {
 }
 
 fn truncate_arg(a: &[u8]) -> String {
-    // Redis shows at most 128 bytes of each argument in these messages (`%.128s`, which also stops
-    // at a NUL byte).
-    let s = crate::error::echo(&a[..a.len().min(128)]).into_owned();
-    s.replace(['\r', '\n'], " ")
+    // Redis shows at most 128 bytes of each argument in these messages.
+    crate::error::echo_128(a).replace(['\r', '\n'], " ")
 }
 
 /// `ERR unknown command '<name>', with args beginning with: '<a1>' '<a2>' ` exactly as Redis.
