@@ -1,7 +1,7 @@
 //! One client connection, served by two tasks on the thread that accepted it (it never moves):
 //!
 //! * the **reader** reads → parses a batch → dispatches → replies (once the thread's other ready
-//!   connections have run theirs, see `round_end`), until the client goes away;
+//!   connections have run theirs, see `strata_shard::round_end`), until the client goes away;
 //! * the **writer** drains the client's outbox ([`ClientInfo`]'s push path): messages other threads
 //!   pushed, and the part of a reply the socket did not take at once. It also closes the client when
 //!   told to (CLIENT KILL, SHUTDOWN, an output-buffer limit, the idle `timeout`).
@@ -39,7 +39,7 @@ use strata_commands::connection::is_authenticated;
 use strata_commands::ctx::Output;
 use strata_commands::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
-use strata_shard::{now_ms, with_shard};
+use strata_shard::{now_ms, round_end, with_shard};
 
 use crate::dispatch::Batch;
 
@@ -326,6 +326,11 @@ async fn read_loop(
                 strata_commands::tracking::disable(&mut session);
             }
             info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
+            // Replies wait for the end of the thread's round of ready connections, then go out
+            // back to back, as Redis writes every reply of an event-loop iteration before it
+            // sleeps: a client pipelining on many connections is woken once for a burst of replies
+            // rather than once per batch (which made most of the kernel time of a pipelined
+            // benchmark), and no connection is served twice while others wait.
             // Not for a client that others push to (subscriber, monitor): a message pushed while
             // the reply waits would overtake it (a message before its SUBSCRIBE's confirmation).
             // A tracking client's own invalidations are held until its reply is queued anyway.
@@ -517,66 +522,4 @@ async fn write_loop(
     }
     local.writer_done.set(true);
     local.wake_reader();
-}
-
-/// Replies wait for the end of the thread's round of ready connections, then go out back to back,
-/// as Redis writes every reply of an event-loop iteration before it sleeps. A client pipelining on
-/// many connections is then woken once for a burst of replies rather than once per batch, and no
-/// connection is served twice while others wait (which made most of the kernel time of a
-/// pipelined benchmark: waking the client for every batch). A task cannot just yield for this: the
-/// runtime reruns a task that wakes itself first. Instead each connection leaves its waker here
-/// and wakes the thread's flusher task, which the runtime queues behind the connections already
-/// ready; when it runs, it wakes them all, in turn queued behind anything that became ready since.
-#[derive(Default)]
-struct Round {
-    waiting: Vec<Waker>,
-    flusher: Option<Waker>,
-    started: bool,
-}
-
-thread_local! {
-    static ROUND: std::cell::RefCell<Round> = std::cell::RefCell::default();
-}
-
-/// Waits until the connections that were ready with this one have run their batches.
-async fn round_end() {
-    let mut queued = false;
-    poll_fn(|cx| {
-        if queued {
-            return Poll::Ready(());
-        }
-        queued = true;
-        ROUND.with(|r| {
-            let mut r = r.borrow_mut();
-            r.waiting.push(cx.waker().clone());
-            if let Some(w) = r.flusher.take() {
-                w.wake();
-            } else if !r.started {
-                r.started = true;
-                monoio::spawn(flusher());
-            }
-        });
-        Poll::Pending
-    })
-    .await
-}
-
-/// The thread's flusher: wakes the connections waiting in [`round_end`] (see [`Round`]).
-async fn flusher() {
-    loop {
-        poll_fn(|cx| {
-            ROUND.with(|r| {
-                let mut r = r.borrow_mut();
-                if r.waiting.is_empty() {
-                    r.flusher = Some(cx.waker().clone());
-                    return Poll::Pending;
-                }
-                for w in r.waiting.drain(..) {
-                    w.wake();
-                }
-                Poll::Ready(())
-            })
-        })
-        .await;
-    }
 }

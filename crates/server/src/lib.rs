@@ -240,6 +240,7 @@ async fn thread_loop(
     install(shard);
     let pubsub = state.pubsub.clone();
     strata_shard::notify::install_sink(Box::new(move |notes| pubsub.publish_notes(notes)));
+    monoio::spawn(strata_shard::rounds());
     monoio::spawn(state.shards.flusher());
     monoio::spawn(inbox.run());
     monoio::spawn(expire_loop(state.clone()));

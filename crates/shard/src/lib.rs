@@ -33,6 +33,6 @@ pub use db::{
 pub use locks::{new_owner, Grant, LockId, LockKey, LockMode, LockSet, LockTable, Mode, Owner};
 pub use multi::MultiLock;
 pub use park::{Parked, Runner, Served};
-pub use set::{Inbox, Job, ShardSet};
+pub use set::{round_end, rounds, Inbox, Job, ShardSet};
 pub use shard::{current_shard_id, install, with_shard, CmdStat, LockHandover, Shard, ThreadStats};
 pub use watch::Watch;

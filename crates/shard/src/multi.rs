@@ -676,6 +676,7 @@ mod tests {
                         .expect("runtime");
                     rt.block_on(async move {
                         install(Shard::new(id, 1));
+                        monoio::spawn(crate::rounds());
                         monoio::spawn(inbox.run());
                         let workers = (0..WORKERS).map(|w| {
                             let (set, completed) = (set.clone(), completed.clone());

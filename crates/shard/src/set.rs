@@ -335,7 +335,7 @@ impl Inbox {
             if pending.is_empty() {
                 // Idle this round: look once more next round (free while the thread is busy), and
                 // only then arm the waker and sleep.
-                YieldNow(false).await;
+                round_end().await;
                 if mailbox.lock().is_empty() {
                     Sleep { mailbox }.await;
                 }
@@ -347,24 +347,76 @@ impl Inbox {
                     None => break,
                 }
             }
-            YieldNow(false).await;
+            round_end().await;
         }
     }
 }
 
-/// Lets the thread's other ready tasks run once.
-struct YieldNow(bool);
+/// The thread's round: the tasks that were ready when a task called [`round_end`].
+///
+/// A task cannot simply yield to the thread's other ready tasks: the runtime puts a task that wakes
+/// itself while it runs at the *front* of its queue and runs it again at once. Instead a task leaves
+/// its waker here and wakes the thread's [`rounds`] task, which the runtime queues behind the tasks
+/// already ready; when that runs, it wakes every task waiting here, each in turn queued behind
+/// whatever became ready since. Used where a task must let the others run: the inbox between
+/// budgets of jobs, and connections before they send their replies (so a round's replies go out
+/// back to back, see the server's `conn`).
+#[derive(Default)]
+struct Round {
+    waiting: Vec<Waker>,
+    /// The round task's waker while it sleeps (`None` while it is queued to run).
+    task: Option<Waker>,
+    /// A round task runs on this thread.
+    started: bool,
+}
 
-impl Future for YieldNow {
-    type Output = ();
+thread_local! {
+    static ROUND: RefCell<Round> = RefCell::default();
+}
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
+/// Waits until the tasks that were ready on this thread when it was called have run once. On a
+/// thread without a [`rounds`] task there is no round to wait for: it returns at once.
+pub async fn round_end() {
+    let mut queued = false;
+    std::future::poll_fn(|cx| {
+        if queued {
             return Poll::Ready(());
         }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        ROUND.with(|r| {
+            let mut r = r.borrow_mut();
+            if !r.started {
+                return Poll::Ready(());
+            }
+            queued = true;
+            r.waiting.push(cx.waker().clone());
+            if let Some(w) = r.task.take() {
+                w.wake();
+            }
+            Poll::Pending
+        })
+    })
+    .await
+}
+
+/// The thread's round task: wakes the tasks waiting in [`round_end`] (see [`Round`]). Spawn one on
+/// each shard thread, for the life of its runtime.
+pub async fn rounds() {
+    loop {
+        std::future::poll_fn(|cx| {
+            ROUND.with(|r| {
+                let mut r = r.borrow_mut();
+                r.started = true;
+                if r.waiting.is_empty() {
+                    r.task = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
+                for w in r.waiting.drain(..) {
+                    w.wake();
+                }
+                Poll::Ready(())
+            })
+        })
+        .await;
     }
 }
 
@@ -417,5 +469,63 @@ mod tests {
         }
         assert_eq!(*seen.lock().unwrap(), (0..10).collect::<Vec<_>>());
         assert_eq!(set.hop_counters()[1].0, 10);
+    }
+
+    /// A flood of messages does not starve the thread's other tasks: the inbox lets them run after
+    /// every [`INBOX_BUDGET`] jobs. (A task that wakes itself is rerun at once by the runtime, so a
+    /// plain yield there let the inbox run the whole flood first.)
+    #[test]
+    fn a_flood_of_messages_lets_the_threads_other_tasks_run_between_budgets() {
+        const JOBS: usize = 10 * INBOX_BUDGET;
+        let (set, mut inboxes) = ShardSet::new(1);
+        let inbox = inboxes.remove(0);
+        let ran = Arc::new(AtomicU64::new(0));
+        let mut flood: Vec<Job> = (0..JOBS)
+            .map(|_| {
+                let ran = ran.clone();
+                Box::new(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                }) as Job
+            })
+            .collect();
+        set.inner.mailboxes[0].deliver(&mut flood);
+        // What the jobs had done each time another task of the thread got a turn.
+        let seen = std::thread::spawn(move || {
+            let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                monoio::spawn(rounds());
+                monoio::spawn(inbox.run());
+                // Let both start (the round task must have run once for `round_end` to wait).
+                let (tx, rx) = oneshot::channel::<()>();
+                monoio::spawn(async move { tx.send(()) });
+                let _ = rx.await;
+                let mut seen = Vec::new();
+                while ran.load(Ordering::Relaxed) < JOBS as u64 && seen.len() < 10 * JOBS {
+                    round_end().await;
+                    seen.push(ran.load(Ordering::Relaxed));
+                }
+                seen
+            })
+        })
+        .join()
+        .expect("runtime thread");
+        let during: Vec<u64> = seen
+            .iter()
+            .copied()
+            .filter(|&n| n > 0 && n < JOBS as u64)
+            .collect();
+        assert!(
+            during.len() >= JOBS / INBOX_BUDGET - 2,
+            "other tasks ran {} times during the flood: {seen:?}",
+            during.len()
+        );
+        assert!(
+            during
+                .windows(2)
+                .all(|w| w[1] - w[0] <= INBOX_BUDGET as u64),
+            "more than a budget of jobs between two turns: {during:?}"
+        );
     }
 }
