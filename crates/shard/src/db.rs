@@ -220,7 +220,7 @@ struct Hooks {
     /// Opt-in event journal; `None` (no allocation) unless [`Db::record_events`] turned it on.
     journal: Option<Vec<KeyEvent>>,
     lazy: LazyFree,
-    /// Commands parked on keys of this database (see [`crate::park`]), first parked first.
+    /// Commands parked on keys of this database (see [`crate::park`]), in arrival order.
     parked: HashMap<Box<[u8]>, ParkQueue>,
     /// Parked-on keys written since they were last served, in the order they became ready.
     ready: VecDeque<Box<[u8]>>,
@@ -1485,19 +1485,32 @@ impl Db {
         self.dict.iter().map(Entry::heap_size).sum()
     }
 
-    /// Parks `p` on `key` behind the commands already parked there (see [`crate::park`]). False
-    /// if it is parked there already (a key named twice, as in `BLPOP k k 0`: its keys are parked
-    /// on one after another, so it would be the last).
+    /// Parks `p` on `key` behind the commands already parked there that arrived before it (see
+    /// [`Parked::arrived`]; one that arrived later, by a slower path, is passed). False if it is
+    /// parked there already (a key named twice, as in `BLPOP k k 0`, or a command parking again
+    /// after a vain wake-up: it keeps its place).
     pub(crate) fn park(&mut self, key: &[u8], p: Arc<Parked>) -> bool {
-        match self.hooks.parked.get_mut(key) {
-            Some(q) if q.queue.back().is_some_and(|x| Arc::ptr_eq(x, &p)) => return false,
-            Some(q) => q.queue.push_back(p),
-            None => {
-                let mut q = ParkQueue::default();
-                q.queue.push_back(p);
-                self.hooks.parked.insert(key.into(), q);
+        let q = match self.hooks.parked.get_mut(key) {
+            Some(q) => q,
+            None => self.hooks.parked.entry(key.into()).or_default(),
+        };
+        let arrived = p.arrived();
+        // Nearly always at the back: the walk stops at the first command that arrived earlier.
+        let mut at = q.queue.len();
+        for x in q.queue.iter().rev() {
+            if Arc::ptr_eq(x, &p) {
+                return false;
             }
+            if x.arrived() < arrived {
+                break;
+            }
+            at -= 1;
         }
+        // Ties keep parking order.
+        while at < q.queue.len() && q.queue[at].arrived() == arrived {
+            at += 1;
+        }
+        q.queue.insert(at, p);
         true
     }
 

@@ -1,9 +1,10 @@
 //! Commands that park: a blocking command (BLPOP, BZPOPMIN, BLMOVE…) that finds nothing to serve
-//! waits on its keys, first parked first served, without holding a thread.
+//! waits on its keys, first blocked first served, without holding a thread.
 //!
 //! A parked command is one [`Parked`], shared by the task that waits and every shard owning one of
 //! its keys. Each shard keeps, per key, the queue of commands parked on it (in its [`crate::Db`]),
-//! and the keys written while someone was parked on them (*ready* keys). After every command the
+//! in the order their connections took them up ([`Parked::arrived`]), and the keys written while
+//! someone was parked on them (*ready* keys). After every command the
 //! dispatcher calls [`Shard::serve_ready`](crate::Shard::serve_ready), which serves the first live
 //! parked command of each ready key before the shard takes its next command, as Redis serves
 //! blocked clients right after the command that made their key ready:
@@ -59,6 +60,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
@@ -109,6 +111,9 @@ struct Inline {
 /// One parked command; see the module docs.
 pub struct Parked {
     owner: Owner,
+    /// When its connection took the command up: a key's queue is kept in this order (see
+    /// [`Parked::arrived`]).
+    arrived: Instant,
     single_shard: bool,
     /// For a command whose keys span shards: the lowest of them, where a wake-up may reserve the
     /// key for it (`usize::MAX`: nowhere). See [`Parked::reserves_on`].
@@ -142,6 +147,7 @@ impl Parked {
     fn build(owner: Owner, single_shard: bool, lead: usize) -> Arc<Parked> {
         Arc::new(Parked {
             owner,
+            arrived: Instant::now(),
             single_shard,
             lead,
             done: AtomicBool::new(false),
@@ -282,6 +288,15 @@ impl Parked {
     /// it, as every lock context does, so the reservation cannot close a cycle).
     pub fn reserves_on(&self, shard: usize) -> bool {
         self.single_shard || self.lead == shard
+    }
+
+    /// When its connection took the command up (it is built then). Two clients served by different
+    /// threads reach the key's shard by different paths (one of them by a message, a hop later), so
+    /// a key's queue is ordered by this time rather than by when each reached the shard: first
+    /// blocked, first served, as in Redis's single thread. The monotonic clock is one clock for
+    /// every thread.
+    pub fn arrived(&self) -> Instant {
+        self.arrived
     }
 
     /// True when all the command's keys live on one shard (wake-ups then reserve the key).

@@ -539,6 +539,40 @@ mod tests {
     }
 
     #[test]
+    fn a_command_that_arrived_first_is_served_first_whichever_reached_the_shard_first() {
+        let mut s = Shard::new(0, 1);
+        // `early` was taken up by its connection first, but reaches the shard after `late` (as a
+        // message from another thread does, a hop behind a local command).
+        let early = Parked::new(new_owner(), true);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let (late, later) = (
+            Parked::new(new_owner(), true),
+            Parked::new(new_owner(), true),
+        );
+        s.park(0, b"k", late.clone());
+        s.park(0, b"k", early.clone());
+        s.park(0, b"k", later.clone());
+        // Parking again (after a vain wake-up) keeps its place.
+        s.park(0, b"k", early.clone());
+        s.park(0, b"k", late.clone());
+        assert_eq!(s.parked(), 3);
+        for p in [&early, &late, &later] {
+            write(&mut s, "k");
+            s.serve_ready();
+            assert!(woken(p));
+            for q in [&early, &late, &later] {
+                assert!(
+                    std::ptr::eq(q, p) || !woken(q),
+                    "one at a time, in arrival order"
+                );
+            }
+            p.finish();
+            s.unpark(0, b"k", p);
+        }
+        assert_eq!((s.parked(), s.db(0).parked_keys()), (0, 0));
+    }
+
+    #[test]
     fn a_key_named_twice_is_one_registration() {
         let mut s = Shard::new(0, 1);
         let p = Parked::new(new_owner(), true);
