@@ -306,6 +306,26 @@ pub static SPECS: &[ConfigSpec] = &[
         "keys remembered for CLIENT TRACKING (default mode) before the oldest are invalidated (0 = no limit)",
     ),
     spec(
+        "slowlog-log-slower-than",
+        "10000",
+        Kind::Int {
+            min: -1,
+            max: i64::MAX,
+        },
+        true,
+        "log commands that run at least this many microseconds in SLOWLOG (0: every command, -1: none)",
+    ),
+    spec(
+        "slowlog-max-len",
+        "128",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        true,
+        "entries SLOWLOG keeps (the oldest go first)",
+    ),
+    spec(
         "hz",
         "10",
         Kind::Int {
@@ -691,6 +711,8 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
         }
         "maxmemory-samples" => evict::set_samples(value.parse().unwrap_or(5)),
         "maxmemory-eviction-tenacity" => evict::set_tenacity(value.parse().unwrap_or(10)),
+        "slowlog-log-slower-than" => crate::slowlog::set_slower_than(value.parse().unwrap_or(10_000)),
+        "slowlog-max-len" => crate::slowlog::set_max_len(value.parse().unwrap_or(128)),
         _ => {}
     }
 }

@@ -30,6 +30,7 @@ pub mod multi;
 pub mod pubsub;
 pub mod server;
 pub mod set;
+pub mod slowlog;
 pub mod sort;
 pub mod string;
 pub mod zset;
@@ -62,6 +63,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hll::COMMANDS,
     geo::COMMANDS,
     pubsub::COMMANDS,
+    slowlog::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).

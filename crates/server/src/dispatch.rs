@@ -36,6 +36,7 @@ use strata_commands::keyed::{run_here, SLICE};
 use strata_commands::monitor;
 use strata_commands::multi;
 use strata_commands::pubsub;
+use strata_commands::slowlog;
 use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_commands::{
     run_shard_handler, table, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
@@ -224,6 +225,9 @@ impl ShardCmd {
         shard.serve_ready();
         shard.running_client = outer;
         let usec = (now_us() - start).max(0) as u64;
+        if slowlog::logs(usec) && park.is_none() {
+            self.log_slow(usec);
+        }
         let stats = &mut shard.stats;
         stats.commands += u64::from(self.counted);
         let st = stats.cmd_mut(self.cmd.id);
@@ -231,6 +235,24 @@ impl ShardCmd {
         st.usec += usec;
         st.failed_calls += failed as u64;
         park
+    }
+
+    /// Logs the command in SLOWLOG (it ran for `usec`, long enough), with its client's address and
+    /// name as they are now. A part of a split command is logged as the command it ran here.
+    #[cold]
+    fn log_slow(&self, usec: u64) {
+        let (addr, name) = match &self.info {
+            Some(info) => client_label(info),
+            None => THREAD_STATE.with(|st| {
+                st.get()
+                    .and_then(|st| {
+                        let clients = st.clients.lock().unwrap_or_else(|e| e.into_inner());
+                        clients.get(&self.client).map(|c| client_label(c))
+                    })
+                    .unwrap_or_default()
+            }),
+        };
+        slowlog::push(self.cmd.spec, &self.args, usec, &addr, name, now_ms());
     }
 
     /// After a command ran on `shard` (which owns all its keys): parks it if it asked to and may,
@@ -1863,7 +1885,7 @@ impl Batch<'_> {
                 true
             }
         };
-        record(cmd, start, failed);
+        record_logged(cmd, args, &self.session.info, start, failed);
     }
 
     async fn run_async(
@@ -1888,7 +1910,7 @@ impl Batch<'_> {
                 true
             }
         };
-        record(cmd, start, failed);
+        record_logged(cmd, args, &self.session.info, start, failed);
     }
 
     /// Runs a keyed command whose keys span shards: intent locks on every key (shard by shard, in
@@ -2009,7 +2031,7 @@ impl Batch<'_> {
                 if let Err(e) = &result {
                     out.error(&e.message());
                 }
-                record(cmd, start, result.is_err());
+                record_logged(cmd, args, &self.session.info, start, result.is_err());
                 return None;
             }
             out.buf.truncate(mark);
@@ -2050,7 +2072,11 @@ impl Batch<'_> {
                 true
             }
         };
-        record(cmd, start, failed);
+        if park.is_none() {
+            record_logged(cmd, args, &self.session.info, start, failed);
+        } else {
+            record(cmd, start, failed);
+        }
         park
     }
 
@@ -2402,8 +2428,9 @@ fn reject(cmd: &Resolved, msg: String) -> Route {
     Route::Reject(msg)
 }
 
-/// Counts a command run on the connection's thread in that thread's stats.
-fn record(cmd: &Resolved, start: i64, failed: bool) {
+/// Counts a command run on the connection's thread in that thread's stats; returns how long it
+/// ran (µs).
+fn record(cmd: &Resolved, start: i64, failed: bool) -> u64 {
     let usec = (now_us() - start).max(0) as u64;
     with_shard(|s| {
         s.stats.commands += 1;
@@ -2411,6 +2438,36 @@ fn record(cmd: &Resolved, start: i64, failed: bool) {
         st.calls += 1;
         st.usec += usec;
         st.failed_calls += failed as u64;
+    });
+    usec
+}
+
+/// [`record`], and the command's SLOWLOG entry if it ran long enough: a command run on the
+/// connection's thread by `info`'s client.
+fn record_logged(cmd: &Resolved, args: &[Bytes], info: &ClientInfo, start: i64, failed: bool) {
+    let usec = record(cmd, start, failed);
+    if slowlog::logs(usec) {
+        let (addr, name) = client_label(info);
+        slowlog::push(cmd.spec, args, usec, &addr, name, now_ms());
+    }
+}
+
+/// A client's address and name, as SLOWLOG shows them.
+fn client_label(info: &ClientInfo) -> (String, Bytes) {
+    let name = info.name.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    (info.addr.clone(), name.unwrap_or_default())
+}
+
+thread_local! {
+    /// The server this shard thread serves, for what a shard-side command needs of it only rarely
+    /// (a slow command's client address and name). Set once per shard thread at start-up.
+    static THREAD_STATE: std::cell::OnceCell<Arc<ServerState>> = const { std::cell::OnceCell::new() };
+}
+
+/// Makes `state` reachable from this shard thread's commands (see [`THREAD_STATE`]).
+pub(crate) fn set_thread_state(state: Arc<ServerState>) {
+    THREAD_STATE.with(|st| {
+        let _ = st.set(state);
     });
 }
 

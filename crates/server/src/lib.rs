@@ -238,6 +238,7 @@ async fn thread_loop(
     let mut shard = Shard::new(id, databases);
     strata_commands::generic::apply_access_policy(&mut shard, &state.config);
     install(shard);
+    dispatch::set_thread_state(state.clone());
     let pubsub = state.pubsub.clone();
     strata_shard::notify::install_sink(Box::new(move |notes| pubsub.publish_notes(notes)));
     monoio::spawn(strata_shard::rounds());
