@@ -20,6 +20,7 @@ mod protocol;
 mod pubsub;
 mod server;
 mod set;
+mod slowlog;
 mod sort;
 mod strings;
 mod tracking;

@@ -711,7 +711,9 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
         }
         "maxmemory-samples" => evict::set_samples(value.parse().unwrap_or(5)),
         "maxmemory-eviction-tenacity" => evict::set_tenacity(value.parse().unwrap_or(10)),
-        "slowlog-log-slower-than" => crate::slowlog::set_slower_than(value.parse().unwrap_or(10_000)),
+        "slowlog-log-slower-than" => {
+            crate::slowlog::set_slower_than(value.parse().unwrap_or(10_000))
+        }
         "slowlog-max-len" => crate::slowlog::set_max_len(value.parse().unwrap_or(128)),
         _ => {}
     }

@@ -209,6 +209,7 @@ fn slowlog_help(cx: &mut ConnCtx<'_>) -> CmdResult {
 
 const SUB_FLAGS: Flags = Flags::ADMIN.or(Flags::LOADING).or(Flags::STALE);
 
+#[allow(clippy::too_many_arguments)]
 const fn sub(
     name: &'static str,
     arity: i32,
@@ -220,7 +221,15 @@ const fn sub(
     handler: Handler,
 ) -> CommandSpec {
     CommandSpec::new(
-        "server", name, arity, flags, &[], summary, since, complexity, handler,
+        "server",
+        name,
+        arity,
+        flags,
+        &[],
+        summary,
+        since,
+        complexity,
+        handler,
     )
     .with_tips(tips)
 }
@@ -305,63 +314,83 @@ mod tests {
             .collect()
     }
 
-    fn spec(name: &str) -> &'static CommandSpec {
-        match crate::table().resolve(&words(&[name])) {
+    /// The spec `args` resolve to.
+    fn spec(args: &[Bytes]) -> &'static CommandSpec {
+        match crate::table().resolve(args) {
             crate::Lookup::Found(c) => c.spec,
-            _ => panic!("{name} not in the table"),
+            _ => panic!("{args:?} not in the table"),
         }
+    }
+
+    /// [`kept_args`] for `args`.
+    fn kept(args: &[Bytes]) -> Vec<Bytes> {
+        kept_args(spec(args), args)
     }
 
     #[test]
     fn long_commands_keep_31_arguments_and_say_how_many_were_left_out() {
         let mut args = words(&["sadd", "set"]);
         args.extend((3..=33).map(|i| Bytes::from(i.to_string())));
-        let kept = kept_args(spec("sadd"), &args);
+        let kept = kept(&args);
         assert_eq!(kept.len(), 32);
         assert_eq!(kept[30], Bytes::from("31"));
         assert_eq!(kept[31], Bytes::from("... (2 more arguments)"));
         // Exactly 32 arguments are all kept.
-        assert_eq!(kept_args(spec("sadd"), &args[..32]), args[..32].to_vec());
+        assert_eq!(super::tests::kept(&args[..32]), args[..32].to_vec());
     }
 
     #[test]
     fn long_arguments_are_cut_at_128_bytes() {
         let long = "A".repeat(129);
-        let kept = kept_args(spec("sadd"), &words(&["sadd", "set", "foo", &long]));
+        let cut = kept(&words(&["sadd", "set", "foo", &long]));
         assert_eq!(
-            kept[3],
+            cut[3],
             Bytes::from(format!("{}... (1 more bytes)", "A".repeat(128)))
         );
         let just = "B".repeat(128);
-        assert_eq!(
-            kept_args(spec("sadd"), &words(&["sadd", "s", &just]))[2],
-            Bytes::from(just)
-        );
+        assert_eq!(kept(&words(&["sadd", "s", &just]))[2], Bytes::from(just));
     }
 
     #[test]
     fn credentials_are_redacted() {
-        let auth = kept_args(spec("auth"), &words(&["auth", "user", "pw"]));
+        let auth = kept(&words(&["auth", "user", "pw"]));
         assert_eq!(auth, words(&["auth", "(redacted)", "(redacted)"]));
-        let hello = kept_args(
-            spec("hello"),
-            &words(&["hello", "3", "auth", "u", "p", "setname", "n"]),
-        );
+        let hello = kept(&words(&["hello", "3", "auth", "u", "p", "setname", "n"]));
         assert_eq!(
             hello,
-            words(&["hello", "3", "auth", "(redacted)", "(redacted)", "setname", "n"])
+            words(&[
+                "hello",
+                "3",
+                "auth",
+                "(redacted)",
+                "(redacted)",
+                "setname",
+                "n"
+            ])
         );
-        let config_set = match crate::table().resolve(&words(&["config", "set"])) {
-            crate::Lookup::Found(c) => c.spec,
-            _ => panic!("config set"),
-        };
-        let set = kept_args(
-            config_set,
-            &words(&["config", "set", "maxmemory", "1", "requirepass", "x"]),
+        let set = kept(&words(&[
+            "config",
+            "set",
+            "maxmemory",
+            "1",
+            "requirepass",
+            "x",
+        ]));
+        // The string command SET is not CONFIG SET.
+        assert_eq!(
+            kept(&words(&["set", "requirepass", "x"])),
+            words(&["set", "requirepass", "x"])
         );
         assert_eq!(
             set,
-            words(&["config", "set", "maxmemory", "1", "requirepass", "(redacted)"])
+            words(&[
+                "config",
+                "set",
+                "maxmemory",
+                "1",
+                "requirepass",
+                "(redacted)"
+            ])
         );
     }
 }

@@ -220,14 +220,15 @@ impl ShardCmd {
             }
         }
         let park = self.settle_park(shard, park, out);
-        // A parked command woken by this one runs before the next command on its key (Redis
-        // serves blocked clients right after the command that made their key ready).
-        shard.serve_ready();
-        shard.running_client = outer;
+        // Its own time, without the blocked clients it serves next (as Redis times `call()`).
         let usec = (now_us() - start).max(0) as u64;
         if slowlog::logs(usec) && park.is_none() {
             self.log_slow(usec);
         }
+        // A parked command woken by this one runs before the next command on its key (Redis
+        // serves blocked clients right after the command that made their key ready).
+        shard.serve_ready();
+        shard.running_client = outer;
         let stats = &mut shard.stats;
         stats.commands += u64::from(self.counted);
         let st = stats.cmd_mut(self.cmd.id);
