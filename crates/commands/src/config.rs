@@ -30,6 +30,8 @@ pub enum Kind {
     OutputBufferLimit,
     /// `notify-keyspace-events`: class characters (see `strata_shard::notify`).
     KeyspaceEvents,
+    /// `latency-tracking-info-percentiles`: numbers from 0 to 100, space-separated.
+    Percentiles,
 }
 
 /// One setting.
@@ -324,6 +326,30 @@ pub static SPECS: &[ConfigSpec] = &[
         },
         true,
         "entries SLOWLOG keeps (the oldest go first)",
+    ),
+    spec(
+        "latency-monitor-threshold",
+        "0",
+        Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        true,
+        "LATENCY samples events that take at least this many milliseconds (0: off)",
+    ),
+    spec(
+        "latency-tracking",
+        "yes",
+        Kind::Bool,
+        true,
+        "keep a latency histogram per command (INFO latencystats, LATENCY HISTOGRAM)",
+    ),
+    spec(
+        "latency-tracking-info-percentiles",
+        "50 99 99.9",
+        Kind::Percentiles,
+        true,
+        "the percentiles INFO latencystats shows",
     ),
     spec(
         "hz",
@@ -636,6 +662,30 @@ pub fn parse_memory(v: &str) -> Option<i64> {
 /// Validates `value` for `spec` and returns it in canonical form; the error is Redis's reason text,
 /// or why Strata refuses a value it does not implement. `current` is the live value (settings
 /// whose new value depends on the old one).
+/// Redis's text for `latency-tracking-info-percentiles`: each as `%f` without trailing zeros.
+fn normalize_percentiles(value: &str) -> Result<String, String> {
+    let mut out = Vec::new();
+    for word in value.split(' ').filter(|w| !w.is_empty()) {
+        let p = strata_core::num::parse_f64(word.as_bytes())
+            .filter(|p| !p.is_nan())
+            .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            );
+        }
+        out.push(trim_percentile(p));
+    }
+    Ok(out.join(" "))
+}
+
+/// `p` as C's `%f` prints it, trailing zeros (and a trailing point) removed: 99.9, 50.
+pub fn trim_percentile(p: f64) -> String {
+    let text = format!("{p:.6}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
     let v = normalize_kind(spec, value, current)?;
     match not_implemented(spec.name, &v) {
@@ -669,6 +719,7 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
             };
             v.to_string()
         }
+        Kind::Percentiles => normalize_percentiles(value)?,
         Kind::Memory => parse_memory(value)
             .ok_or_else(|| "argument must be a memory value".to_string())?
             .to_string(),
@@ -715,6 +766,8 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
             crate::slowlog::set_slower_than(value.parse().unwrap_or(10_000))
         }
         "slowlog-max-len" => crate::slowlog::set_max_len(value.parse().unwrap_or(128)),
+        "latency-tracking" => strata_shard::set_latency_tracking(value == "yes"),
+        "latency-monitor-threshold" => crate::latency::set_threshold(value.parse().unwrap_or(0)),
         _ => {}
     }
 }

@@ -120,6 +120,7 @@ pub fn configuration_markdown() -> String {
             Kind::Enum(options) => options.join(" / "),
             Kind::OutputBufferLimit => "class hard soft seconds, ...".into(),
             Kind::KeyspaceEvents => "event classes".into(),
+            Kind::Percentiles => "numbers 0..100".into(),
         };
         s.push_str(&format!(
             "| `{}` | `{}` | {} | {} | {} | {} |\n",

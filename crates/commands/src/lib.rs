@@ -25,6 +25,7 @@ pub mod generic;
 pub mod geo;
 pub mod hash;
 pub mod hll;
+pub mod latency;
 pub mod list;
 pub mod multi;
 pub mod pubsub;
@@ -64,6 +65,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     geo::COMMANDS,
     pubsub::COMMANDS,
     slowlog::COMMANDS,
+    latency::COMMANDS,
 ];
 
 /// The validated command table (built once, on first use).

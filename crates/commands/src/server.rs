@@ -888,6 +888,7 @@ fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 st.net_input_bytes = 0;
                 st.net_output_bytes = 0;
                 st.cmd.clear();
+                st.latency.clear();
                 for db in s.dbs_mut() {
                     db.reset_stats();
                 }
@@ -932,8 +933,8 @@ fn config_help(cx: &mut ConnCtx<'_>) -> CmdResult {
 // INFO
 // =====================================================================================
 
-/// INFO sections in Redis's output order, and whether a bare INFO includes them. `errorstats` and
-/// `latencystats` are not kept by Strata and produce nothing; `strata` is Strata's own.
+/// INFO sections in Redis's output order, and whether a bare INFO includes them. `errorstats` is
+/// not kept by Strata and produces nothing; `strata` is Strata's own.
 const SECTIONS: [(&str, bool); 14] = [
     ("server", true),
     ("clients", true),
@@ -1031,6 +1032,8 @@ pub struct InfoData {
     pub cpu: CpuTimes,
     /// (full command name, counters) of every command run at least once.
     pub commandstats: Vec<(&'static str, CmdStat)>,
+    /// INFO latencystats's lines (gathered only when asked for).
+    pub latencystats: Vec<String>,
     /// (database, keys, keys with a TTL) of every non-empty database.
     pub keyspace: Vec<(usize, usize, usize)>,
     pub threads: usize,
@@ -1268,6 +1271,13 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 );
             }
             "modules" => section(&mut out, "Modules"),
+            "latencystats" => {
+                section(&mut out, "Latencystats");
+                for line in &d.latencystats {
+                    out.push_str(line);
+                    out.push_str("\r\n");
+                }
+            }
             "commandstats" => {
                 section(&mut out, "Commandstats");
                 for (cmd, st) in &d.commandstats {
@@ -1587,7 +1597,10 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
 fn info<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let sections = info_sections(&cx.args[1..]);
-        let data = gather_info(cx).await;
+        let mut data = gather_info(cx).await;
+        if sections.contains(&"latencystats") {
+            data.latencystats = crate::latency::info_lines(cx).await;
+        }
         let text = render_info(&sections, &data);
         cx.out.verbatim("txt", text.as_bytes());
         Ok(())

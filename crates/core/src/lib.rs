@@ -16,6 +16,7 @@ pub mod entry;
 pub mod geo;
 pub mod glob;
 pub mod hash;
+pub mod histogram;
 pub mod hll;
 pub mod limits;
 pub mod list;

@@ -33,6 +33,7 @@ use futures_channel::oneshot;
 use strata_commands::connection::is_authenticated;
 use strata_commands::ctx::UNBLOCK_ERROR;
 use strata_commands::keyed::{run_here, SLICE};
+use strata_commands::latency;
 use strata_commands::monitor;
 use strata_commands::multi;
 use strata_commands::pubsub;
@@ -235,6 +236,10 @@ impl ShardCmd {
         st.calls += u64::from(self.counted);
         st.usec += usec;
         st.failed_calls += failed as u64;
+        if self.counted && park.is_none() {
+            stats.record_latency(self.cmd.id, usec);
+            latency::command_sample(self.cmd.spec, usec);
+        }
         park
     }
 
@@ -2439,7 +2444,9 @@ fn record(cmd: &Resolved, start: i64, failed: bool) -> u64 {
         st.calls += 1;
         st.usec += usec;
         st.failed_calls += failed as u64;
+        s.stats.record_latency(cmd.id, usec);
     });
+    latency::command_sample(cmd.spec, usec);
     usec
 }
 

@@ -306,7 +306,12 @@ async fn expire_loop(state: Arc<ServerState>) {
     let mut last_release = now_ms();
     loop {
         let now = now_ms();
+        let began = strata_shard::now_us();
         let backlog = with_shard(|s| s.cron(now));
+        let took = (strata_shard::now_us() - began).max(0) as u64;
+        if strata_commands::latency::monitors(took) {
+            strata_commands::latency::add_sample("expire-cycle", took);
+        }
         if !backlog && now - last_release >= 1000 {
             last_release = now;
             strata_commands::memory::release_free_memory();

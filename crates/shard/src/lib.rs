@@ -34,5 +34,8 @@ pub use locks::{new_owner, Grant, LockId, LockKey, LockMode, LockSet, LockTable,
 pub use multi::MultiLock;
 pub use park::{Parked, Runner, Served};
 pub use set::{round_end, rounds, Inbox, Job, ShardSet};
-pub use shard::{current_shard_id, install, with_shard, CmdStat, LockHandover, Shard, ThreadStats};
+pub use shard::{
+    current_shard_id, install, set_latency_tracking, with_shard, CmdStat, LockHandover, Shard,
+    ThreadStats,
+};
 pub use watch::Watch;

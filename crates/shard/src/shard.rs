@@ -8,7 +8,10 @@
 use std::cell::{Cell, RefCell};
 
 use hashbrown::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use strata_core::histogram::Histogram;
 
 use crate::db::{Db, FreeWait};
 use crate::locks::{LockId, LockTable, Mode, Owner};
@@ -438,8 +441,16 @@ pub struct CmdStat {
     pub failed_calls: u64,
 }
 
+/// `latency-tracking`: whether commands record their duration in their histogram.
+static LATENCY_TRACKING: AtomicBool = AtomicBool::new(true);
+
+/// Applies `latency-tracking` (CONFIG SET, start-up).
+pub fn set_latency_tracking(on: bool) {
+    LATENCY_TRACKING.store(on, Ordering::Relaxed);
+}
+
 /// Counters kept by each thread for the connections it serves; INFO sums them over threads.
-#[derive(Default, Debug)]
+#[derive(Default)]
 pub struct ThreadStats {
     pub commands: u64,
     pub connections_received: u64,
@@ -447,9 +458,23 @@ pub struct ThreadStats {
     pub net_input_bytes: u64,
     pub net_output_bytes: u64,
     pub cmd: Vec<CmdStat>,
+    /// Per command, its durations (INFO latencystats, LATENCY HISTOGRAM), indexed like `cmd`.
+    pub latency: Vec<Histogram>,
 }
 
 impl ThreadStats {
+    /// Records that command `id` ran for `usec` µs in its histogram, while `latency-tracking` is
+    /// on (Redis keeps nanoseconds: the µs times 1000).
+    #[inline]
+    pub fn record_latency(&mut self, id: usize, usec: u64) {
+        if LATENCY_TRACKING.load(Ordering::Relaxed) {
+            if self.latency.len() <= id {
+                self.latency.resize_with(id + 1, Histogram::new);
+            }
+            self.latency[id].record(usec.saturating_mul(1000));
+        }
+    }
+
     /// The counters of command `id`, growing the table on first use.
     pub fn cmd_mut(&mut self, id: usize) -> &mut CmdStat {
         if self.cmd.len() <= id {

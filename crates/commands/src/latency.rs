@@ -1,0 +1,516 @@
+//! Latency tracking and the latency monitor: LATENCY and INFO latencystats.
+//!
+//! * **Per-command histograms** (`latency-tracking`, on by default): every command's duration goes
+//!   into its histogram on the thread that ran it (`ThreadStats::record_latency`, one index
+//!   computation and an increment); INFO latencystats and LATENCY HISTOGRAM merge the threads'
+//!   histograms when asked. CONFIG RESETSTAT clears them.
+//! * **The monitor** (`latency-monitor-threshold`, in milliseconds, 0 = off): a command that ran
+//!   at least that long is a sample of the `command` event (`fast-command` for a command flagged
+//!   fast), and an active-expiry cycle that long one of `expire-cycle`. Each event keeps its last
+//!   160 samples, one per second (the largest of that second), and its all-time maximum, as Redis
+//!   does; LATENCY LATEST, HISTORY, RESET and DOCTOR read them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use futures_util::future::LocalBoxFuture;
+use strata_core::histogram::Histogram;
+use strata_shard::now_ms;
+
+use crate::config::trim_percentile;
+use crate::ctx::ConnCtx;
+use crate::error::CmdResult;
+use crate::table::{CommandSpec, Flags, Handler};
+
+/// `latency-monitor-threshold` (ms; 0: off).
+static THRESHOLD_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Samples kept per event (Redis's LATENCY_TS_LEN).
+const SAMPLES: usize = 160;
+
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    /// Unix seconds; 0: unused.
+    time: i64,
+    ms: u64,
+}
+
+struct Series {
+    samples: [Sample; SAMPLES],
+    /// Where the next second's sample goes.
+    next: usize,
+    max: u64,
+}
+
+/// Every event that had a sample, by name.
+static EVENTS: Mutex<BTreeMap<&'static str, Series>> = Mutex::new(BTreeMap::new());
+
+/// Applies `latency-monitor-threshold`.
+pub fn set_threshold(ms: u64) {
+    THRESHOLD_MS.store(ms, Ordering::Relaxed);
+}
+
+/// Whether something that took `usec` µs is a monitor sample: one load and a branch.
+#[inline]
+pub fn monitors(usec: u64) -> bool {
+    let t = THRESHOLD_MS.load(Ordering::Relaxed);
+    t != 0 && usec / 1000 >= t
+}
+
+/// Records a sample of `event` (which took `usec` µs, already found long enough by [`monitors`]).
+pub fn add_sample(event: &'static str, usec: u64) {
+    let ms = usec / 1000;
+    let now = now_ms().div_euclid(1000);
+    let mut events = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+    let series = events.entry(event).or_insert_with(|| Series {
+        samples: [Sample::default(); SAMPLES],
+        next: 0,
+        max: 0,
+    });
+    series.max = series.max.max(ms);
+    let prev = (series.next + SAMPLES - 1) % SAMPLES;
+    if series.samples[prev].time == now {
+        let s = &mut series.samples[prev];
+        s.ms = s.ms.max(ms);
+        return;
+    }
+    series.samples[series.next] = Sample { time: now, ms };
+    series.next = (series.next + 1) % SAMPLES;
+}
+
+/// The monitor's event for a command of `spec` that ran for `usec` µs, if it is a sample.
+#[inline]
+pub fn command_sample(spec: &CommandSpec, usec: u64) {
+    if monitors(usec) {
+        let event = if spec.flags.has(Flags::FAST) {
+            "fast-command"
+        } else {
+            "command"
+        };
+        add_sample(event, usec);
+    }
+}
+
+/// Every command's histogram, merged over the threads; commands never run since the last
+/// CONFIG RESETSTAT are left out.
+async fn histograms(cx: &ConnCtx<'_>) -> Vec<(&'static str, &'static CommandSpec, Histogram)> {
+    let per_shard = cx
+        .shards()
+        .call_all(|s| {
+            s.stats
+                .latency
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.total() > 0)
+                .map(|(id, h)| (id, h.clone()))
+                .collect::<Vec<_>>()
+        })
+        .await;
+    let entries = crate::table().entries();
+    let mut merged: Vec<Option<Histogram>> = vec![None; entries.len()];
+    for (id, h) in per_shard.into_iter().flatten() {
+        if let Some(slot) = merged.get_mut(id) {
+            slot.get_or_insert_with(Histogram::new).merge(&h);
+        }
+    }
+    entries
+        .iter()
+        .zip(merged)
+        .filter_map(|(e, h)| h.map(|h| (e.name, e.spec, h)))
+        .collect()
+}
+
+/// The lines of INFO latencystats: `latency_percentiles_usec_<command>:p50=…,p99=…` for the
+/// percentiles of `latency-tracking-info-percentiles`.
+pub async fn info_lines(cx: &ConnCtx<'_>) -> Vec<String> {
+    let percentiles: Vec<f64> = cx
+        .server
+        .config
+        .get("latency-tracking-info-percentiles")
+        .unwrap_or_default()
+        .split(' ')
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    histograms(cx)
+        .await
+        .into_iter()
+        .map(|(name, _, h)| {
+            let values: Vec<String> = percentiles
+                .iter()
+                .map(|&p| {
+                    let v = h.value_at_percentile(p) as f64 / 1000.0;
+                    format!("p{}={v:.3}", trim_percentile(p))
+                })
+                .collect();
+            format!("latency_percentiles_usec_{name}:{}", values.join(","))
+        })
+        .collect()
+}
+
+/// LATENCY HISTOGRAM [command ...]: for each command asked for (a container stands for its
+/// subcommands; unknown names are skipped), or every command, its calls and the cumulative count
+/// of its durations at each power of two from 1024 ns, in µs.
+fn latency_histogram<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let mut all = histograms(cx).await;
+        if cx.args.len() > 2 {
+            let table = crate::table();
+            let mut wanted: Vec<&'static str> = Vec::new();
+            for a in &cx.args[2..] {
+                let name = String::from_utf8_lossy(a).to_ascii_lowercase();
+                if let Some(e) = table.get(&name) {
+                    if e.spec.subcommands.is_empty() || name.contains('|') {
+                        wanted.push(e.name);
+                    } else {
+                        wanted.extend(
+                            table
+                                .entries()
+                                .iter()
+                                .filter(|s| {
+                                    s.name
+                                        .strip_prefix(e.name)
+                                        .is_some_and(|r| r.starts_with('|'))
+                                })
+                                .map(|s| s.name),
+                        );
+                    }
+                }
+            }
+            all.retain(|(name, _, _)| wanted.contains(name));
+        }
+        cx.out.map(all.len());
+        for (name, _, h) in &all {
+            cx.out.bulk(name.as_bytes());
+            cx.out.map(2);
+            cx.out.bulk(b"calls");
+            cx.out.int(h.total() as i64);
+            cx.out.bulk(b"histogram_usec");
+            let cdf = h.log2_cdf(1024);
+            cx.out.map(cdf.len());
+            for (bound, count) in cdf {
+                cx.out.int((bound / 1000) as i64);
+                cx.out.int(count as i64);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// LATENCY LATEST: `[event, time of its latest sample, latest ms, all-time max ms]` per event.
+fn latency_latest(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let events = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+    cx.out.array(events.len());
+    for (name, s) in events.iter() {
+        let last = s.samples[(s.next + SAMPLES - 1) % SAMPLES];
+        cx.out.array(4);
+        cx.out.bulk(name.as_bytes());
+        cx.out.int(last.time);
+        cx.out.int(last.ms as i64);
+        cx.out.int(s.max as i64);
+    }
+    Ok(())
+}
+
+/// LATENCY HISTORY event: its samples, oldest first, as `[time, ms]`.
+fn latency_history(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let events = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+    let name = String::from_utf8_lossy(&cx.args[2]);
+    let Some(s) = events.get(name.as_ref()) else {
+        cx.out.array(0);
+        return Ok(());
+    };
+    let samples: Vec<Sample> = (0..SAMPLES)
+        .map(|j| s.samples[(s.next + j) % SAMPLES])
+        .filter(|x| x.time != 0)
+        .collect();
+    cx.out.array(samples.len());
+    for x in samples {
+        cx.out.array(2);
+        cx.out.int(x.time);
+        cx.out.int(x.ms as i64);
+    }
+    Ok(())
+}
+
+/// LATENCY RESET [event ...]: forgets those events (all without arguments); answers how many
+/// there were.
+fn latency_reset(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let mut events = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+    let n = if cx.args.len() == 2 {
+        let n = events.len();
+        events.clear();
+        n
+    } else {
+        cx.args[2..]
+            .iter()
+            .filter(|a| events.remove(String::from_utf8_lossy(a).as_ref()).is_some())
+            .count()
+    };
+    cx.out.int(n as i64);
+    Ok(())
+}
+
+/// LATENCY DOCTOR: what the monitor saw, per event: its spikes, their average and mean deviation,
+/// how often they came, and the worst.
+fn latency_doctor(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let text = doctor_report(
+        THRESHOLD_MS.load(Ordering::Relaxed),
+        &EVENTS.lock().unwrap_or_else(|e| e.into_inner()),
+    );
+    cx.out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+fn doctor_report(threshold: u64, events: &BTreeMap<&'static str, Series>) -> String {
+    if threshold == 0 && events.is_empty() {
+        return "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this \
+                instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" \
+                in order to enable it.\n"
+            .into();
+    }
+    if events.is_empty() {
+        return "Dave, no latency spike was observed during the lifetime of this instance, not \
+                in the slightest bit. I honestly think you ought to sleep tonight.\n"
+            .into();
+    }
+    let mut out = String::from(
+        "Dave, I have observed latency spikes in this instance. You don't mind talking about \
+         it, do you Dave?\n\n",
+    );
+    for (i, (name, s)) in events.iter().enumerate() {
+        let samples: Vec<Sample> = (0..SAMPLES)
+            .map(|j| s.samples[(s.next + j) % SAMPLES])
+            .filter(|x| x.time != 0)
+            .collect();
+        let n = samples.len().max(1) as f64;
+        let avg = samples.iter().map(|x| x.ms as f64).sum::<f64>() / n;
+        let mad = samples
+            .iter()
+            .map(|x| (x.ms as f64 - avg).abs())
+            .sum::<f64>()
+            / n;
+        let span = match (samples.first(), samples.last()) {
+            (Some(a), Some(b)) if samples.len() > 1 => (b.time - a.time) as f64 / (n - 1.0),
+            _ => 0.0,
+        };
+        out.push_str(&format!(
+            "{}. {name}: {} latency spikes (average {:.0}ms, mean deviation {:.0}ms, period \
+             {:.2} sec). Worst all time event {}ms.\n",
+            i + 1,
+            samples.len(),
+            avg,
+            mad,
+            span,
+            s.max
+        ));
+    }
+    out.push_str(&format!(
+        "\nThe latency monitor samples events that take {threshold} milliseconds or more \
+         (latency-monitor-threshold). Slow commands are listed by SLOWLOG GET.\n"
+    ));
+    out
+}
+
+fn latency_help(cx: &mut ConnCtx<'_>) -> CmdResult {
+    crate::server::reply_help(
+        cx.out,
+        &cx.args[0],
+        &[
+            "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
+        ],
+    );
+    Ok(())
+}
+
+/// For tests: the current samples of `event`.
+#[cfg(test)]
+fn history_of(event: &str) -> Vec<(i64, u64)> {
+    let events = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+    events.get(event).map_or_else(Vec::new, |s| {
+        (0..SAMPLES)
+            .map(|j| s.samples[(s.next + j) % SAMPLES])
+            .filter(|x| x.time != 0)
+            .map(|x| (x.time, x.ms))
+            .collect()
+    })
+}
+
+const ADMIN_LS: Flags = Flags::ADMIN
+    .or(Flags::NOSCRIPT)
+    .or(Flags::LOADING)
+    .or(Flags::STALE);
+
+#[allow(clippy::too_many_arguments)]
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    summary: &'static str,
+    since: &'static str,
+    complexity: &'static str,
+    tips: &'static [&'static str],
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec::new(
+        "server",
+        name,
+        arity,
+        flags,
+        &[],
+        summary,
+        since,
+        complexity,
+        handler,
+    )
+    .with_tips(tips)
+}
+
+const HISTORY_ARGS: &[crate::table::Arg] = &[crate::table::Arg::string("event")];
+const RESET_ARGS: &[crate::table::Arg] =
+    &[crate::table::Arg::string("event").optional().multiple()];
+const HISTOGRAM_ARGS: &[crate::table::Arg] =
+    &[crate::table::Arg::string("command").optional().multiple()];
+
+static SUBCOMMANDS: &[CommandSpec] = &[
+    sub(
+        "doctor",
+        2,
+        ADMIN_LS,
+        "Return a human readable latency analysis report.",
+        "2.8.13",
+        "O(1)",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+        Handler::Conn(latency_doctor),
+    ),
+    sub(
+        "histogram",
+        -2,
+        ADMIN_LS,
+        "Return the cumulative distribution of latencies of a subset of commands or all.",
+        "7.0.0",
+        "O(N) where N is the number of commands with latency information being retrieved.",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+        Handler::Async(latency_histogram),
+    )
+    .with_args(HISTOGRAM_ARGS),
+    sub(
+        "history",
+        3,
+        ADMIN_LS,
+        "Return timestamp-latency samples for the event.",
+        "2.8.13",
+        "O(1)",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+        Handler::Conn(latency_history),
+    )
+    .with_args(HISTORY_ARGS),
+    sub(
+        "latest",
+        2,
+        ADMIN_LS,
+        "Return the latest latency samples for all events.",
+        "2.8.13",
+        "O(1)",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+        Handler::Conn(latency_latest),
+    ),
+    sub(
+        "reset",
+        -2,
+        ADMIN_LS,
+        "Reset latency data for one or more events.",
+        "2.8.13",
+        "O(1)",
+        &["request_policy:all_nodes", "response_policy:all_succeeded"],
+        Handler::Conn(latency_reset),
+    )
+    .with_args(RESET_ARGS),
+    sub(
+        "help",
+        2,
+        Flags::LOADING.or(Flags::STALE),
+        "Show helpful text about the different subcommands.",
+        "2.8.13",
+        "O(1)",
+        &[],
+        Handler::Conn(latency_help),
+    ),
+];
+
+/// The LATENCY container (GRAPH is not implemented and answers "unknown subcommand").
+pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
+    subcommands: SUBCOMMANDS,
+    ..CommandSpec::new(
+        "server",
+        "latency",
+        -2,
+        Flags::NONE,
+        &[],
+        "A container for latency diagnostics commands",
+        "2.8.13",
+        "Depends on subcommand.",
+        Handler::Container,
+    )
+}];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_of_one_second_merge_and_the_maximum_is_kept() {
+        set_threshold(1);
+        assert!(!monitors(999) && monitors(1000));
+        // A private event name: tests run in parallel on the shared log.
+        add_sample("test-event", 5_000);
+        add_sample("test-event", 9_000);
+        add_sample("test-event", 2_000);
+        let h = history_of("test-event");
+        assert!(h.len() == 1 || h.len() == 2, "{h:?}");
+        assert_eq!(h.iter().map(|x| x.1).max(), Some(9));
+        let events = EVENTS.lock().unwrap();
+        let s = &events["test-event"];
+        assert_eq!(s.max, 9);
+        let report = doctor_report(1, &events);
+        assert!(report.contains("test-event:"), "{report}");
+        drop(events);
+        set_threshold(0);
+        assert!(!monitors(u64::MAX));
+        EVENTS.lock().unwrap().remove("test-event");
+    }
+
+    #[test]
+    fn the_doctor_says_when_monitoring_is_off_or_quiet() {
+        let empty = BTreeMap::new();
+        assert!(doctor_report(0, &empty).contains("disabled"));
+        assert!(doctor_report(10, &empty).contains("no latency spike"));
+    }
+}
