@@ -8,6 +8,7 @@ mod hash;
 mod hll;
 mod jobqueue;
 mod keys;
+mod latency;
 mod lifecycle;
 mod list;
 mod maxmemory;

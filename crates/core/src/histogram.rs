@@ -95,27 +95,25 @@ impl Histogram {
         highest(LEN - 1)
     }
 
-    /// The cumulative distribution at powers of two from `first` on (`first`, `2 * first`, ...):
-    /// `(highest value of the step, values up to it)`, a step listed only when its count grew —
-    /// what LATENCY HISTOGRAM reports (with `first` = 1024 ns).
+    /// The cumulative distribution at powers of two from `first` on (`first`, `2 * first`, ...),
+    /// as HdrHistogram's logarithmic iteration gives it and LATENCY HISTOGRAM reports it (with
+    /// `first` = 1024 ns): for each step, the highest value of the counter holding the power of
+    /// two and how many values lie up to it; a step is listed only when its count grew.
     pub fn log2_cdf(&self, first: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let Some(counts) = &self.counts else {
             return out;
         };
         let (mut bound, mut seen, mut reported, mut i) = (first.max(1), 0u64, 0u64, 0usize);
-        while reported < self.total {
-            // Every counter whose values all lie below `bound` (powers of two are counter edges).
-            while i < LEN && highest(i) < bound {
+        while reported < self.total && i < LEN {
+            let top = index(bound.min(MAX_VALUE));
+            while i <= top {
                 seen += counts[i];
                 i += 1;
             }
             if seen > reported {
-                out.push((bound - 1, seen));
+                out.push((highest(top), seen));
                 reported = seen;
-            }
-            if i >= LEN {
-                break;
             }
             bound = bound.saturating_mul(2);
         }
@@ -189,7 +187,7 @@ mod tests {
         a.merge(&b);
         a.merge(&Histogram::new());
         assert_eq!(a.total(), 3);
-        assert_eq!(a.log2_cdf(1024), [(1023, 2), (1_048_575, 3)]);
+        assert_eq!(a.log2_cdf(1024), [(1031, 2), (1_056_767, 3)]);
     }
 
     #[test]
@@ -199,9 +197,10 @@ mod tests {
         for v in [6_000, 7_000, 7_000, 20_000] {
             h.record(v);
         }
-        // As Redis: 3 values up to 8191 ns, 4 up to 32767 (nothing new up to 16383).
-        assert_eq!(h.log2_cdf(1024), [(8191, 3), (32_767, 4)]);
+        // As Redis reports them (keys 8 and 33 µs): 3 values up to the counter of 8192 ns, 4 up
+        // to that of 32768 (nothing new at 16384).
+        assert_eq!(h.log2_cdf(1024), [(8255, 3), (33_023, 4)]);
         h.record(MAX_VALUE);
-        assert_eq!(h.log2_cdf(1024).last(), Some(&((1024u64 << 20) - 1, 5)));
+        assert_eq!(h.log2_cdf(1024).last(), Some(&(highest(LEN - 1), 5)));
     }
 }
