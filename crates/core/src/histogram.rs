@@ -2,7 +2,9 @@
 //! of two split into 128 equal sub-buckets, so a recorded value is known to within 1/128 (what an
 //! HdrHistogram with two significant figures keeps, the kind Redis uses for INFO latencystats and
 //! LATENCY HISTOGRAM). Values below 256 are kept exactly. Recording is an index computation and an
-//! increment; the counters (24 KiB) are allocated by the first record.
+//! increment. The counters come in chunks of 128 (1 KiB), each allocated by the first value that
+//! falls in it: a command's durations span a few powers of two, so it holds a few KiB rather than
+//! the 24 KiB of the whole range — per command and per thread, as every thread keeps its own.
 
 /// Largest value kept; larger ones count as this (Redis's 1 s ceiling).
 pub const MAX_VALUE: u64 = 1_000_000_000;
@@ -34,10 +36,16 @@ const fn highest(i: usize) -> u64 {
     (((sub + 1) as u64) << shift) - 1
 }
 
+/// Counters per chunk.
+const CHUNK: usize = 128;
+/// Number of chunks covering the counters.
+const CHUNKS: usize = LEN.div_ceil(CHUNK);
+
 /// Counts of recorded values; see the module docs.
 #[derive(Clone, Default)]
 pub struct Histogram {
-    counts: Option<Box<[u64]>>,
+    /// `CHUNKS` chunks once anything was recorded, each allocated on first use.
+    chunks: Vec<Option<Box<[u64; CHUNK]>>>,
     total: u64,
 }
 
@@ -49,11 +57,29 @@ impl Histogram {
     /// Counts one value (nanoseconds; above [`MAX_VALUE`] counts as it).
     #[inline]
     pub fn record(&mut self, value: u64) {
-        let counts = self
-            .counts
-            .get_or_insert_with(|| vec![0; LEN].into_boxed_slice());
-        counts[index(value.min(MAX_VALUE))] += 1;
-        self.total += 1;
+        self.add(index(value.min(MAX_VALUE)), 1);
+    }
+
+    fn add(&mut self, i: usize, n: u64) {
+        if self.chunks.is_empty() {
+            self.chunks.resize(CHUNKS, None);
+        }
+        let chunk = self.chunks[i / CHUNK].get_or_insert_with(|| Box::new([0; CHUNK]));
+        chunk[i % CHUNK] += n;
+        self.total += n;
+    }
+
+    /// `(counter, count)` for every counter that counted something, in value order.
+    fn counts(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
+            chunk.iter().flat_map(move |counts| {
+                counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &n)| n > 0)
+                    .map(move |(j, &n)| (c * CHUNK + j, n))
+            })
+        })
     }
 
     /// Number of values recorded.
@@ -63,31 +89,24 @@ impl Histogram {
 
     /// Adds `other`'s counts to this one's.
     pub fn merge(&mut self, other: &Histogram) {
-        let Some(theirs) = &other.counts else {
-            return;
-        };
-        let mine = self
-            .counts
-            .get_or_insert_with(|| vec![0; LEN].into_boxed_slice());
-        for (m, t) in mine.iter_mut().zip(theirs.iter()) {
-            *m += t;
+        for (i, n) in other.counts() {
+            self.add(i, n);
         }
-        self.total += other.total;
     }
 
     /// The value at `percentile` (0 to 100): the highest value of the counter where the
     /// cumulative count reaches that share of the total (HdrHistogram's `value_at_percentile`); 0
     /// when nothing was recorded.
     pub fn value_at_percentile(&self, percentile: f64) -> u64 {
-        let Some(counts) = &self.counts else {
+        if self.total == 0 {
             return 0;
-        };
+        }
         let p = percentile.clamp(0.0, 100.0);
         let wanted = ((p / 100.0) * self.total as f64 + 0.5) as u64;
         let wanted = wanted.max(1);
         let mut seen = 0;
-        for (i, &c) in counts.iter().enumerate() {
-            seen += c;
+        for (i, n) in self.counts() {
+            seen += n;
             if seen >= wanted {
                 return highest(i);
             }
@@ -101,19 +120,20 @@ impl Histogram {
     /// two and how many values lie up to it; a step is listed only when its count grew.
     pub fn log2_cdf(&self, first: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
-        let Some(counts) = &self.counts else {
-            return out;
-        };
-        let (mut bound, mut seen, mut reported, mut i) = (first.max(1), 0u64, 0u64, 0usize);
-        while reported < self.total && i < LEN {
+        let mut bound = first.max(1);
+        let mut seen = 0u64;
+        let mut counts = self.counts().peekable();
+        while seen < self.total {
             let top = index(bound.min(MAX_VALUE));
-            while i <= top {
-                seen += counts[i];
-                i += 1;
+            let before = seen;
+            while let Some((_, n)) = counts.next_if(|&(i, _)| i <= top) {
+                seen += n;
             }
-            if seen > reported {
+            if seen > before {
                 out.push((highest(top), seen));
-                reported = seen;
+            }
+            if top == LEN - 1 {
+                break;
             }
             bound = bound.saturating_mul(2);
         }
@@ -176,6 +196,20 @@ mod tests {
         // Over the ceiling counts as the ceiling.
         h.record(5 * MAX_VALUE);
         assert_eq!(h.value_at_percentile(100.0), highest(index(MAX_VALUE)));
+    }
+
+    #[test]
+    fn chunks_are_allocated_where_values_fall() {
+        let mut h = Histogram::new();
+        assert!(
+            h.chunks.is_empty(),
+            "nothing allocated before the first value"
+        );
+        for v in [1_500u64, 1_600, 1_900] {
+            h.record(v);
+        }
+        assert_eq!(h.chunks.iter().filter(|c| c.is_some()).count(), 1);
+        assert_eq!(h.counts().map(|(_, n)| n).sum::<u64>(), 3);
     }
 
     #[test]
