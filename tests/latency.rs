@@ -77,6 +77,9 @@ fn errors_and_settings_match_redis() {
         &["LATENCY", "RESET", "nosuch", "other"],
         &["LATENCY", "LATEST"],
         &["LATENCY", "HISTORY", "command"],
+        &["LATENCY", "GRAPH"],
+        &["LATENCY", "GRAPH", "nosuch"],
+        &["LATENCY", "HELP"],
         &["CONFIG", "GET", "latency-monitor-threshold"],
         &["CONFIG", "GET", "latency-tracking"],
         &["CONFIG", "GET", "latency-tracking-info-percentiles"],
@@ -99,7 +102,28 @@ fn errors_and_settings_match_redis() {
         &["CONFIG", "SET", "latency-tracking-info-percentiles", ""],
         &["CONFIG", "GET", "latency-tracking-info-percentiles"],
     ]);
+    // The subcommands come in each server's own order: compare them as a set.
+    let (redis, strata) =
+        d.run_matching(&["COMMAND", "DOCS", "latency"], |r| r.as_array().is_some());
+    let subcommands = |r: &Reply| -> Vec<String> {
+        let doc = r.as_array().unwrap()[1].as_array().unwrap();
+        let at = doc
+            .iter()
+            .position(|f| f.as_bytes() == Some(b"subcommands"))
+            .unwrap();
+        let mut pairs: Vec<String> = doc[at + 1]
+            .as_array()
+            .unwrap()
+            .chunks(2)
+            .map(|p| format!("{} {}", p[0], p[1]))
+            .collect();
+        pairs.sort();
+        pairs
+    };
+    assert_eq!(subcommands(&redis), subcommands(&strata));
+    assert_eq!(subcommands(&redis).len(), 7);
     for sub in [
+        "latency|graph",
         "latency|doctor",
         "latency|histogram",
         "latency|history",
@@ -199,6 +223,19 @@ fn the_monitor_samples_commands_slower_than_the_threshold() {
     let _ = (redis, strata);
     d.run_matching(&["LATENCY", "HISTORY", "command"], |r| {
         r.as_array().is_some_and(|a| a.len() == 1)
+    });
+    // One sample: a flat graph, labelled with its age in seconds.
+    d.run_matching(&["LATENCY", "GRAPH", "command"], |r| {
+        let text = String::from_utf8_lossy(r.as_bytes().unwrap_or_default()).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        // The label ("0s", "1s"...) is written downwards, one character per line.
+        lines.len() == 9
+            && lines[0].starts_with("command - high ")
+            && lines[1] == "-".repeat(80)
+            && lines[2..6] == [" ", " ", " ", "_"]
+            && lines[6] == " "
+            && lines[7].chars().all(|c| c.is_ascii_digit())
+            && lines[8] == "s"
     });
     d.run_matching(&["LATENCY", "DOCTOR"], |r| {
         r.as_bytes()

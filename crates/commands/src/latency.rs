@@ -20,7 +20,7 @@ use strata_shard::now_ms;
 
 use crate::config::trim_percentile;
 use crate::ctx::ConnCtx;
-use crate::error::CmdResult;
+use crate::error::{CmdError, CmdResult};
 use crate::table::{CommandSpec, Flags, Handler};
 
 /// `latency-monitor-threshold` (ms; 0: off).
@@ -278,30 +278,21 @@ fn doctor_report(threshold: u64, events: &BTreeMap<&'static str, Series>) -> Str
         "Dave, I have observed latency spikes in this instance. You don't mind talking about \
          it, do you Dave?\n\n",
     );
+    let now = now_ms().div_euclid(1000);
     for (i, (name, s)) in events.iter().enumerate() {
-        let samples: Vec<Sample> = (0..SAMPLES)
-            .map(|j| s.samples[(s.next + j) % SAMPLES])
-            .filter(|x| x.time != 0)
-            .collect();
-        let n = samples.len().max(1) as f64;
-        let avg = samples.iter().map(|x| x.ms as f64).sum::<f64>() / n;
-        let mad = samples
-            .iter()
-            .map(|x| (x.ms as f64 - avg).abs())
-            .sum::<f64>()
-            / n;
-        let span = match (samples.first(), samples.last()) {
-            (Some(a), Some(b)) if samples.len() > 1 => (b.time - a.time) as f64 / (n - 1.0),
-            _ => 0.0,
-        };
+        let samples = samples_of(s);
+        let n = samples.len().max(1) as u64;
+        // As Redis computes them: integer average and mean deviation, and the period from the
+        // oldest sample to now, per sample.
+        let avg = samples.iter().map(|x| x.ms).sum::<u64>() / n;
+        let mad = samples.iter().map(|x| x.ms.abs_diff(avg)).sum::<u64>() / n;
+        let oldest = samples.first().map_or(now, |x| x.time);
+        let period = (now - oldest).max(1) as f64 / n as f64;
         out.push_str(&format!(
-            "{}. {name}: {} latency spikes (average {:.0}ms, mean deviation {:.0}ms, period \
-             {:.2} sec). Worst all time event {}ms.\n",
+            "{}. {name}: {} latency spikes (average {avg}ms, mean deviation {mad}ms, period \
+             {period:.2} sec). Worst all time event {}ms.\n",
             i + 1,
             samples.len(),
-            avg,
-            mad,
-            span,
             s.max
         ));
     }
@@ -312,6 +303,110 @@ fn doctor_report(threshold: u64, events: &BTreeMap<&'static str, Series>) -> Str
     out
 }
 
+/// An event's samples, oldest first.
+fn samples_of(s: &Series) -> Vec<Sample> {
+    (0..SAMPLES)
+        .map(|j| s.samples[(s.next + j) % SAMPLES])
+        .filter(|x| x.time != 0)
+        .collect()
+}
+
+/// LATENCY GRAPH event: its samples drawn as Redis draws them (80 columns, 4 rows, each column
+/// labelled with how long ago its sample was taken).
+fn latency_graph(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let events = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+    let name = String::from_utf8_lossy(&cx.args[2]);
+    let Some(s) = events.get(name.as_ref()) else {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR No samples available for event '{}'",
+                crate::error::echo(&cx.args[2])
+            )
+            .into(),
+        ));
+    };
+    let text = graph(&name, s, now_ms().div_euclid(1000));
+    cx.out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+/// Redis's latency graph of `s` at unix time `now` (latencyCommandGenSparkeline).
+fn graph(name: &str, s: &Series, now: i64) -> String {
+    const COLUMNS: usize = 80;
+    let samples = samples_of(s);
+    let min = samples.iter().map(|x| x.ms).min().unwrap_or(0);
+    let max = samples.iter().map(|x| x.ms).max().unwrap_or(0);
+    let labels: Vec<String> = samples
+        .iter()
+        .map(|x| {
+            let ago = now - x.time;
+            match ago {
+                ..60 => format!("{ago}s"),
+                60..3600 => format!("{}m", ago / 60),
+                3600..86_400 => format!("{}h", ago / 3600),
+                _ => format!("{}d", ago / 86_400),
+            }
+        })
+        .collect();
+    let mut out = format!(
+        "{name} - high {max} ms, low {min} ms (all time high {} ms)\n{}\n",
+        s.max,
+        "-".repeat(COLUMNS)
+    );
+    let values: Vec<u64> = samples.iter().map(|x| x.ms).collect();
+    for (k, start) in (0..values.len()).step_by(COLUMNS).enumerate() {
+        if k > 0 {
+            out.push('\n');
+        }
+        let end = (start + COLUMNS).min(values.len());
+        sparkline(&mut out, &values[start..end], &labels[start..end], min, max);
+    }
+    out
+}
+
+/// Redis's filled sparkline of `values` (4 rows), with each column's label written downwards
+/// under it after one blank line (sparklineRenderRange with SPARKLINE_FILL).
+fn sparkline(out: &mut String, values: &[u64], labels: &[String], min: u64, max: u64) {
+    const ROWS: usize = 4;
+    const FILL: [char; 3] = ['_', 'o', '#'];
+    let steps = (FILL.len() * ROWS) as f64;
+    let relmax = match (max - min) as f64 {
+        0.0 => 1.0,
+        r => r,
+    };
+    let step_of = |v: u64| -> i64 {
+        let step = (((v - min) as f64 * steps) as i64 as f64 / relmax) as i64;
+        step.clamp(0, steps as i64 - 1)
+    };
+    for row in 0..ROWS {
+        let line: String = values
+            .iter()
+            .map(|&v| {
+                let idx = step_of(v) - ((ROWS - row - 1) * FILL.len()) as i64;
+                match idx {
+                    0..=2 => FILL[idx as usize],
+                    3.. => '|',
+                    _ => ' ',
+                }
+            })
+            .collect();
+        out.push_str(&line);
+        out.push('\n');
+    }
+    // One blank line, then the labels downwards, one character per row.
+    out.push_str(&" ".repeat(values.len()));
+    out.push('\n');
+    let longest = labels.iter().map(String::len).max().unwrap_or(0);
+    for c in 0..longest {
+        let line: String = labels
+            .iter()
+            .map(|l| l.as_bytes().get(c).map_or(' ', |&b| b as char))
+            .collect();
+        out.push_str(&line);
+        out.push('\n');
+    }
+}
+
 fn latency_help(cx: &mut ConnCtx<'_>) -> CmdResult {
     crate::server::reply_help(
         cx.out,
@@ -319,6 +414,8 @@ fn latency_help(cx: &mut ConnCtx<'_>) -> CmdResult {
         &[
             "DOCTOR",
             "    Return a human readable latency analysis report.",
+            "GRAPH <event>",
+            "    Return an ASCII latency graph for the <event> class.",
             "HISTORY <event>",
             "    Return time-latency samples for the <event> class.",
             "LATEST",
@@ -339,11 +436,7 @@ fn latency_help(cx: &mut ConnCtx<'_>) -> CmdResult {
 fn history_of(event: &str) -> Vec<(i64, u64)> {
     let events = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
     events.get(event).map_or_else(Vec::new, |s| {
-        (0..SAMPLES)
-            .map(|j| s.samples[(s.next + j) % SAMPLES])
-            .filter(|x| x.time != 0)
-            .map(|x| (x.time, x.ms))
-            .collect()
+        samples_of(s).into_iter().map(|x| (x.time, x.ms)).collect()
     })
 }
 
@@ -398,6 +491,21 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         ],
         Handler::Conn(latency_doctor),
     ),
+    sub(
+        "graph",
+        3,
+        ADMIN_LS,
+        "Return a latency graph for the event.",
+        "2.8.13",
+        "O(1)",
+        &[
+            "nondeterministic_output",
+            "request_policy:all_nodes",
+            "response_policy:special",
+        ],
+        Handler::Conn(latency_graph),
+    )
+    .with_args(HISTORY_ARGS),
     sub(
         "histogram",
         -2,
@@ -465,7 +573,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// The LATENCY container (GRAPH is not implemented and answers "unknown subcommand").
+/// The LATENCY container.
 pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
     subcommands: SUBCOMMANDS,
     ..CommandSpec::new(
@@ -505,6 +613,38 @@ mod tests {
         set_threshold(0);
         assert!(!monitors(u64::MAX));
         EVENTS.lock().unwrap().remove("test-event");
+    }
+
+    fn series(samples: &[(i64, u64)]) -> Series {
+        let mut s = Series {
+            samples: [Sample::default(); SAMPLES],
+            next: 0,
+            max: 0,
+        };
+        for &(time, ms) in samples {
+            s.samples[s.next] = Sample { time, ms };
+            s.next += 1;
+            s.max = s.max.max(ms);
+        }
+        s
+    }
+
+    #[test]
+    fn the_graph_is_drawn_as_redis_draws_it() {
+        // Redis 7.0 for samples of 5 and 50 ms taken 3 and 1 seconds ago.
+        let g = graph("command", &series(&[(97, 5), (99, 50)]), 100);
+        let expected = format!(
+            "command - high 50 ms, low 5 ms (all time high 50 ms)\n{}\n #\n |\n |\n_|\n  \n31\nss\n",
+            "-".repeat(80)
+        );
+        assert_eq!(g, expected);
+        // All equal: one row of '_'; labels in minutes, hours, days.
+        let g = graph(
+            "e",
+            &series(&[(100 - 120, 7), (100 - 7200, 7), (100 - 172_800, 7)]),
+            100,
+        );
+        assert!(g.ends_with("   \n   \n   \n___\n   \n222\nmhd\n"), "{g}");
     }
 
     #[test]
