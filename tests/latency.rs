@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::harness::{Diff, Reply};
+use crate::harness::{same_doc_subcommands, Diff, Reply};
 
 /// A LATENCY HISTOGRAM reply as `command → (calls, [(bucket µs, cumulative count)])`, after checking
 /// its shape: buckets rise (powers of two from 1024 ns, as Redis reports them), counts rise and end at
@@ -102,26 +102,8 @@ fn errors_and_settings_match_redis() {
         &["CONFIG", "SET", "latency-tracking-info-percentiles", ""],
         &["CONFIG", "GET", "latency-tracking-info-percentiles"],
     ]);
-    // The subcommands come in each server's own order: compare them as a set.
-    let (redis, strata) =
-        d.run_matching(&["COMMAND", "DOCS", "latency"], |r| r.as_array().is_some());
-    let subcommands = |r: &Reply| -> Vec<String> {
-        let doc = r.as_array().unwrap()[1].as_array().unwrap();
-        let at = doc
-            .iter()
-            .position(|f| f.as_bytes() == Some(b"subcommands"))
-            .unwrap();
-        let mut pairs: Vec<String> = doc[at + 1]
-            .as_array()
-            .unwrap()
-            .chunks(2)
-            .map(|p| format!("{} {}", p[0], p[1]))
-            .collect();
-        pairs.sort();
-        pairs
-    };
-    assert_eq!(subcommands(&redis), subcommands(&strata));
-    assert_eq!(subcommands(&redis).len(), 7);
+    let subcommands = same_doc_subcommands(&mut d, "latency");
+    assert_eq!(subcommands.len(), 7);
     for sub in [
         "latency|graph",
         "latency|doctor",

@@ -1465,6 +1465,31 @@ pub fn key_in(q: u16, tag: &str) -> String {
         .expect("some key lands in every quarter")
 }
 
+/// COMMAND DOCS of a container on both servers, its subcommands compared as a set (each server
+/// lists them in its own order); returns them as sorted `name doc` lines.
+pub fn same_doc_subcommands(d: &mut Diff, container: &str) -> Vec<String> {
+    let (redis, strata) =
+        d.run_matching(&["COMMAND", "DOCS", container], |r| r.as_array().is_some());
+    let subcommands = |r: &Reply| -> Vec<String> {
+        let doc = r.as_array().unwrap()[1].as_array().unwrap();
+        let at = doc
+            .iter()
+            .position(|f| f.as_bytes() == Some(b"subcommands"))
+            .unwrap();
+        let mut pairs: Vec<String> = doc[at + 1]
+            .as_array()
+            .unwrap()
+            .chunks(2)
+            .map(|p| format!("{} {}", p[0], p[1]))
+            .collect();
+        pairs.sort();
+        pairs
+    };
+    let (redis, strata) = (subcommands(&redis), subcommands(&strata));
+    assert_eq!(redis, strata, "COMMAND DOCS {container}");
+    redis
+}
+
 /// INFO `blocked_clients` (-1 if the server does not report it).
 pub fn blocked_clients(c: &mut Conn) -> i64 {
     let info = c.call_decoded(&["INFO", "clients"]);

@@ -21,6 +21,7 @@ use strata_shard::now_ms;
 use crate::config::trim_percentile;
 use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
+use crate::slowlog::sub;
 use crate::table::{CommandSpec, Flags, Handler};
 
 /// `latency-monitor-threshold` (ms; 0: off).
@@ -444,31 +445,6 @@ const ADMIN_LS: Flags = Flags::ADMIN
     .or(Flags::NOSCRIPT)
     .or(Flags::LOADING)
     .or(Flags::STALE);
-
-#[allow(clippy::too_many_arguments)]
-const fn sub(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    summary: &'static str,
-    since: &'static str,
-    complexity: &'static str,
-    tips: &'static [&'static str],
-    handler: Handler,
-) -> CommandSpec {
-    CommandSpec::new(
-        "server",
-        name,
-        arity,
-        flags,
-        &[],
-        summary,
-        since,
-        complexity,
-        handler,
-    )
-    .with_tips(tips)
-}
 
 const HISTORY_ARGS: &[crate::table::Arg] = &[crate::table::Arg::string("event")];
 const RESET_ARGS: &[crate::table::Arg] =

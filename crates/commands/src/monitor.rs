@@ -65,13 +65,24 @@ fn repr(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'"');
 }
 
-/// Which arguments are shown as `(redacted)`: all of AUTH's; HELLO's AUTH username and password.
-fn redacted(spec: &CommandSpec, args: &[Bytes], i: usize) -> bool {
+/// Which arguments MONITOR and SLOWLOG show as `(redacted)`: all of AUTH's; HELLO's AUTH username
+/// and password; the value of CONFIG SET for a setting that holds a password (an admin command,
+/// so only SLOWLOG shows it).
+pub(crate) fn redacted(spec: &CommandSpec, args: &[Bytes], i: usize) -> bool {
     match spec.name {
         "auth" => i >= 1,
         "hello" => (2..args.len())
             .filter(|&j| args[j].eq_ignore_ascii_case(b"auth"))
             .any(|j| i == j + 1 || i == j + 2),
+        "set" if args[0].eq_ignore_ascii_case(b"config") => {
+            const SECRETS: [&[u8]; 4] = [
+                b"requirepass",
+                b"masterauth",
+                b"tls-key-file-pass",
+                b"tls-client-key-file-pass",
+            ];
+            i >= 3 && i % 2 == 1 && SECRETS.iter().any(|s| args[i - 1].eq_ignore_ascii_case(s))
+        }
         _ => false,
     }
 }

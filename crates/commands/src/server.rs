@@ -38,8 +38,9 @@ const LOADING_STALE: Flags = Flags::LOADING.or(Flags::STALE);
 /// Administrative commands: CONFIG GET/SET/..., SHUTDOWN, DEBUG.
 const ADMIN: Flags = Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE);
 
+/// A command of the server group (also SLOWLOG's and LATENCY's subcommands).
 #[allow(clippy::too_many_arguments)]
-const fn cmd(
+pub(crate) const fn cmd(
     name: &'static str,
     arity: i32,
     flags: Flags,

@@ -63,24 +63,6 @@ pub fn logs(usec: u64) -> bool {
     t >= 0 && usec >= t as u64
 }
 
-/// Whether argument `i` of a command is logged as `(redacted)`: AUTH's; HELLO's AUTH username
-/// and password; the value of CONFIG SET for a setting holding a password.
-fn redacted(spec: &CommandSpec, args: &[Bytes], i: usize) -> bool {
-    match spec.name {
-        "auth" => i >= 1,
-        "hello" => (2..args.len())
-            .filter(|&j| args[j].eq_ignore_ascii_case(b"auth"))
-            .any(|j| i == j + 1 || i == j + 2),
-        "set" if args[0].eq_ignore_ascii_case(b"config") => {
-            i >= 3
-                && i % 2 == 1
-                && (args[i - 1].eq_ignore_ascii_case(b"requirepass")
-                    || args[i - 1].eq_ignore_ascii_case(b"masterauth"))
-        }
-        _ => false,
-    }
-}
-
 /// The arguments an entry keeps: at most [`MAX_ARGS`], each cut to [`MAX_ARG_BYTES`], with
 /// credentials redacted (Redis's slowlogCreateEntry).
 fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
@@ -90,7 +72,7 @@ fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
         if kept < args.len() && i == kept - 1 {
             let more = args.len() - kept + 1;
             out.push(Bytes::from(format!("... ({more} more arguments)")));
-        } else if redacted(spec, args, i) {
+        } else if crate::monitor::redacted(spec, args, i) {
             out.push(Bytes::from_static(b"(redacted)"));
         } else if a.len() > MAX_ARG_BYTES {
             let mut s = a[..MAX_ARG_BYTES].to_vec();
@@ -209,8 +191,9 @@ fn slowlog_help(cx: &mut ConnCtx<'_>) -> CmdResult {
 
 const SUB_FLAGS: Flags = Flags::ADMIN.or(Flags::LOADING).or(Flags::STALE);
 
+/// A subcommand of SLOWLOG or LATENCY (server group, no extra ACL categories).
 #[allow(clippy::too_many_arguments)]
-const fn sub(
+pub(crate) const fn sub(
     name: &'static str,
     arity: i32,
     flags: Flags,
@@ -220,18 +203,17 @@ const fn sub(
     tips: &'static [&'static str],
     handler: Handler,
 ) -> CommandSpec {
-    CommandSpec::new(
-        "server",
+    crate::server::cmd(
         name,
         arity,
         flags,
-        &[],
         summary,
         since,
         complexity,
+        &[],
+        tips,
         handler,
     )
-    .with_tips(tips)
 }
 
 const GET_ARGS: &[crate::table::Arg] = &[crate::table::Arg::integer("count").optional()];
