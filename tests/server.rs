@@ -1432,12 +1432,8 @@ fn info_sections_and_fields_match_redis() {
         let titles = |s: &[(String, Vec<(String, String)>)]| {
             s.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>()
         };
-        // Strata's sections come in Redis's order; Strata keeps no error statistics and adds its
-        // own section at the end.
-        let mut expected: Vec<String> = titles(&redis)
-            .into_iter()
-            .filter(|t| t != "Errorstats")
-            .collect();
+        // Strata's sections come in Redis's order, and Strata adds its own at the end.
+        let mut expected: Vec<String> = titles(&redis);
         let strata_titles = titles(&strata);
         if strata_titles.last().map(String::as_str) == Some("Strata") {
             expected.push("Strata".into());
@@ -1610,6 +1606,43 @@ fn info_keyspace_and_commandstats_count_like_redis() {
     }
     let s = d.strata.call_decoded(&["INFO", "commandstats"]);
     assert!(info_field(&info_sections(&s), "cmdstat_set").is_none());
+}
+
+#[test]
+fn errorstats_count_error_replies_by_code_like_redis() {
+    let mut d = Diff::new();
+    d.run_all(&[
+        &["CONFIG", "RESETSTAT"][..],
+        &["INFO", "errorstats"],
+        &["NOSUCHCOMMAND"],
+        &["GET"],
+        &["SET", "s", "v"],
+        &["LPUSH", "s", "x"],
+        &["INCR", "s"],
+        &["MULTI"],
+        &["SET", "a"],
+        &["EXEC"],
+        &["EXEC"],
+        &["MULTI"],
+        &["NOSUCH"],
+        &["EXEC"],
+        &["MULTI"],
+        &["INCR", "s"],
+        &["EXEC"],
+        &["CONFIG", "SET", "nosuch", "1"],
+        &["OBJECT", "nosuch"],
+        &["ZADD", "s", "1", "m"],
+        &["INFO", "errorstats"],
+    ]);
+    let total = |r: &Reply| -> Option<String> {
+        let text = String::from_utf8_lossy(r.as_bytes()?).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("total_error_replies:").map(str::to_string))
+    };
+    let (redis, strata) = d.run_matching(&["INFO", "stats"], |r| total(r).is_some());
+    assert_eq!(total(&redis), total(&strata));
+    assert_eq!(total(&redis).as_deref(), Some("13"));
+    d.run_all(&[&["CONFIG", "RESETSTAT"][..], &["INFO", "errorstats"]]);
 }
 
 #[test]

@@ -890,6 +890,8 @@ fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 st.net_output_bytes = 0;
                 st.cmd.clear();
                 st.latency.clear();
+                st.errors.clear();
+                st.errors_untracked = 0;
                 for db in s.dbs_mut() {
                     db.reset_stats();
                 }
@@ -934,8 +936,8 @@ fn config_help(cx: &mut ConnCtx<'_>) -> CmdResult {
 // INFO
 // =====================================================================================
 
-/// INFO sections in Redis's output order, and whether a bare INFO includes them. `errorstats` is
-/// not kept by Strata and produces nothing; `strata` is Strata's own.
+/// INFO sections in Redis's output order, and whether a bare INFO includes them; `strata` is
+/// Strata's own.
 const SECTIONS: [(&str, bool); 14] = [
     ("server", true),
     ("clients", true),
@@ -1029,6 +1031,8 @@ pub struct InfoData {
     pub pubsub_patterns: usize,
     pub pubsubshard_channels: usize,
     pub error_replies: u64,
+    /// Error replies per code (INFO errorstats), by code.
+    pub errorstats: Vec<(String, u64)>,
     pub replid: String,
     pub cpu: CpuTimes,
     /// (full command name, counters) of every command run at least once.
@@ -1243,6 +1247,8 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "tracking_total_keys", "{}", keys);
                 field!(out, "tracking_total_items", "{}", items);
                 field!(out, "tracking_total_prefixes", "{}", prefixes);
+                // Errors in what a master sends or an AOF replays: Strata has neither yet.
+                field!(out, "unexpected_error_replies", "0");
                 field!(out, "total_error_replies", "{}", d.error_replies);
             }
             "replication" => {
@@ -1272,6 +1278,12 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 );
             }
             "modules" => section(&mut out, "Modules"),
+            "errorstats" => {
+                section(&mut out, "Errorstats");
+                for (code, n) in &d.errorstats {
+                    field!(out, format!("errorstat_{code}"), "count={n}");
+                }
+            }
             "latencystats" => {
                 section(&mut out, "Latencystats");
                 for line in &d.latencystats {
@@ -1389,6 +1401,8 @@ struct ShardInfo {
     misses: u64,
     dirty: u64,
     lazyfree_pending: usize,
+    errors: Vec<(Box<[u8]>, u64)>,
+    errors_untracked: u64,
 }
 
 /// A 40-hex-digit replication id, fixed for the life of the process.
@@ -1480,6 +1494,8 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
             net_in: s.stats.net_input_bytes,
             net_out: s.stats.net_output_bytes,
             cmd: s.stats.cmd.clone(),
+            errors: s.stats.errors.clone(),
+            errors_untracked: s.stats.errors_untracked,
             keys: s
                 .dbs()
                 .iter()
@@ -1529,7 +1545,20 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
     }
     // Values handed to the process's freer thread belong to no shard.
     d.lazyfree_pending_objects += strata_shard::db::background_free_pending();
-    d.error_replies = cmd.iter().map(|c| c.failed_calls + c.rejected_calls).sum();
+    // Every error reply, by code (Redis's errorstats, in its order: by code).
+    let mut errors: std::collections::BTreeMap<Box<[u8]>, u64> = Default::default();
+    let mut untracked = 0;
+    for s in &shards {
+        for (code, n) in &s.errors {
+            *errors.entry(code.clone()).or_default() += n;
+        }
+        untracked += s.errors_untracked;
+    }
+    d.error_replies = errors.values().sum::<u64>() + untracked;
+    d.errorstats = errors
+        .into_iter()
+        .map(|(code, n)| (String::from_utf8_lossy(&code).into_owned(), n))
+        .collect();
     d.commandstats = entries
         .iter()
         .zip(cmd)

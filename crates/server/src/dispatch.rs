@@ -172,6 +172,7 @@ impl ShardCmd {
             return None;
         }
         out.proto = self.proto;
+        let reply_at = out.buf.len();
         let start = now_us();
         let now = start / 1000;
         // A command run inside another (a parked command served after it) runs on its behalf:
@@ -236,6 +237,9 @@ impl ShardCmd {
         st.calls += u64::from(self.counted);
         st.usec += usec;
         st.failed_calls += failed as u64;
+        if failed {
+            stats.count_error(&out.buf[reply_at.min(out.buf.len())..]);
+        }
         if self.counted && park.is_none() {
             stats.record_latency(self.cmd.id, usec);
             latency::command_sample(self.cmd.spec, usec);
@@ -1176,7 +1180,7 @@ impl Batch<'_> {
                             parts.push((done.len() + b, pending[b].cmds.len() - 1));
                         }
                         // EXEC itself is counted (INFO commandstats) besides its commands.
-                        record(&cmd, now_us(), false);
+                        record(&cmd, now_us(), None);
                         Slot::Txn(start, local.buf.len(), parts)
                     }
                     None => {
@@ -1185,7 +1189,8 @@ impl Batch<'_> {
                         self.run_exec(&mut local).await;
                         // An aborted transaction (EXECABORT, a WATCHed key changed, EXEC without
                         // MULTI) counts as a failed EXEC, as in Redis.
-                        record(&cmd, began, local.buf.get(start) == Some(&b'-'));
+                        let reply = &local.buf[start..];
+                        record(&cmd, began, reply.starts_with(b"-").then_some(reply));
                         Slot::Local(start, local.buf.len())
                     }
                 },
@@ -1480,9 +1485,15 @@ impl Batch<'_> {
     /// aborts at EXEC).
     fn queue(&mut self, args: Vec<Bytes>, oom: bool) -> Result<(), String> {
         let cmd = match table().resolve(&args) {
-            Lookup::Unknown(msg) => return Err(msg),
+            Lookup::Unknown(msg) => {
+                with_shard(|s| s.stats.count_error(msg.as_bytes()));
+                return Err(msg);
+            }
             Lookup::BadArity(cmd, msg) => {
-                with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+                with_shard(|s| {
+                    s.stats.cmd_mut(cmd.id).rejected_calls += 1;
+                    s.stats.count_error(msg.as_bytes());
+                });
                 return Err(msg);
             }
             Lookup::Found(cmd) => cmd,
@@ -1501,7 +1512,10 @@ impl Batch<'_> {
                 .then_some(NOREPLICAS_ERROR)
         });
         if let Some(why) = why {
-            with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+            with_shard(|s| {
+                s.stats.cmd_mut(cmd.id).rejected_calls += 1;
+                s.stats.count_error(why.as_bytes());
+            });
             return Err(why.into());
         }
         if let Some(q) = self.session.multi.as_mut() {
@@ -1537,7 +1551,10 @@ impl Batch<'_> {
 
     /// Discards the transaction EXEC was refused for with `why` (Redis's execCommandAbort).
     async fn abort_exec(&mut self, cmd: &Resolved, why: &str, out: &mut ReplyBuf) {
-        with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+        with_shard(|s| {
+            s.stats.cmd_mut(cmd.id).rejected_calls += 1;
+            s.stats.count_error(b"EXECABORT");
+        });
         self.session.multi = None;
         self.session.multi_failed = false;
         self.session.info.multi.store(-1, Ordering::Relaxed);
@@ -1695,7 +1712,10 @@ impl Batch<'_> {
     /// `pipelined`: the batch holds more than this command (see [`split`](Self::split)).
     fn route(&self, args: Vec<Bytes>, local_shard: usize, oom: bool, pipelined: bool) -> Route {
         let cmd = match table().resolve(&args) {
-            Lookup::Unknown(msg) => return Route::Reject(msg),
+            Lookup::Unknown(msg) => {
+                with_shard(|s| s.stats.count_error(msg.as_bytes()));
+                return Route::Reject(msg);
+            }
             Lookup::BadArity(cmd, msg) => return reject(&cmd, msg),
             Lookup::Found(cmd) => cmd,
         };
@@ -1884,14 +1904,12 @@ impl Batch<'_> {
             out,
             now: start / 1000,
         };
-        let failed = match f(&mut cx) {
-            Ok(()) => false,
-            Err(e) => {
-                cx.out.error(&e.message());
-                true
-            }
-        };
-        record_logged(cmd, args, &self.session.info, start, failed);
+        let error = f(&mut cx).err().map(|e| e.message().into_owned());
+        if let Some(e) = &error {
+            cx.out.error(e);
+        }
+        let error = error.as_ref().map(|e| e.as_bytes());
+        record_logged(cmd, args, &self.session.info, start, error);
     }
 
     async fn run_async(
@@ -1909,14 +1927,12 @@ impl Batch<'_> {
             out,
             now: start / 1000,
         };
-        let failed = match f(&mut cx).await {
-            Ok(()) => false,
-            Err(e) => {
-                cx.out.error(&e.message());
-                true
-            }
-        };
-        record_logged(cmd, args, &self.session.info, start, failed);
+        let error = f(&mut cx).await.err().map(|e| e.message().into_owned());
+        if let Some(e) = &error {
+            cx.out.error(e);
+        }
+        let error = error.as_ref().map(|e| e.as_bytes());
+        record_logged(cmd, args, &self.session.info, start, error);
     }
 
     /// Runs a keyed command whose keys span shards: intent locks on every key (shard by shard, in
@@ -2034,10 +2050,12 @@ impl Batch<'_> {
             drop(cx);
             opt.release();
             if let Some(result) = result {
-                if let Err(e) = &result {
-                    out.error(&e.message());
+                let error = result.err().map(|e| e.message().into_owned());
+                if let Some(e) = &error {
+                    out.error(e);
                 }
-                record_logged(cmd, args, &self.session.info, start, result.is_err());
+                let error = error.as_ref().map(|e| e.as_bytes());
+                record_logged(cmd, args, &self.session.info, start, error);
                 return None;
             }
             out.buf.truncate(mark);
@@ -2071,17 +2089,15 @@ impl Batch<'_> {
             lock.run(lead, move |s| s.unreserve(owner)).await;
         }
         lock.release();
-        let failed = match result {
-            Ok(()) => false,
-            Err(e) => {
-                out.error(&e.message());
-                true
-            }
-        };
+        let error = result.err().map(|e| e.message().into_owned());
+        if let Some(e) = &error {
+            out.error(e);
+        }
+        let error = error.as_ref().map(|e| e.as_bytes());
         if park.is_none() {
-            record_logged(cmd, args, &self.session.info, start, failed);
+            record_logged(cmd, args, &self.session.info, start, error);
         } else {
-            record(cmd, start, failed);
+            record(cmd, start, error);
         }
         park
     }
@@ -2430,20 +2446,26 @@ fn reject(cmd: &Resolved, msg: String) -> Route {
         // Counted by `abort_exec`.
         return Route::AbortExec(*cmd, msg);
     }
-    with_shard(|s| s.stats.cmd_mut(cmd.id).rejected_calls += 1);
+    with_shard(|s| {
+        s.stats.cmd_mut(cmd.id).rejected_calls += 1;
+        s.stats.count_error(msg.as_bytes());
+    });
     Route::Reject(msg)
 }
 
 /// Counts a command run on the connection's thread in that thread's stats; returns how long it
 /// ran (µs).
-fn record(cmd: &Resolved, start: i64, failed: bool) -> u64 {
+fn record(cmd: &Resolved, start: i64, error: Option<&[u8]>) -> u64 {
     let usec = (now_us() - start).max(0) as u64;
     with_shard(|s| {
         s.stats.commands += 1;
         let st = s.stats.cmd_mut(cmd.id);
         st.calls += 1;
         st.usec += usec;
-        st.failed_calls += failed as u64;
+        st.failed_calls += error.is_some() as u64;
+        if let Some(e) = error {
+            s.stats.count_error(e);
+        }
         s.stats.record_latency(cmd.id, usec);
     });
     latency::command_sample(cmd.spec, usec);
@@ -2452,8 +2474,14 @@ fn record(cmd: &Resolved, start: i64, failed: bool) -> u64 {
 
 /// [`record`], and the command's SLOWLOG entry if it ran long enough: a command run on the
 /// connection's thread by `info`'s client.
-fn record_logged(cmd: &Resolved, args: &[Bytes], info: &ClientInfo, start: i64, failed: bool) {
-    let usec = record(cmd, start, failed);
+fn record_logged(
+    cmd: &Resolved,
+    args: &[Bytes],
+    info: &ClientInfo,
+    start: i64,
+    error: Option<&[u8]>,
+) {
+    let usec = record(cmd, start, error);
     if slowlog::logs(usec) {
         let (addr, name) = client_label(info);
         slowlog::push(cmd.spec, args, usec, &addr, name, now_ms());

@@ -208,7 +208,7 @@ fn pop_source(
             None
         };
         if !dst_ok {
-            count(s, m.cmd_id, true);
+            count(s, m.cmd_id, Some(b"WRONGTYPE"));
             // The element stays: the commands parked behind this one get their turn.
             s.ready_again(m.db, &m.src);
         }
@@ -261,7 +261,7 @@ fn push_destination(
             Ok(_) => out.bulk(&v),
             Err(e) => out.error(&e.message()),
         }
-        count(s, m.cmd_id, false);
+        count(s, m.cmd_id, None);
         // A waiter on the destination is served now, as after any push: the next link of a
         // chain, whose move (if it crosses shards too) the same client waits for.
         serve_behind(s, p.owner(), dst_lock, m.db, &m.dst, &t);
@@ -324,10 +324,13 @@ fn tracked<R>(client: u64, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Counts the served command in the shard's statistics (INFO commandstats).
-fn count(s: &mut Shard, cmd_id: usize, failed: bool) {
+/// Counts the served command in the shard's statistics (INFO commandstats), and its `error`.
+fn count(s: &mut Shard, cmd_id: usize, error: Option<&[u8]>) {
     s.stats.commands += 1;
     let st = s.stats.cmd_mut(cmd_id);
     st.calls += 1;
-    st.failed_calls += failed as u64;
+    st.failed_calls += error.is_some() as u64;
+    if let Some(e) = error {
+        s.stats.count_error(e);
+    }
 }

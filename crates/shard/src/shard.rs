@@ -460,9 +460,35 @@ pub struct ThreadStats {
     pub cmd: Vec<CmdStat>,
     /// Per command, its durations (INFO latencystats, LATENCY HISTOGRAM), indexed like `cmd`.
     pub latency: Vec<Histogram>,
+    /// Error replies by code, the first word of the error (INFO errorstats), in first-seen order;
+    /// at most [`MAX_ERROR_CODES`] codes.
+    pub errors: Vec<(Box<[u8]>, u64)>,
+    /// Error replies whose code found no room in `errors`.
+    pub errors_untracked: u64,
 }
 
+/// Distinct error codes a thread counts one by one (the server's own are a dozen).
+pub const MAX_ERROR_CODES: usize = 128;
+
 impl ThreadStats {
+    /// Counts an error reply (INFO errorstats, `total_error_replies`): `reply` is its text, with
+    /// or without the leading `-`; its code is the first word.
+    pub fn count_error(&mut self, reply: &[u8]) {
+        let msg = reply.strip_prefix(b"-").unwrap_or(reply);
+        let end = msg
+            .iter()
+            .position(|&b| b == b' ' || b == b'\r' || b == b'\n')
+            .unwrap_or(msg.len());
+        let code = &msg[..end];
+        if let Some(e) = self.errors.iter_mut().find(|(c, _)| &c[..] == code) {
+            e.1 += 1;
+        } else if self.errors.len() < MAX_ERROR_CODES {
+            self.errors.push((code.into(), 1));
+        } else {
+            self.errors_untracked += 1;
+        }
+    }
+
     /// Records that command `id` ran for `usec` µs in its histogram, while `latency-tracking` is
     /// on (Redis keeps nanoseconds: the µs times 1000).
     #[inline]
