@@ -60,6 +60,7 @@ pub fn monitors(usec: u64) -> bool {
 }
 
 /// Records a sample of `event` (which took `usec` µs, already found long enough by [`monitors`]).
+#[cold]
 pub fn add_sample(event: &'static str, usec: u64) {
     let ms = usec / 1000;
     let now = now_ms().div_euclid(1000);

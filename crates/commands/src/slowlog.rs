@@ -88,6 +88,7 @@ fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
 /// Logs a command of `spec` with `args` that ran for `usec` µs (already found slow by [`logs`]),
 /// for the client at `addr` named `name`, at `now_ms`. Nothing for commands Redis keeps out
 /// (EXEC), or while `slowlog-max-len` is 0.
+#[cold]
 pub fn push(spec: &CommandSpec, args: &[Bytes], usec: u64, addr: &str, name: Bytes, now_ms: i64) {
     let max = MAX_LEN.load(Ordering::Relaxed);
     if max == 0 || spec.flags.has(Flags::SKIP_SLOWLOG) || !logs(usec) {

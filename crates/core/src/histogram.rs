@@ -57,9 +57,17 @@ impl Histogram {
     /// Counts one value (nanoseconds; above [`MAX_VALUE`] counts as it).
     #[inline]
     pub fn record(&mut self, value: u64) {
-        self.add(index(value.min(MAX_VALUE)), 1);
+        let i = index(value.min(MAX_VALUE));
+        if let Some(Some(chunk)) = self.chunks.get_mut(i / CHUNK) {
+            chunk[i % CHUNK] += 1;
+            self.total += 1;
+        } else {
+            self.add(i, 1);
+        }
     }
 
+    /// Adds `n` to counter `i`, allocating what it needs (the first value in a chunk).
+    #[cold]
     fn add(&mut self, i: usize, n: u64) {
         if self.chunks.is_empty() {
             self.chunks.resize(CHUNKS, None);

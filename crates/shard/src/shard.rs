@@ -473,6 +473,7 @@ pub const MAX_ERROR_CODES: usize = 128;
 impl ThreadStats {
     /// Counts an error reply (INFO errorstats, `total_error_replies`): `reply` is its text, with
     /// or without the leading `-`; its code is the first word.
+    #[cold]
     pub fn count_error(&mut self, reply: &[u8]) {
         let msg = reply.strip_prefix(b"-").unwrap_or(reply);
         let end = msg
