@@ -112,7 +112,7 @@ thread_local! {
 const STEP_US: i64 = 1000;
 
 /// Microseconds since the Unix epoch (Redis's `ustime()`).
-#[inline(always)]
+#[inline]
 pub fn now_us() -> i64 {
     let Some(s) = scale() else {
         return system_us();
