@@ -1642,7 +1642,18 @@ fn errorstats_count_error_replies_by_code_like_redis() {
     let (redis, strata) = d.run_matching(&["INFO", "stats"], |r| total(r).is_some());
     assert_eq!(total(&redis), total(&strata));
     assert_eq!(total(&redis).as_deref(), Some("13"));
-    d.run_all(&[&["CONFIG", "RESETSTAT"][..], &["INFO", "errorstats"]]);
+    // Protocol errors count too (each closes its connection).
+    for bad in [&b"*1\r\n$x\r\n"[..], b"*a\r\n"] {
+        d.new_conns().run_raw(bad);
+    }
+    let (redis, strata) = d.run_matching(&["INFO", "stats"], |r| total(r).is_some());
+    assert_eq!(total(&redis), total(&strata));
+    assert_eq!(total(&redis).as_deref(), Some("15"));
+    d.run_all(&[
+        &["INFO", "errorstats"][..],
+        &["CONFIG", "RESETSTAT"],
+        &["INFO", "errorstats"],
+    ]);
 }
 
 #[test]

@@ -317,6 +317,7 @@ async fn read_loop(
                 local.busy.set(false);
             }
             if let Some(e) = fatal {
+                with_shard(|s| s.stats.count_error(e.0.as_bytes()));
                 out.error(&e.0);
                 session.close_after_reply = true;
             }
