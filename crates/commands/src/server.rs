@@ -2248,11 +2248,7 @@ fn c_atoi(arg: &[u8]) -> i64 {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<Bytes> {
-        list.iter()
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect()
-    }
+    use crate::testing::args;
 
     #[test]
     fn info_section_selection_follows_redis() {

@@ -91,7 +91,7 @@ fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
 #[cold]
 pub fn push(spec: &CommandSpec, args: &[Bytes], usec: u64, addr: &str, name: Bytes, now_ms: i64) {
     let max = MAX_LEN.load(Ordering::Relaxed);
-    if max == 0 || spec.flags.has(Flags::SKIP_SLOWLOG) || !logs(usec) {
+    if max == 0 || spec.flags.has(Flags::SKIP_SLOWLOG) {
         return;
     }
     let entry = Entry {
@@ -291,11 +291,7 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
 mod tests {
     use super::*;
 
-    fn words(ws: &[&str]) -> Vec<Bytes> {
-        ws.iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use crate::testing::args as words;
 
     /// The spec `args` resolve to.
     fn spec(args: &[Bytes]) -> &'static CommandSpec {

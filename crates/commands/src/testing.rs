@@ -11,6 +11,14 @@ use crate::ctx::ShardCtx;
 use crate::keyed::KeysCtx;
 use crate::table::{Handler, Lookup};
 
+/// A command line as the parser hands it over: each word as a `Bytes`.
+pub fn args(words: &[&str]) -> Vec<Bytes> {
+    words
+        .iter()
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
+}
+
 /// A one-shard world for family unit tests.
 pub fn shard() -> Shard {
     Shard::new(0, 16)

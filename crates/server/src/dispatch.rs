@@ -253,14 +253,15 @@ impl ShardCmd {
     fn log_slow(&self, usec: u64) {
         let (addr, name) = match &self.info {
             Some(info) => client_label(info),
-            None => THREAD_STATE.with(|st| {
-                st.get()
-                    .and_then(|st| {
-                        let clients = st.clients.lock().unwrap_or_else(|e| e.into_inner());
-                        clients.get(&self.client).map(|c| client_label(c))
-                    })
-                    .unwrap_or_default()
-            }),
+            None => {
+                // The map's lock is released before the client's name is read.
+                let client = THREAD_STATE.with(|st| {
+                    let st = st.get()?;
+                    let clients = st.clients.lock().unwrap_or_else(|e| e.into_inner());
+                    clients.get(&self.client).cloned()
+                });
+                client.map(|c| client_label(&c)).unwrap_or_default()
+            }
         };
         slowlog::push(self.cmd.spec, &self.args, usec, &addr, name, now_ms());
     }
