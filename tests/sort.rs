@@ -160,6 +160,28 @@ fn values_with_nul_bytes_and_long_integers_sort_as_in_redis() {
     d.run(&["SORT", "m", "BY", "w_*"]);
 }
 
+/// ALPHA without STORE compares C strings (`strcoll` in the C locale): values equal up to a NUL
+/// byte tie and keep their order; with STORE the bytes decide, NULs included.
+#[test]
+fn alpha_compares_c_strings_unless_storing() {
+    let mut d = Diff::with_threads(2);
+    d.run(&["RPUSH", "q", "b", "\0\u{ff}", "", "a\0z", "a\0b", "a"]);
+    d.run(&["SORT", "q", "ALPHA"]);
+    d.run(&["SORT", "q", "ALPHA", "DESC"]);
+    d.run(&["SORT", "q", "ALPHA", "LIMIT", "1", "3"]);
+    d.run(&["SORT", "q", "ALPHA", "STORE", "q2"]);
+    d.run(&["LRANGE", "q2", "0", "-1"]);
+    d.run(&["SORT", "q", "ALPHA", "DESC", "STORE", "q2"]);
+    d.run(&["LRANGE", "q2", "0", "-1"]);
+    d.run(&["RPUSH", "m", "x", "y", "z"]);
+    d.run(&["SET", "w_x", "k\0b"]);
+    d.run(&["SET", "w_y", "k\0a"]);
+    d.run(&["SET", "w_z", "k"]);
+    d.run(&["SORT", "m", "BY", "w_*", "ALPHA"]);
+    d.run(&["SORT", "m", "BY", "w_*", "ALPHA", "STORE", "m2"]);
+    d.run(&["LRANGE", "m2", "0", "-1"]);
+}
+
 /// In Redis one BY without `*` means "don't sort" for good: a later BY only changes the pattern.
 #[test]
 fn a_bare_by_keeps_the_list_unsorted_whatever_comes_after() {

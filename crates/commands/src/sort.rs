@@ -22,8 +22,11 @@
 //!   weight 0 (numeric), "no weight" sorted first (ALPHA), or a nil reply (GET; "" when stored).
 //!
 //! Deliberate differences: Redis converts a small sorted set to its skiplist encoding when SORT reads
-//! it; Strata never restructures a value on a read (OBJECT ENCODING stays `listpack`). Redis's quick
-//! sort leaves equal ALPHA weights in an unspecified order; Strata's sort is stable (value order).
+//! it; Strata never restructures a value on a read (OBJECT ENCODING stays `listpack`). ALPHA without
+//! STORE collates as Redis does under the C locale (`strcoll` is `strcmp` there: values end at their
+//! first NUL byte); Redis started under another locale orders by that locale's rules, which Strata
+//! does not follow. Strata's sort is stable, as glibc's `qsort` (a merge sort) is; with BY and LIMIT
+//! Redis's partial quick sort may order equal weights otherwise.
 
 use std::cmp::Ordering;
 
@@ -560,7 +563,8 @@ fn parse_hex(s: &str) -> Option<f64> {
 struct Item {
     elem: Bytes,
     score: f64,
-    /// ALPHA BY: the looked-up value (None sorts first).
+    /// ALPHA: what the element is compared by, its own value or BY's looked-up one (None, no
+    /// weight, sorts first).
     cmp: Option<Bytes>,
 }
 
@@ -626,16 +630,33 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
             ));
         }
         let by_weights = by && o.by.is_some();
+        // ALPHA compares as Redis does: with STORE by the values' bytes, otherwise with `strcoll`
+        // on C strings (the C locale's order, each value ending at its first NUL byte).
+        let store = o.store.is_some();
+        let text = |b: &Bytes| -> Bytes {
+            if store {
+                b.clone()
+            } else {
+                b.slice(..b.iter().position(|&c| c == 0).unwrap_or(b.len()))
+            }
+        };
+        if alpha {
+            for item in &mut items {
+                if by_weights {
+                    item.cmp = item.cmp.as_ref().map(text);
+                } else {
+                    item.cmp = Some(text(&item.elem));
+                }
+            }
+        }
         items.sort_by(|a, b| {
             let c = if !alpha {
                 a.score
                     .partial_cmp(&b.score)
                     .unwrap_or(Ordering::Equal)
                     .then_with(|| a.elem.cmp(&b.elem))
-            } else if by_weights {
-                a.cmp.cmp(&b.cmp)
             } else {
-                a.elem.cmp(&b.elem)
+                a.cmp.cmp(&b.cmp)
             };
             if o.desc {
                 c.reverse()
