@@ -92,6 +92,35 @@ pub fn c_string(a: &[u8]) -> &[u8] {
     a.split(|&b| b == 0).next().unwrap_or_default()
 }
 
+/// C's `strtol(a, NULL, 10)`, as `atoi` uses it: leading blanks, an optional sign and the digits
+/// that follow (0 when there are none), saturating at the `long` bounds.
+pub fn c_strtol(a: &[u8]) -> i64 {
+    let start = a
+        .iter()
+        .position(|&b| !matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+        .unwrap_or(a.len());
+    let (negative, digits) = match a[start..].split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, &a[start..]),
+    };
+    let mut v: i64 = 0;
+    for &d in digits.iter().take_while(|d| d.is_ascii_digit()) {
+        let d = i64::from(d - b'0');
+        v = match v.checked_mul(10).and_then(|v| {
+            if negative {
+                v.checked_sub(d)
+            } else {
+                v.checked_add(d)
+            }
+        }) {
+            Some(v) => v,
+            None => return if negative { i64::MIN } else { i64::MAX },
+        };
+    }
+    v
+}
+
 /// True when `a` equals `word` ignoring ASCII case.
 pub fn eq_ci(a: &[u8], word: &str) -> bool {
     a.eq_ignore_ascii_case(word.as_bytes())
@@ -115,5 +144,18 @@ mod tests {
         assert_eq!(a.next_f64(), Ok(1.5));
         assert!(a.finish().is_ok());
         assert_eq!(a.next_bytes(), Err(CmdError::Syntax));
+    }
+
+    #[test]
+    fn strtol_reads_a_leading_integer_as_c_does() {
+        assert_eq!(c_strtol(b"2"), 2);
+        assert_eq!(c_strtol(b" \t-1abc"), -1);
+        assert_eq!(c_strtol(b"+7.5"), 7);
+        assert_eq!(c_strtol(b"x"), 0);
+        assert_eq!(c_strtol(b"- 1"), 0);
+        assert_eq!(c_strtol(b""), 0);
+        assert_eq!(c_strtol(b"99999999999999999999"), i64::MAX);
+        assert_eq!(c_strtol(b"-99999999999999999999"), i64::MIN);
+        assert_eq!(c_strtol(b"-9223372036854775808"), i64::MIN);
     }
 }

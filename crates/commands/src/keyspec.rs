@@ -54,6 +54,32 @@ pub fn numkeys_after_timeout(args: &[Bytes], keep: &mut dyn FnMut(usize) -> bool
     out
 }
 
+/// Redis's `genericGetKeys`, the [`GetKeys`] of the commands whose keys follow a count (ZUNION,
+/// ZUNIONSTORE, SINTERCARD, LMPOP, BZMPOP…): the count at `COUNT` is read as C's `atoi` reads it
+/// (`1.5` is 1), the keys start at `FIRST`, a destination at `STORE` (0: none) comes after them,
+/// and every key is reported without flags. A count below 1 or past the arguments gives no keys.
+/// The key spec decides whenever the count is a valid integer, so this only answers COMMAND GETKEYS
+/// for a malformed count (the command itself rejects such a line), as Redis falls back to it.
+pub fn counted_keys<const STORE: usize, const COUNT: usize, const FIRST: usize>(
+    args: &[Bytes],
+    found: &mut dyn FnMut(usize, KeyFlags),
+) {
+    let Some(count) = args.get(COUNT) else {
+        return;
+    };
+    // `atoi` is `(int) strtol`: the cast keeps the low 32 bits.
+    let n = crate::args::c_strtol(count) as i32;
+    if n < 1 || n as usize > args.len().saturating_sub(FIRST) {
+        return;
+    }
+    for i in FIRST..FIRST + n as usize {
+        found(i, KeyFlags::default());
+    }
+    if STORE != 0 {
+        found(STORE, KeyFlags::default());
+    }
+}
+
 /// Key-spec flags, named as COMMAND INFO shows them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct KeyFlags(pub u16);
@@ -312,6 +338,9 @@ impl KeySpec {
                     .and_then(|s| s.parse::<i64>().ok())
                     .filter(|&n| n >= 0 && at < argc)
                     .ok_or(Unresolved)?;
+                // Redis takes the count as an `int` (4294967297 is 1; 2^31 is negative and fails
+                // the bound check below).
+                let count = i64::from(count as i32);
                 let first = first + firstkey as i64;
                 // A client's count may be anything up to i64::MAX: saturate, the bound check
                 // below rejects it.

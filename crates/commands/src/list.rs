@@ -339,6 +339,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Pop elements from a list", "7.0.0",
         "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
         Handler::Keys(lmpop))
+        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
         .with_args(LMPOP_ARGS)
         .with_parts(Parts::Ends),
     cmd("blpop", -3, Flags::WRITE.or(Flags::NOSCRIPT).or(Flags::BLOCKING), BLPOP_KEYS,
@@ -377,6 +378,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Pop elements from a list, or block until one is available", "7.0.0",
         "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
         Handler::Keys(blmpop))
+        .with_getkeys(crate::keyspec::counted_keys::<0, 2, 3>)
         .with_args(BLMPOP_ARGS)
         .with_parts(Parts::Ends)
         .with_per_key(crate::keyspec::numkeys_after_timeout),

@@ -1899,7 +1899,8 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                     .simple(&crate::digest::hex(&crate::digest::dataset_digest(&dbs)));
             }
             ("set-active-expire", 3) => {
-                let on = c_atoi(&cx.args[2]) != 0;
+                // Redis reads it with atoi: (int) strtol.
+                let on = crate::args::c_strtol(&cx.args[2]) as i32 != 0;
                 cx.shards().call_all(move |s| s.active_expire = on).await;
                 cx.out.ok();
             }
@@ -2230,20 +2231,6 @@ fn c_strtod(arg: &[u8]) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// C's atoi: optional sign and leading digits, 0 when there are none.
-fn c_atoi(arg: &[u8]) -> i64 {
-    let text = String::from_utf8_lossy(arg);
-    let text = text.trim_start();
-    let (sign, digits) = match text.strip_prefix('-') {
-        Some(rest) => (-1, rest),
-        None => (1, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let end = digits
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(digits.len());
-    sign * digits[..end].parse::<i64>().unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2396,8 +2383,5 @@ mod tests {
         assert_eq!(c_strtod(b"1.5"), 1.5);
         assert_eq!(c_strtod(b" 0.25xyz"), 0.25);
         assert_eq!(c_strtod(b"x"), 0.0);
-        assert_eq!(c_atoi(b"2"), 2);
-        assert_eq!(c_atoi(b"-1abc"), -1);
-        assert_eq!(c_atoi(b"x"), 0);
     }
 }

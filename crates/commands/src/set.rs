@@ -939,6 +939,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Intersect multiple sets and return the cardinality of the result", "7.0.0",
         "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.",
         Handler::Keys(sintercard))
+        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
         .with_args(SINTERCARD_ARGS),
     cmd("sinterstore", -3, Flags::WRITE.or(Flags::DENYOOM), SINTERSTORE_KEYS,
         "Intersect multiple sets and store the resulting set in a key", "1.0.0",

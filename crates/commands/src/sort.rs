@@ -637,7 +637,7 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
             if store {
                 b.clone()
             } else {
-                b.slice(..b.iter().position(|&c| c == 0).unwrap_or(b.len()))
+                b.slice(..c_string(b).len())
             }
         };
         if alpha {
