@@ -6,7 +6,7 @@
 //! under several `hll-sparse-max-bytes` settings, check the estimator's answers up to 10^5
 //! elements, and run the multi-key commands over keys on four shards.
 
-use crate::harness::{key_in, Conn, Diff, Pair};
+use crate::harness::{encode_command, key_in, Conn, Diff, Pair, Server};
 
 fn get(c: &mut Conn, key: &str) -> Vec<u8> {
     c.call_decoded(&["GET", key])
@@ -118,6 +118,31 @@ fn commands_and_bytes_match_redis() {
         d.run(&["CONFIG", "SET", "hll-sparse-max-bytes", "-1"]);
     }
     d.run(&["PFSELFTEST"]);
+    // Inside a transaction too.
+    d.run(&["MULTI"]);
+    d.run(&["PFSELFTEST"]);
+    d.run(&["EXEC"]);
+}
+
+/// PFSELFTEST's work (a few hundred milliseconds each) runs off the connection's thread: with one
+/// thread, a client's PING is answered while another client's five self-tests are still running.
+#[test]
+fn pfselftest_does_not_hold_up_other_clients() {
+    let server = Server::strata(&["--threads", "1"]);
+    let mut busy = server.conn();
+    let mut other = server.conn();
+    busy.send_raw(&encode_command(&["PFSELFTEST"]).repeat(5));
+    // A head start, so the server has read the pipeline before the PING.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(other.call(&["PING"]), b"+PONG\r\n");
+    let (early, _) = busy.read_until_quiet(std::time::Duration::from_millis(0));
+    assert!(
+        early.is_empty(),
+        "the self-tests finished before the other client's PING was answered"
+    );
+    for _ in 0..5 {
+        assert_eq!(busy.read_reply(), b"+OK\r\n");
+    }
 }
 
 #[test]

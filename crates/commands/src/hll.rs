@@ -15,6 +15,8 @@
 //!   the registers of its own keys and sends back one 16 KiB array, plus the first error in
 //!   argument order, so the command answers exactly as Redis's key-by-key loop would.
 
+use std::sync::{mpsc, Mutex, OnceLock};
+
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_core::hll::{self, Corrupt};
@@ -23,7 +25,7 @@ use strata_core::{Object, ValueRef};
 use strata_shard::{notify, Db, EntryMut};
 
 use crate::args::eq_ci;
-use crate::ctx::ShardCtx;
+use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
 use crate::keyed::KeysCtx;
 use crate::string::{as_str, raw};
@@ -100,7 +102,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd("pfselftest", 1, Flags::ADMIN, &[],
         "An internal command for testing HyperLogLog values", "2.8.9",
         "N/A",
-        Handler::Shard(pfselftest)),
+        Handler::Async(pfselftest)),
 ];
 
 /// PFMERGE's keys when positions cannot tell them: `PFMERGE dest` alone leaves the sources' range
@@ -408,21 +410,57 @@ fn pfdebug(cx: &mut ShardCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// PFSELFTEST → OK, or a TESTFAILED error.
-fn pfselftest(cx: &mut ShardCtx<'_>) -> CmdResult {
-    let mut state = (cx.now as u64) | 1;
-    let rand = move || {
+/// PFSELFTEST → OK, or a TESTFAILED error. The test is a few hundred milliseconds of computation
+/// that touches no key: it runs on a worker thread of its own (one for the process, started by the
+/// first call; calls queue for it) while the connection waits, so the clients sharing the
+/// connection's thread are not held up as Redis holds up all of its clients.
+fn pfselftest<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    type Job = (
+        u64,
+        usize,
+        futures_channel::oneshot::Sender<Result<(), String>>,
+    );
+    static WORKER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let seed = (cx.now as u64) | 1;
+    Box::pin(async move {
+        let worker = WORKER.get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let spawned = std::thread::Builder::new()
+                .name("pfselftest".into())
+                .spawn(move || {
+                    for (seed, sparse_max, reply) in rx {
+                        let _ = reply.send(hll::self_test(sparse_max, xorshift(seed)));
+                    }
+                });
+            // Without the thread the job's sender is dropped with it, and the caller answers below.
+            drop(spawned);
+            Mutex::new(tx)
+        });
+        let (tx, rx) = futures_channel::oneshot::channel();
+        let queued = worker
+            .lock()
+            .map(|w| w.send((seed, sparse_max(), tx)).is_ok())
+            .unwrap_or(false);
+        match if queued { rx.await.ok() } else { None } {
+            Some(Ok(())) => {
+                cx.out.ok();
+                Ok(())
+            }
+            Some(Err(msg)) => Err(CmdError::Msg(msg.into())),
+            None => Err(CmdError::msg(
+                "ERR PFSELFTEST could not start its worker thread",
+            )),
+        }
+    })
+}
+
+/// The test's random numbers (xorshift32 output of a 64-bit state).
+fn xorshift(mut state: u64) -> impl FnMut() -> u32 {
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         (state >> 32) as u32
-    };
-    match hll::self_test(sparse_max(), rand) {
-        Ok(()) => {
-            cx.out.ok();
-            Ok(())
-        }
-        Err(msg) => Err(CmdError::Msg(msg.into())),
     }
 }
 
