@@ -9,19 +9,21 @@
 //! nine keys (two sharing a hash tag, the rest on either shard), fields and members from a small
 //! pool, integers around zero and at the edges of 64 bits, `inf`, `nan`, binary and empty strings.
 //! A few lines in a hundred then lose their last argument or gain one, for the error paths; some
-//! are wrapped in COMMAND GETKEYS, some run inside MULTI/EXEC (with a WATCH now and then). Small
+//! are wrapped in COMMAND GETKEYS, some run inside MULTI/EXEC (with a WATCH now and then). Half the
+//! time a pipeline of up to 16 lines goes out in one write, so Strata's batching (sub-batches per
+//! shard, split multi-key commands, barriers, transactions inside pipelines) is compared too. Small
 //! encoding limits make collections convert back and forth between their compact and full forms.
 //!
 //! What may legitimately differ is compared as Redis leaves it unspecified: replies of commands
-//! tipped `nondeterministic_output_order` (SMEMBERS, HGETALL…) as multisets, and SORT of a set by
-//! kind and length only (equal weights keep the set's own order, which is random in Redis, and
-//! LIMIT picks from that order). One documented
+//! tipped `nondeterministic_output_order` (SMEMBERS, HGETALL…) as multisets, and SORT of a set or
+//! sorted set by kind and length only (Redis reads either from its hash table, whose order is
+//! random; equal weights keep that order, and LIMIT picks from it). One documented
 //! difference is skipped: Redis converts a small sorted set to a skiplist when SORT reads it, Strata
 //! never restructures a value on a read, so OBJECT ENCODING is not compared on a key SORT has read.
 
 use std::collections::HashSet;
 
-use crate::harness::{Diff, Reply};
+use crate::harness::{encode_command, Diff, Reply};
 
 /// One argument of a command's grammar, as COMMAND DOCS describes it.
 #[derive(Debug)]
@@ -360,7 +362,7 @@ fn generate(a: &ArgSpec, command: &str, rng: &mut Rng, out: &mut Vec<String>) {
 }
 
 /// How a command's replies are compared.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Loose {
     No,
     /// As multisets ([`unordered`]).
@@ -451,100 +453,129 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
     let mut history: Vec<String> = Vec::new();
     let mut sorted_keys: HashSet<String> = HashSet::new();
-    // Commands left in the open transaction, and whether each queued one is unordered.
+    // Commands still to queue in the open transaction; the queued ones' comparisons.
     let (mut in_txn, mut queued) = (0usize, Vec::<Loose>::new());
-    for op in 0..ops {
-        if in_txn == 0 && rng.chance(4) {
-            if rng.chance(30) {
-                d.run(&["WATCH", rng.pick(KEYS)]);
+    let mut op = 0;
+    let mut unordered_dest: Option<String> = None;
+    while op < ops {
+        // Half the time one command, otherwise a pipeline of up to 16 (transactions included).
+        let length = if rng.chance(50) { 1 } else { 2 + rng.below(15) };
+        let mut lines: Vec<(Vec<String>, Loose)> = Vec::new();
+        while lines.len() < length {
+            if in_txn == 0 && rng.chance(4) {
+                if rng.chance(30) {
+                    lines.push((vec!["WATCH".into(), rng.pick(KEYS).into()], Loose::No));
+                }
+                lines.push((vec!["MULTI".into()], Loose::No));
+                in_txn = 1 + rng.below(5);
             }
-            d.run(&["MULTI"]);
-            in_txn = 1 + rng.below(5);
-        }
-        let cmd = &table[rng.below(table.len())];
-        let mut line = vec![cmd.name.clone()];
-        for a in &cmd.args {
-            generate(a, &cmd.name, &mut rng, &mut line);
-        }
-        match rng.below(100) {
-            0..=2 if line.len() > 1 => {
-                line.pop();
+            let cmd = &table[rng.below(table.len())];
+            let mut line = vec![cmd.name.clone()];
+            for a in &cmd.args {
+                generate(a, &cmd.name, &mut rng, &mut line);
             }
-            3..=5 => line.push(rng.pick(STRINGS).into()),
-            6..=8 => {
-                let how = rng.pick(&["GETKEYS", "GETKEYSANDFLAGS"]);
-                line.splice(0..0, ["COMMAND".to_string(), how.to_string()]);
+            match rng.below(100) {
+                0..=2 if line.len() > 1 => {
+                    line.pop();
+                }
+                3..=5 => line.push(rng.pick(STRINGS).into()),
+                6..=8 => {
+                    let how = rng.pick(&["GETKEYS", "GETKEYSANDFLAGS"]);
+                    line.splice(0..0, ["COMMAND".to_string(), how.to_string()]);
+                }
+                _ => {}
             }
-            _ => {}
-        }
-        let shown = line.join(" ");
-        history.push(shown.clone());
-        let context = || history[history.len().saturating_sub(12)..].join("\n    ");
-        let is = |n: &str| line[0] == n;
-        // (Inside a transaction the TYPE query would be queued: SORT is then compared loosely.)
-        let sorts_a_set = (is("sort") || is("sort_ro"))
-            && line.len() > 1
-            && (in_txn > 0
-                || text(&d.redis.call_decoded(&["TYPE", &line[1]])).as_deref() == Some("set"));
-        if (is("sort") || is("sort_ro")) && line.len() > 1 {
-            sorted_keys.insert(line[1].clone());
-        }
-        let expected = Reply::decode(&d.redis.call(&line));
-        let actual = Reply::decode(&d.strata.call(&line));
-        let encoding_after_sort = is("object") && line.len() == 3 && sorted_keys.contains(&line[2]);
-        let loose = if sorts_a_set {
-            Loose::Shape
-        } else if encoding_after_sort {
-            Loose::SortedEncoding
-        } else if cmd.unordered {
-            Loose::Order
-        } else {
-            Loose::No
-        };
-        let (expected, actual) = if in_txn == 0 {
-            (loose.apply(&expected), loose.apply(&actual))
-        } else {
-            (expected, actual)
-        };
-        assert!(
-            expected == actual,
-            "seed {seed}, command {op}: {shown}\n  redis : {expected}\n  strata: {actual}\n  after:\n    {}",
-            context()
-        );
-        if in_txn > 0 {
-            if expected == Reply::Simple(b"QUEUED".to_vec()) {
-                queued.push(loose);
+            let is = |n: &str| line[0] == n;
+            let sort = (is("sort") || is("sort_ro")) && line.len() > 1;
+            let store = line.iter().rposition(|a| a.eq_ignore_ascii_case("store"));
+            if sort && store.is_some() && (length > 1 || in_txn > 0) {
+                // Its source may be a set, whose stored order is unspecified (see below): SORT …
+                // STORE goes out alone, where its source's type is known.
+                continue;
             }
-            in_txn -= 1;
-            if in_txn == 0 {
-                let exec = |r: Reply| match r {
-                    Reply::Array(Some(items)) if items.len() == queued.len() => Reply::Array(Some(
-                        items
-                            .iter()
-                            .zip(&queued)
-                            .map(|(r, loose)| loose.apply(r))
-                            .collect(),
-                    )),
-                    other => other,
-                };
-                let expected = exec(Reply::decode(&d.redis.call(&["EXEC"])));
-                let actual = exec(Reply::decode(&d.strata.call(&["EXEC"])));
-                assert!(
-                    expected == actual,
-                    "seed {seed}, EXEC after command {op}\n  redis : {expected}\n  strata: {actual}\n  after:\n    {}",
-                    context()
-                );
-                queued.clear();
+            // Whether SORT reads a set or sorted set is asked first when it is alone; in a
+            // pipeline or a transaction it is compared loosely whatever it reads.
+            let sorts_a_set = sort
+                && (length > 1
+                    || in_txn > 0
+                    || matches!(
+                        text(&d.redis.call_decoded(&["TYPE", &line[1]])).as_deref(),
+                        Some("set" | "zset")
+                    ));
+            if sort {
+                sorted_keys.insert(line[1].clone());
+            }
+            if sorts_a_set {
+                // A set or sorted set sorted BY weights that tie is stored in its hash table's
+                // order, random in Redis: the destination is deleted on both servers once stored.
+                if let Some(dest) = store.and_then(|i| line.get(i + 1)) {
+                    unordered_dest = Some(dest.clone());
+                }
+            }
+            let loose = if sorts_a_set {
+                Loose::Shape
+            } else if is("object") && line.len() == 3 && sorted_keys.contains(&line[2]) {
+                Loose::SortedEncoding
+            } else if cmd.unordered {
+                Loose::Order
+            } else {
+                Loose::No
+            };
+            lines.push((line, loose));
+            if in_txn > 0 {
+                in_txn -= 1;
+                if in_txn == 0 {
+                    lines.push((vec!["EXEC".into()], Loose::No));
+                }
             }
         }
-        if op % 64 == 63 && in_txn == 0 {
+        let wire: Vec<u8> = lines.iter().flat_map(|(l, _)| encode_command(l)).collect();
+        d.redis.send_raw(&wire);
+        d.strata.send_raw(&wire);
+        for (line, loose) in &lines {
+            op += 1;
+            history.push(line.join(" "));
+            let context = || history[history.len().saturating_sub(16)..].join("\n    ");
+            let mut expected = Reply::decode(&d.redis.read_reply());
+            let mut actual = Reply::decode(&d.strata.read_reply());
+            match line[0].as_str() {
+                "MULTI" => queued.clear(),
+                "EXEC" => {
+                    let exec = |r: Reply| match r {
+                        Reply::Array(Some(items)) if items.len() == queued.len() => Reply::Array(
+                            Some(items.iter().zip(&queued).map(|(r, l)| l.apply(r)).collect()),
+                        ),
+                        other => other,
+                    };
+                    (expected, actual) = (exec(expected), exec(actual));
+                    queued.clear();
+                }
+                _ if expected == Reply::Simple(b"QUEUED".to_vec()) => queued.push(*loose),
+                _ => (expected, actual) = (loose.apply(&expected), loose.apply(&actual)),
+            }
+            assert!(
+                expected == actual,
+                "seed {seed}, command {op}: {}\n  redis : {expected}\n  strata: {actual}\n  after:\n    {}",
+                line.join(" "),
+                context()
+            );
+        }
+        if let Some(dest) = unordered_dest.take() {
+            d.redis.call(&["DEL", &dest]);
+            d.strata.call(&["DEL", &dest]);
+        }
+        if in_txn == 0 && op / 64 != (op - lines.len()) / 64 {
             for key in KEYS {
                 let expected = contents(&mut d.redis, key);
                 let actual = contents(&mut d.strata, key);
                 assert!(
                     expected == actual,
                     "seed {seed}: key {key} differs after command {op}\n  redis : {} {}\n  strata: {} {}\n  after:\n    {}",
-                    expected.0, expected.1, actual.0, actual.1, context()
+                    expected.0,
+                    expected.1,
+                    actual.0,
+                    actual.1,
+                    history[history.len().saturating_sub(16)..].join("\n    ")
                 );
             }
         }
