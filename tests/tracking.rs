@@ -4,7 +4,7 @@
 //! FLUSHALL's null invalidation, the errors, and CLIENT LIST flags. Writers and keys are spread
 //! over `--threads 4`, so invalidations cross threads.
 
-use crate::harness::{hash_slot, Conn, Diff, Pair};
+use crate::harness::{hash_slot, Conn, Diff, Pair, Reply};
 
 /// Reads `n` frames from each server's connection and asserts they are the same.
 fn same_pushes(p: &mut Pair, n: usize) {
@@ -351,8 +351,8 @@ fn tracking_table_max_keys_evicts_and_info_counts() {
             .collect()
     };
     assert_eq!(totals(&mut d.strata), totals(&mut d.redis));
-    // Lowering the limit evicts all but one key, each evicted key invalidated.
-    // (Redis evicts before its next command, Strata on the next background tick.)
+    // Lowering the limit evicts all but one key, each evicted key invalidated (before the next
+    // command of anyone, or by the background tick).
     d.run(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
     let evicted = |c: &mut Conn| -> Vec<String> {
         let mut all: Vec<String> = (0..keys.len() - 1).flat_map(|_| bcast_keys(c)).collect();
@@ -405,4 +405,45 @@ fn keys_of_a_departed_tracking_client_are_forgotten_when_written() {
     let strata = crate::harness::Server::strata(&["--threads", "4"]);
     let redis = crate::harness::Server::redis(&[]);
     assert_eq!(run(&strata), run(&redis));
+}
+
+/// A lowered `tracking-table-max-keys` takes effect before the next command even with the
+/// background tick paused (DEBUG PAUSE-CRON), and the invalidation goes before that command's
+/// reply — here a command queued inside MULTI (Redis's regression test for #11715).
+#[test]
+fn a_lowered_tracking_limit_evicts_before_the_next_command() {
+    let mut d = Diff::with_threads(2);
+    let mut admin = d.new_conns();
+    admin.run(&["CONFIG", "SET", "tracking-table-max-keys", "2"]);
+    admin.run(&["DEBUG", "PAUSE-CRON", "1"]);
+    d.run_matching(&["HELLO", "3"], |r| !r.is_error());
+    d.run(&["CLIENT", "TRACKING", "on"]);
+    d.run(&["MGET", "1{tag}", "2{tag}"]);
+    d.run(&["MULTI"]);
+    admin.run(&["CONFIG", "SET", "tracking-table-max-keys", "1"]);
+    let pair: &mut Pair = &mut d;
+    for c in [&mut pair.redis, &mut pair.strata] {
+        c.send(&["PING"]);
+        let push = Reply::decode(&c.read_reply());
+        assert!(matches!(push, Reply::Push(_)), "{}: {push}", c.label());
+        let push = push.as_array().unwrap();
+        assert_eq!(
+            push[0].as_bytes(),
+            Some(&b"invalidate"[..]),
+            "{}",
+            c.label()
+        );
+        let keys = push[1].as_array().expect("the evicted keys");
+        assert_eq!(keys.len(), 1, "{}", c.label());
+        assert!(
+            [&b"1{tag}"[..], b"2{tag}"].contains(&keys[0].as_bytes().unwrap()),
+            "{}",
+            c.label()
+        );
+        assert_eq!(c.read_reply(), b"+QUEUED\r\n", "{}", c.label());
+    }
+    d.run(&["EXEC"]);
+    admin.run(&["DEBUG", "PAUSE-CRON", "0"]);
+    admin.run(&["DEBUG", "PAUSE-CRON", "x"]);
+    admin.run(&["DEBUG", "PAUSE-CRON"]);
 }

@@ -1816,7 +1816,8 @@ fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
     }
 }
 
-/// DEBUG SLEEP seconds | OBJECT key | SET-ACTIVE-EXPIRE 0|1 | ERROR message | LOG message | HELP.
+/// DEBUG SLEEP seconds | OBJECT key | SET-ACTIVE-EXPIRE 0|1 | PAUSE-CRON 0|1 | ERROR message |
+/// LOG message | HELP (and the other subcommands below).
 fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         if !debug_allowed(cx) {
@@ -1902,6 +1903,10 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 // Redis reads it with atoi: (int) strtol.
                 let on = crate::args::c_strtol(&cx.args[2]) as i32 != 0;
                 cx.shards().call_all(move |s| s.active_expire = on).await;
+                cx.out.ok();
+            }
+            ("pause-cron", 3) => {
+                strata_shard::pause_cron(crate::args::c_strtol(&cx.args[2]) as i32 != 0);
                 cx.out.ok();
             }
             ("error", 3) => {
@@ -2028,6 +2033,8 @@ fn debug_help(cx: &mut ConnCtx<'_>) {
             "    default.",
             "SLEEP <seconds>",
             "    Stop the server for <seconds>. Decimals allowed.",
+            "PAUSE-CRON <0|1>",
+            "    Stop periodic cron job processing.",
         ],
     );
 }

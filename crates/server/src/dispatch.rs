@@ -1030,19 +1030,22 @@ impl Batch<'_> {
             if strata_shard::evict::maxmemory() != 0 && self.session.txn_owner.is_none() {
                 let before = strata_shard::evict::evictions();
                 oom = out_of_memory(&self.state.shards).await;
-                // This client's invalidations of evicted keys go before the command's reply
-                // (Redis evicts before the command runs), not after the batch like those of
-                // its own writes.
-                let tracking = self.session.tracking.as_ref();
-                if let Some(t) = tracking.filter(|_| strata_shard::evict::evictions() != before) {
-                    let start = local.buf.len();
-                    for m in t.take_held() {
-                        local.buf.extend_from_slice(&m);
-                    }
-                    if local.buf.len() > start {
-                        slots.push((Slot::Local(start, local.buf.len()), false));
-                    }
+                if strata_shard::evict::evictions() != before {
+                    self.held_invalidations_first(&mut local, &mut slots);
                 }
+            }
+            // tracking-table-max-keys: while the tables hold more keys, each shard evicts a
+            // bounded number of them (telling their readers) before the command runs, as Redis's
+            // processCommand does. Two loads when no limit is exceeded.
+            if strata_shard::tracking::over_limit() && self.session.txn_owner.is_none() {
+                let shards = &self.state.shards;
+                let calls = (0..shards.len()).map(|i| {
+                    shards.call(i, |_| {
+                        strata_shard::tracking::enforce_limit();
+                    })
+                });
+                futures_util::future::join_all(calls).await;
+                self.held_invalidations_first(&mut local, &mut slots);
             }
             let mode_before = self.session.reply_mode;
             local.proto = self.session.proto;
@@ -1444,6 +1447,22 @@ impl Batch<'_> {
             plan.push((shard, p.key));
         }
         Some(plan)
+    }
+
+    /// This client's invalidations of keys evicted before its command (by maxmemory or the
+    /// tracking table's limit) go before the command's reply, as Redis evicts before the command
+    /// runs, not after the batch like those of its own writes.
+    fn held_invalidations_first(&self, local: &mut ReplyBuf, slots: &mut Vec<(Slot, bool)>) {
+        let Some(t) = self.session.tracking.as_ref() else {
+            return;
+        };
+        let start = local.buf.len();
+        for m in t.take_held() {
+            local.buf.extend_from_slice(&m);
+        }
+        if local.buf.len() > start {
+            slots.push((Slot::Local(start, local.buf.len()), false));
+        }
     }
 
     /// CLIENT PAUSE: whether the command must wait now (every command under ALL; under WRITE those

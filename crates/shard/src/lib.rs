@@ -35,7 +35,7 @@ pub use multi::MultiLock;
 pub use park::{Parked, Runner, Served};
 pub use set::{round_end, rounds, Inbox, Job, ShardSet};
 pub use shard::{
-    current_shard_id, install, set_latency_tracking, with_shard, CmdStat, LockHandover, Shard,
-    ThreadStats,
+    cron_paused, current_shard_id, install, pause_cron, set_latency_tracking, with_shard, CmdStat,
+    LockHandover, Shard, ThreadStats,
 };
 pub use watch::Watch;

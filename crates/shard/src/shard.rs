@@ -383,6 +383,20 @@ impl Shard {
     }
 }
 
+/// DEBUG PAUSE-CRON: while set, no shard runs its background tick ([`Shard::cron`]: active expiry,
+/// rehashing, lazy freeing, eviction, the tracking table's limit), as Redis skips `serverCron`.
+static CRON_PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Pauses (true) or resumes every shard's background tick.
+pub fn pause_cron(paused: bool) {
+    CRON_PAUSED.store(paused, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether DEBUG PAUSE-CRON holds the background ticks.
+pub fn cron_paused() -> bool {
+    CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// xorshift64*: advances the state `x` and returns the next number (a zero state is reseeded).
 pub(crate) fn xorshift64star(x: &mut u64) -> u64 {
     if *x == 0 {

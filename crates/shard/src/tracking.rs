@@ -158,6 +158,15 @@ pub fn set_max_keys(max: usize) {
     MAX_KEYS.store(max, Ordering::Relaxed);
 }
 
+/// Whether a client tracks and the default-mode tables hold more keys than
+/// `tracking-table-max-keys` allows: then every command first has the shards evict some
+/// ([`enforce_limit`]), as Redis's `processCommand` calls `trackingLimitUsedSlots`. Two loads.
+#[inline]
+pub fn over_limit() -> bool {
+    let max = MAX_KEYS.load(Ordering::Relaxed);
+    active() > 0 && max != 0 && TOTAL_KEYS.load(Ordering::Relaxed) > max
+}
+
 /// Keys evicted per call of [`enforce_limit`] at most, so a lowered limit never stalls a shard:
 /// the background tick calls it again while work remains (Redis's bounded `effort`).
 const EVICT_PER_CALL: usize = 1000;
