@@ -479,7 +479,10 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                     line.pop();
                 }
                 3..=5 => line.push(rng.pick(STRINGS).into()),
-                6..=8 => {
+                // (Not with a count past 64 bits: Redis's getkeys_proc reads it with atoi, whose
+                // ERANGE stays in errno, and SORT, which checks errno after a strtod that does not
+                // clear it, then fails a later valid numeric sort in Redis.)
+                6..=8 if !line.iter().any(|a| a == "18446744073709551616") => {
                     let how = rng.pick(&["GETKEYS", "GETKEYSANDFLAGS"]);
                     line.splice(0..0, ["COMMAND".to_string(), how.to_string()]);
                 }
@@ -532,7 +535,7 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
         let wire: Vec<u8> = lines.iter().flat_map(|(l, _)| encode_command(l)).collect();
         d.redis.send_raw(&wire);
         d.strata.send_raw(&wire);
-        for (line, loose) in &lines {
+        for (at, (line, loose)) in lines.iter().enumerate() {
             op += 1;
             history.push(line.join(" "));
             let context = || history[history.len().saturating_sub(16)..].join("\n    ");
@@ -553,12 +556,28 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                 _ if expected == Reply::Simple(b"QUEUED".to_vec()) => queued.push(*loose),
                 _ => (expected, actual) = (loose.apply(&expected), loose.apply(&actual)),
             }
-            assert!(
-                expected == actual,
-                "seed {seed}, command {op}: {}\n  redis : {expected}\n  strata: {actual}\n  after:\n    {}",
-                line.join(" "),
-                context()
-            );
+            if expected != actual {
+                // The rest of the pipeline's replies, then the keys the line names, as they are
+                // now (after the rest of the pipeline ran).
+                for _ in at + 1..lines.len() {
+                    d.redis.read_reply();
+                    d.strata.read_reply();
+                }
+                let keys: Vec<String> = KEYS
+                    .iter()
+                    .filter(|k| line.iter().any(|a| a == *k))
+                    .map(|k| {
+                        let (r, s) = (contents(&mut d.redis, k), contents(&mut d.strata, k));
+                        format!("{k}: redis {} {}, strata {} {}", r.0, r.1, s.0, s.1)
+                    })
+                    .collect();
+                panic!(
+                    "seed {seed}, command {op}: {}\n  redis : {expected}\n  strata: {actual}\n  after:\n    {}\n  keys now:\n    {}",
+                    line.join(" "),
+                    context(),
+                    keys.join("\n    ")
+                );
+            }
         }
         if let Some(dest) = unordered_dest.take() {
             d.redis.call(&["DEL", &dest]);
