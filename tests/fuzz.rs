@@ -85,16 +85,12 @@ const DOUBLES: &[&str] = &[
 ];
 const PATTERNS: &[&str] = &["*", "a*", "f?", "[a-c]", "*b*"];
 /// Expiry arguments stay far from now (or in the past, or invalid): a TTL of a few milliseconds
-/// would expire between the two servers' copies of the command.
-const EXPIRY: &[&str] = &[
-    "-1",
-    "0",
-    "100000",
-    "x",
-    "9223372036854775807",
-    "4000000000",
-    "5000000000000",
-];
+/// would expire between the two servers' copies of the command, and a key SET with a deadline in
+/// the past stays counted (DBSIZE) until each server's own expiry cycle removes it. Relative ones
+/// (seconds or milliseconds from now) are these or drawn from a wide range; absolute ones are in
+/// the future whichever their unit, or invalid, or 0.
+const EXPIRY: &[&str] = &["-1", "0", "x", "9223372036854775807"];
+const DEADLINES: &[&str] = &["5000000000000", "4102444800000", "-5", "x", "0"];
 const EXPIRY_COMMANDS: &[&str] = &[
     "expire",
     "pexpire",
@@ -348,12 +344,16 @@ fn generate(a: &ArgSpec, command: &str, rng: &mut Rng, out: &mut Vec<String>) {
                 }
             }
             "key" => out.push(rng.pick(KEYS).into()),
-            "integer" | "unix-time" if EXPIRY_COMMANDS.contains(&command) => {
-                out.push(rng.pick(EXPIRY).into())
+            // A relative expiry is drawn from a wide range: the same one twice (SETEX k 100000,
+            // then EXPIRE k 100000 GT) compares two deadlines a few milliseconds apart, whose order
+            // depends on when each server ran the commands.
+            "integer" if EXPIRY_COMMANDS.contains(&command) && rng.chance(60) => {
+                out.push((100_000 + rng.below(100_000_000)).to_string())
             }
+            "integer" if EXPIRY_COMMANDS.contains(&command) => out.push(rng.pick(EXPIRY).into()),
+            "unix-time" => out.push(rng.pick(DEADLINES).into()),
             "integer" if rng.chance(30) => out.push(rng.pick(INTEGERS).into()),
             "integer" => out.push((rng.below(16) as i64 - 3).to_string()),
-            "unix-time" => out.push(rng.pick(&["4000000000", "5000000000000", "-5", "x"]).into()),
             "double" => out.push(rng.pick(DOUBLES).into()),
             "pattern" => out.push(rng.pick(PATTERNS).into()),
             _ => out.push(rng.pick(STRINGS).into()),
