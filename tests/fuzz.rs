@@ -9,7 +9,8 @@
 //! nine keys (two sharing a hash tag, the rest on either shard), fields and members from a small
 //! pool, integers around zero and at the edges of 64 bits, `inf`, `nan`, binary and empty strings.
 //! A few lines in a hundred then lose their last argument or gain one, for the error paths; some
-//! are wrapped in COMMAND GETKEYS, some run inside MULTI/EXEC (with a WATCH now and then). Half the
+//! are wrapped in COMMAND GETKEYS, some run inside MULTI/EXEC (with a WATCH now and then), and now
+//! and then a line selects or swaps databases or changes an encoding limit. Half the
 //! time a pipeline of up to 16 lines goes out in one write, so Strata's batching (sub-batches per
 //! shard, split multi-key commands, barriers, transactions inside pipelines) is compared too. Small
 //! encoding limits make collections convert back and forth between their compact and full forms.
@@ -406,6 +407,32 @@ fn unordered(r: &Reply) -> Reply {
     }
 }
 
+/// A line the grammar does not draw: SELECT or SWAPDB among the first three databases, or a new
+/// encoding limit (collections convert on their next write, as in Redis).
+fn special(rng: &mut Rng) -> Vec<String> {
+    let db = |rng: &mut Rng| rng.below(3).to_string();
+    match rng.below(5) {
+        0 | 1 => vec!["SELECT".into(), db(rng)],
+        2 => vec!["SWAPDB".into(), db(rng), db(rng)],
+        _ => {
+            let (name, values): (&str, &[&str]) = match rng.below(6) {
+                0 => ("hash-max-listpack-entries", &["0", "1", "4", "128"]),
+                1 => ("hash-max-listpack-value", &["0", "1", "8", "64"]),
+                2 => ("set-max-intset-entries", &["0", "1", "4", "512"]),
+                3 => ("zset-max-listpack-entries", &["0", "1", "4", "128"]),
+                4 => ("zset-max-listpack-value", &["0", "1", "8", "64"]),
+                _ => ("list-max-listpack-size", &["-5", "-2", "-1", "1", "2", "4"]),
+            };
+            vec![
+                "CONFIG".into(),
+                "SET".into(),
+                name.into(),
+                rng.pick(values).into(),
+            ]
+        }
+    }
+}
+
 /// How much of a reply can match when its elements were chosen in an unspecified order (SORT of a
 /// set with LIMIT picks from the set's own order): its kind and length, or the whole error.
 fn shape(r: &Reply) -> Reply {
@@ -468,6 +495,10 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                 }
                 lines.push((vec!["MULTI".into()], Loose::No));
                 in_txn = 1 + rng.below(5);
+            }
+            if rng.chance(2) {
+                lines.push((special(&mut rng), Loose::No));
+                continue;
             }
             let cmd = &table[rng.below(table.len())];
             let mut line = vec![cmd.name.clone()];
