@@ -1036,7 +1036,7 @@ impl Batch<'_> {
             }
             // tracking-table-max-keys: while the tables hold more keys, each shard evicts a
             // bounded number of them (telling their readers) before the command runs, as Redis's
-            // processCommand does. Two loads when no limit is exceeded.
+            // processCommand does. One load while no client tracks.
             if strata_shard::tracking::over_limit() && self.session.txn_owner.is_none() {
                 let shards = &self.state.shards;
                 let calls = (0..shards.len()).map(|i| {

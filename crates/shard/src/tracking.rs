@@ -160,11 +160,15 @@ pub fn set_max_keys(max: usize) {
 
 /// Whether a client tracks and the default-mode tables hold more keys than
 /// `tracking-table-max-keys` allows: then every command first has the shards evict some
-/// ([`enforce_limit`]), as Redis's `processCommand` calls `trackingLimitUsedSlots`. Two loads.
+/// ([`enforce_limit`]), as Redis's `processCommand` calls `trackingLimitUsedSlots`. One load
+/// while no client tracks.
 #[inline]
 pub fn over_limit() -> bool {
+    if active() == 0 {
+        return false;
+    }
     let max = MAX_KEYS.load(Ordering::Relaxed);
-    active() > 0 && max != 0 && TOTAL_KEYS.load(Ordering::Relaxed) > max
+    max != 0 && TOTAL_KEYS.load(Ordering::Relaxed) > max
 }
 
 /// Keys evicted per call of [`enforce_limit`] at most, so a lowered limit never stalls a shard:
