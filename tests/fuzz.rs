@@ -355,8 +355,12 @@ fn generate(a: &ArgSpec, command: &str, rng: &mut Rng, out: &mut Vec<String>) {
             "unix-time" => out.push(rng.pick(DEADLINES).into()),
             "integer" if rng.chance(30) => out.push(rng.pick(INTEGERS).into()),
             "integer" => out.push((rng.below(16) as i64 - 3).to_string()),
+            // A third of the members and scores come from a few hundred, so collections also
+            // grow past one listpack or quicklist node and ranges cross node boundaries.
+            "double" if rng.chance(30) => out.push(rng.below(300).to_string()),
             "double" => out.push(rng.pick(DOUBLES).into()),
             "pattern" => out.push(rng.pick(PATTERNS).into()),
+            _ if rng.chance(30) => out.push(format!("e{}", rng.below(300))),
             _ => out.push(rng.pick(STRINGS).into()),
         }
     }
