@@ -1020,6 +1020,16 @@ fn debug_digest_matches_redis() {
     d.run(&["DEBUG", "DIGEST-VALUE", "big-z", "copy-z"]);
     d.run(&["MOVE", "big-h", "3"]);
     d.run(&["DEBUG", "DIGEST"]);
+    // A key whose deadline has passed counts until it is removed, as in Redis (active expiry off,
+    // so only a lookup removes it).
+    d.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    d.run(&["SET", "past", "v", "PXAT", "4000000000"]);
+    d.run(&["DEBUG", "DIGEST-VALUE", "past"]);
+    d.run(&["DEBUG", "DIGEST"]);
+    d.run(&["EXISTS", "past"]);
+    d.run(&["DEBUG", "DIGEST-VALUE", "past"]);
+    d.run(&["DEBUG", "DIGEST"]);
+    d.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
 }
 
 /// One MSET and one DEL of 200k keys across four shards lock every key for the command; once the

@@ -1855,7 +1855,7 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 cx.out.simple(&text);
             }
             ("digest-value", _) => {
-                let (db, now) = (cx.session.db, cx.now);
+                let db = cx.session.db;
                 let keys = cx.args[2..].to_vec();
                 cx.out.array(keys.len());
                 for key in keys {
@@ -1863,8 +1863,9 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                     let d = cx
                         .shards()
                         .call(shard, move |s| {
-                            s.db_mut(db)
-                                .peek(&key, now)
+                            // As Redis: logically expired keys count until they are removed.
+                            s.db(db)
+                                .stored(&key)
                                 .map_or([0; 20], crate::digest::value_digest)
                         })
                         .await;
@@ -1872,7 +1873,6 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 }
             }
             ("digest", 2) => {
-                let now = cx.now;
                 let per_shard = cx
                     .shards()
                     .call_all(move |s| {
@@ -1880,7 +1880,7 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                             .map(|i| {
                                 let mut keys = [0u8; 20];
                                 let mut any = false;
-                                for e in s.db(i).iter(now) {
+                                for e in s.db(i).iter_stored() {
                                     any = true;
                                     crate::digest::xor(&mut keys, &crate::digest::key_digest(e));
                                 }

@@ -1334,6 +1334,17 @@ impl Db {
         self.dict.iter().filter(move |e| !Self::expired(e, now))
     }
 
+    /// The entry as stored, even if its time has passed and it awaits expiry (DEBUG DIGEST-VALUE,
+    /// which Redis computes over logically expired keys too). Expires nothing.
+    pub fn stored(&self, key: &[u8]) -> Option<&Entry> {
+        self.dict.get(key)
+    }
+
+    /// Every stored entry, logically expired ones included (DEBUG DIGEST).
+    pub fn iter_stored(&self) -> impl Iterator<Item = &Entry> {
+        self.dict.iter()
+    }
+
     /// A random live key, trying a bounded number of times to avoid expired ones.
     pub fn random_key(&mut self, now: i64, mut rand: impl FnMut() -> u64) -> Option<Bytes> {
         for _ in 0..100 {
