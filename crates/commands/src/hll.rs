@@ -15,7 +15,7 @@
 //!   the registers of its own keys and sends back one 16 KiB array, plus the first error in
 //!   argument order, so the command answers exactly as Redis's key-by-key loop would.
 
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::sync::{mpsc, OnceLock};
 
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
@@ -420,7 +420,7 @@ fn pfselftest<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         usize,
         futures_channel::oneshot::Sender<Result<(), String>>,
     );
-    static WORKER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    static WORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
     let seed = (cx.now as u64) | 1;
     Box::pin(async move {
         let worker = WORKER.get_or_init(|| {
@@ -434,13 +434,10 @@ fn pfselftest<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 });
             // Without the thread the job's sender is dropped with it, and the caller answers below.
             drop(spawned);
-            Mutex::new(tx)
+            tx
         });
         let (tx, rx) = futures_channel::oneshot::channel();
-        let queued = worker
-            .lock()
-            .map(|w| w.send((seed, sparse_max(), tx)).is_ok())
-            .unwrap_or(false);
+        let queued = worker.send((seed, sparse_max(), tx)).is_ok();
         match if queued { rx.await.ok() } else { None } {
             Some(Ok(())) => {
                 cx.out.ok();
