@@ -296,26 +296,17 @@ fn commands(d: &mut Diff) -> Vec<Command> {
         })
         .collect();
     // OBJECT ENCODING is the one subcommand drawn: it shows every conversion.
+    let leaf = |kind: &str, token: Option<&str>| ArgSpec {
+        kind: kind.into(),
+        token: token.map(Into::into),
+        optional: false,
+        multiple: false,
+        multiple_token: false,
+        children: vec![],
+    };
     out.push(Command {
         name: "object".into(),
-        args: vec![
-            ArgSpec {
-                kind: "pure-token".into(),
-                token: Some("ENCODING".into()),
-                optional: false,
-                multiple: false,
-                multiple_token: false,
-                children: vec![],
-            },
-            ArgSpec {
-                kind: "key".into(),
-                token: None,
-                optional: false,
-                multiple: false,
-                multiple_token: false,
-                children: vec![],
-            },
-        ],
+        args: vec![leaf("pure-token", Some("ENCODING")), leaf("key", None)],
         unordered: false,
     });
     out.sort_by(|a, b| a.name.cmp(&b.name));

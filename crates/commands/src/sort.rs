@@ -611,12 +611,21 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
             }
             None => items.iter().map(|i| Some(i.elem.clone())).collect(),
         };
+        // ALPHA compares as Redis does: with STORE by the values' bytes, otherwise with `strcoll`
+        // on C strings (the C locale's order, each value ending at its first NUL byte).
+        let store = o.store.is_some();
+        let text = |b: &Bytes| -> Bytes {
+            if store {
+                b.clone()
+            } else {
+                b.slice(..c_string(b).len())
+            }
+        };
         let mut bad = false;
         for (item, w) in items.iter_mut().zip(weights) {
             if alpha {
-                if by {
-                    item.cmp = w;
-                }
+                // The element itself, or what BY found for it (None: no weight).
+                item.cmp = w.as_ref().map(text);
             } else if let Some(w) = w {
                 match strtod(&w) {
                     Some(v) => item.score = v,
@@ -628,26 +637,6 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
             return Err(CmdError::Msg(
                 "ERR One or more scores can't be converted into double".into(),
             ));
-        }
-        let by_weights = by && o.by.is_some();
-        // ALPHA compares as Redis does: with STORE by the values' bytes, otherwise with `strcoll`
-        // on C strings (the C locale's order, each value ending at its first NUL byte).
-        let store = o.store.is_some();
-        let text = |b: &Bytes| -> Bytes {
-            if store {
-                b.clone()
-            } else {
-                b.slice(..c_string(b).len())
-            }
-        };
-        if alpha {
-            for item in &mut items {
-                if by_weights {
-                    item.cmp = item.cmp.as_ref().map(text);
-                } else {
-                    item.cmp = Some(text(&item.elem));
-                }
-            }
         }
         items.sort_by(|a, b| {
             let c = if !alpha {

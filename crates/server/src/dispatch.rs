@@ -1921,14 +1921,12 @@ impl Batch<'_> {
             session: self.session,
             server: self.state,
             args,
-            out,
+            out: &mut *out,
             now: start / 1000,
         };
-        let error = f(&mut cx).err().map(|e| e.message().into_owned());
-        if let Some(e) = &error {
-            cx.out.error(e);
-        }
-        let error = error.as_ref().map(|e| e.as_bytes());
+        let result = f(&mut cx);
+        let at = reply_error(cx.out, result);
+        let error = at.map(|at| &out.buf[at..]);
         record_logged(cmd, args, &self.session.info, start, error);
     }
 
@@ -1944,14 +1942,12 @@ impl Batch<'_> {
             session: self.session,
             server: self.state,
             args,
-            out,
+            out: &mut *out,
             now: start / 1000,
         };
-        let error = f(&mut cx).await.err().map(|e| e.message().into_owned());
-        if let Some(e) = &error {
-            cx.out.error(e);
-        }
-        let error = error.as_ref().map(|e| e.as_bytes());
+        let result = f(&mut cx).await;
+        let at = reply_error(cx.out, result);
+        let error = at.map(|at| &out.buf[at..]);
         record_logged(cmd, args, &self.session.info, start, error);
     }
 
@@ -2070,11 +2066,7 @@ impl Batch<'_> {
             drop(cx);
             opt.release();
             if let Some(result) = result {
-                let error = result.err().map(|e| e.message().into_owned());
-                if let Some(e) = &error {
-                    out.error(e);
-                }
-                let error = error.as_ref().map(|e| e.as_bytes());
+                let error = reply_error(out, result).map(|at| &out.buf[at..]);
                 record_logged(cmd, args, &self.session.info, start, error);
                 return None;
             }
@@ -2109,11 +2101,7 @@ impl Batch<'_> {
             lock.run(lead, move |s| s.unreserve(owner)).await;
         }
         lock.release();
-        let error = result.err().map(|e| e.message().into_owned());
-        if let Some(e) = &error {
-            out.error(e);
-        }
-        let error = error.as_ref().map(|e| e.as_bytes());
+        let error = reply_error(out, result).map(|at| &out.buf[at..]);
         if park.is_none() {
             record_logged(cmd, args, &self.session.info, start, error);
         } else {
@@ -2471,6 +2459,15 @@ fn reject(cmd: &Resolved, msg: String) -> Route {
         s.stats.count_error(msg.as_bytes());
     });
     Route::Reject(msg)
+}
+
+/// Writes a handler's error, if it failed, as its reply; returns where that reply starts in
+/// `out`, so the statistics read its code in place (no copy of the message).
+fn reply_error(out: &mut ReplyBuf, result: CmdResult) -> Option<usize> {
+    let e = result.err()?;
+    let at = out.buf.len();
+    out.error(&e.message());
+    Some(at)
 }
 
 /// Counts a command run on the connection's thread in that thread's stats; returns how long it
