@@ -24,7 +24,7 @@
 
 use std::collections::HashSet;
 
-use crate::harness::{encode_command, Diff, Reply};
+use crate::harness::{encode_command, key_slot, Diff, Reply};
 
 /// One argument of a command's grammar, as COMMAND DOCS describes it.
 #[derive(Debug)]
@@ -437,6 +437,49 @@ fn shape(r: &Reply) -> Reply {
     }
 }
 
+/// A channel the subscribers' pattern matches, published at each check: the notifications before
+/// it are those of the commands since the last check.
+const SYNC: &str = "__keyfuzzsync__:x";
+
+/// A subscriber's messages up to the sync message, as (channel, message).
+fn until_sync(c: &mut crate::harness::Conn) -> Vec<(String, String)> {
+    let mut got = Vec::new();
+    loop {
+        let frame = Reply::decode(&c.read_reply());
+        let part = |i: usize| {
+            frame
+                .as_array()
+                .and_then(|a| a.get(i))
+                .and_then(Reply::as_bytes)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default()
+        };
+        let (channel, message) = (part(2), part(3));
+        if channel == SYNC {
+            return got;
+        }
+        got.push((channel, message));
+    }
+}
+
+/// Notifications grouped by the shard of the key they name (`threads` shards, contiguous slot
+/// ranges), each group in order and written `key:event`. Strata keeps Redis's order among a
+/// shard's events; the events of one command or pipeline on several shards are raised shard by
+/// shard, so their interleaving is not compared.
+fn by_shard(events: &[(String, String)], threads: usize) -> Vec<Vec<String>> {
+    let mut groups = vec![Vec::new(); threads];
+    for (channel, message) in events {
+        let (key, text) = match channel.split_once("__:") {
+            Some((space, key)) if space.starts_with("__keyspace") => {
+                (key, format!("{channel}:{message}"))
+            }
+            _ => (message.as_str(), format!("{channel}:{message}")),
+        };
+        groups[key_slot(key) as usize * threads / 16384].push(text);
+    }
+    groups
+}
+
 /// A key's type and contents, members sorted where the type has no order.
 fn contents(c: &mut crate::harness::Conn, key: &str) -> (Reply, Reply) {
     let kind = c.call_decoded(&["TYPE", key]);
@@ -472,13 +515,22 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     // HELLO's reply names the client id, which differs.
     d.redis.call(&["HELLO", resp]);
     d.strata.call(&["HELLO", resp]);
+    // Every keyspace and keyevent notification (new-key and key-miss events too), compared in
+    // order at each contents check.
+    d.run(&["CONFIG", "SET", "notify-keyspace-events", "KEAnm"]);
+    let mut sub = d.new_conns();
+    sub.run(&["PSUBSCRIBE", "__key*__:*"]);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
-    let mut history: Vec<String> = Vec::new();
+    let mut history = History(Vec::new());
     let mut sorted_keys: HashSet<String> = HashSet::new();
     // Commands still to queue in the open transaction; the queued ones' comparisons.
     let (mut in_txn, mut queued) = (0usize, Vec::<Loose>::new());
     let mut op = 0;
     let mut unordered_dest: Option<String> = None;
+    // A multi-key command stops at its first key of the wrong type in Redis, so the keys after it
+    // raise no "keymiss"; Strata looks up the keys on other shards in their own parts. Set when a
+    // reply since the last notification check was WRONGTYPE.
+    let mut wrong_type = false;
     while op < ops {
         // Half the time one command, otherwise a pipeline of up to 16 (transactions included).
         let length = if rng.chance(50) { 1 } else { 2 + rng.below(15) };
@@ -528,7 +580,8 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                 && (length > 1
                     || in_txn > 0
                     || matches!(
-                        text(&d.redis.call_decoded(&["TYPE", &line[1]])).as_deref(),
+                        // (Asked of both: TYPE raises "keymiss" on a missing key.)
+                        text(&Reply::decode(&d.run(&["TYPE", &line[1]]))).as_deref(),
                         Some("set" | "zset")
                     ));
             if sort {
@@ -559,14 +612,16 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
             }
         }
         let wire: Vec<u8> = lines.iter().flat_map(|(l, _)| encode_command(l)).collect();
+
         d.redis.send_raw(&wire);
         d.strata.send_raw(&wire);
         for (at, (line, loose)) in lines.iter().enumerate() {
             op += 1;
-            history.push(line.join(" "));
-            let context = || history[history.len().saturating_sub(16)..].join("\n    ");
+            history.0.push(line.clone());
+            let context = || history.recent(16);
             let mut expected = Reply::decode(&d.redis.read_reply());
             let mut actual = Reply::decode(&d.strata.read_reply());
+            wrong_type |= expected.to_string().contains("WRONGTYPE");
             match line[0].as_str() {
                 "MULTI" => queued.clear(),
                 "EXEC" => {
@@ -609,6 +664,26 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
             d.redis.call(&["DEL", &dest]);
             d.strata.call(&["DEL", &dest]);
         }
+        history.0.push(vec!["--".into()]);
+        if in_txn == 0 {
+            // This batch's notifications (a transaction's once it has run).
+            d.run(&["PUBLISH", SYNC, "x"]);
+            let keep = |(channel, message): &(String, String)| {
+                !wrong_type || !(channel.ends_with("__:keymiss") || message == "keymiss")
+            };
+            let events = |c: &mut crate::harness::Conn| {
+                let all = until_sync(c);
+                by_shard(&all.into_iter().filter(keep).collect::<Vec<_>>(), threads)
+            };
+            let expected = events(&mut sub.redis);
+            let actual = events(&mut sub.strata);
+            wrong_type = false;
+            assert!(
+                expected == actual,
+                "seed {seed}: notifications differ after command {op}\n  redis : {expected:?}\n  strata: {actual:?}\n  after:\n    {}",
+                history.recent(lines.len().max(8))
+            );
+        }
         if in_txn == 0 && op / 64 != (op - lines.len()) / 64 {
             for key in KEYS {
                 let expected = contents(&mut d.redis, key);
@@ -620,10 +695,45 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                     expected.1,
                     actual.0,
                     actual.1,
-                    history[history.len().saturating_sub(16)..].join("\n    ")
+                    history.recent(16)
                 );
             }
         }
+    }
+}
+
+/// The command lines sent so far, each batch (one write) followed by a line `--`. If the run fails
+/// and `STRATA_FUZZ_DUMP` names a file, they are written there, one line per command, each
+/// argument hex-encoded, to replay them.
+struct History(Vec<Vec<String>>);
+
+impl History {
+    fn recent(&self, n: usize) -> String {
+        let lines = &self.0[self.0.len().saturating_sub(n)..];
+        let lines: Vec<String> = lines.iter().map(|l| l.join(" ")).collect();
+        lines.join("\n    ")
+    }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("STRATA_FUZZ_DUMP") else {
+            return;
+        };
+        if !std::thread::panicking() {
+            return;
+        }
+        // (A batch's lines end with a line `--`, written as is.)
+        let hex = |a: &String| match a.as_str() {
+            "--" => a.clone(),
+            _ => a.bytes().map(|b| format!("{b:02x}")).collect::<String>(),
+        };
+        let lines: Vec<String> = self
+            .0
+            .iter()
+            .map(|l| l.iter().map(hex).collect::<Vec<_>>().join(" "))
+            .collect();
+        let _ = std::fs::write(path, lines.join("\n") + "\n");
     }
 }
 

@@ -321,6 +321,24 @@ fn key_misses_match_redis() {
         &["SET", "k", "v"],
         &["GET", "k"],
         &["MGET", "{x}a", "{x}b"],
+        // OBJECT counts the miss but raises no event; writes neither.
+        &["OBJECT", "ENCODING", "nokey"],
+        &["OBJECT", "IDLETIME", "nokey"],
+        &["ZADD", "z1", "1", "m"],
+        &["ZINCRBY", "z2", "1", "m"],
+        &["LPUSH", "l1", "x"],
+        // Set operations read their sources (the STORE forms too), and stop at the first source
+        // of another type.
+        &["SADD", "{x}s", "1"],
+        &["SUNIONSTORE", "{x}d", "{x}s", "{x}m1", "{x}m2"],
+        &["SDIFFSTORE", "{x}d", "{x}m1", "{x}s"],
+        &["SINTERSTORE", "{x}d", "{x}s", "{x}m1"],
+        &["SINTERCARD", "2", "{x}m1", "{x}s"],
+        &["SET", "{x}str", "v"],
+        &["SINTER", "{x}str", "{x}m1"],
+        &["SUNION", "{x}s", "{x}str", "{x}m2"],
+        &["SDIFFSTORE", "{x}d", "{x}m1", "{x}str", "{x}m2"],
+        &["SMOVE", "{x}m1", "{x}s", "1"],
     ] {
         w.run(cmd);
     }

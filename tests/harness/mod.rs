@@ -1529,6 +1529,17 @@ pub fn hash_slot(key: &str) -> u16 {
     crc % 16384
 }
 
+/// The hash slot of `key`, of its `{hashtag}` if it has a non-empty one.
+pub fn key_slot(key: &str) -> u16 {
+    let tag = key
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'));
+    match tag {
+        Some((tag, _)) if !tag.is_empty() => hash_slot(tag),
+        _ => hash_slot(key),
+    }
+}
+
 /// The shard owning `key` when strata runs with two threads (slots are split in two halves).
 pub fn shard_of(key: &str) -> usize {
     usize::from(hash_slot(key) >= 8192)

@@ -1472,7 +1472,7 @@ fn randomkey<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 /// OBJECT ENCODING key → the encoding name, or null.
 fn object_encoding(cx: &mut ShardCtx<'_>) -> CmdResult {
     let (now, args) = (cx.now, cx.args);
-    match cx.db().get_untouched(&args[2], now) {
+    match cx.db().get_unnotified(&args[2], now) {
         Some(e) => {
             let name = encoding_name(e.value());
             cx.out.bulk(name.as_bytes());
@@ -1500,7 +1500,7 @@ async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
     let shard = cx.shards().shard_of_key(&key);
     cx.shards()
         .call(shard, move |s| {
-            s.db_mut(db).get_untouched(&key, now).map(|e| Probe {
+            s.db_mut(db).get_unnotified(&key, now).map(|e| Probe {
                 clock: e.lru(),
                 small_int: matches!(e.value(), ValueRef::Int(i) if (0..SHARED_INTEGERS).contains(&i)),
             })

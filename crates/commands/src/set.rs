@@ -427,20 +427,30 @@ fn sscan(cx: &mut ShardCtx<'_>) -> CmdResult {
 type Info = Result<Option<usize>, CmdError>;
 
 /// Reads the type and size of each of `keys` on this shard. `access` counts the lookups as reads
-/// (SINTER...), otherwise they are write lookups (the *STORE forms, SMOVE), as in Redis.
+/// (SINTER, SUNION, SDIFF and their STORE forms), otherwise they are write lookups (SMOVE), as in
+/// Redis.
+///
+/// Like Redis, it stops at the first key of another type (the command fails there, and the keys
+/// after it are not looked up: no miss counted or announced for them). Keys of the same command on
+/// other shards are looked up in their own part, whatever this one found.
 pub fn op_info(db: &mut Db, keys: &[Bytes], now: i64, access: bool) -> Vec<Info> {
-    keys.iter()
-        .map(|k| {
-            if access {
-                db.get(k, now).map(|e| as_set(e).map(Set::len)).transpose()
-            } else {
-                // A write lookup: touches the clock, no hit/miss (the guard changes nothing).
-                db.modify(k, now)
-                    .map(|e| as_set(&e).map(Set::len))
-                    .transpose()
-            }
-        })
-        .collect()
+    let mut infos = Vec::with_capacity(keys.len());
+    for k in keys {
+        let info = if access {
+            db.get(k, now).map(|e| as_set(e).map(Set::len)).transpose()
+        } else {
+            // A write lookup: touches the clock, no hit/miss (the guard changes nothing).
+            db.modify(k, now)
+                .map(|e| as_set(&e).map(Set::len))
+                .transpose()
+        };
+        let failed = info.is_err();
+        infos.push(info);
+        if failed {
+            break;
+        }
+    }
+    infos
 }
 
 /// Up to [`SLICE`] members of the set at `key` from position `pos` (see [`Set::slice`]).
@@ -531,14 +541,13 @@ async fn filter(
 }
 
 /// The intersection of `keys`, in the smallest set's order, stopping at `limit` members (0 = no
-/// limit). Empty if any source is missing.
+/// limit). Empty if any source is missing. The sources are read lookups, for SINTERSTORE too.
 async fn intersect(
     cx: &mut KeysCtx<'_>,
     keys: &[Bytes],
     limit: usize,
-    access: bool,
 ) -> Result<Vec<Box<[u8]>>, CmdError> {
-    let sizes = infos(cx, keys, access).await?;
+    let sizes = infos(cx, keys, true).await?;
     if sizes.iter().any(Option::is_none) {
         return Ok(Vec::new());
     }
@@ -566,14 +575,10 @@ async fn intersect(
 }
 
 /// SUNION/SDIFF of `keys` as a new set (built as Redis builds it: an intset until a member says
-/// otherwise, so its order is Redis's for integer results).
-async fn union_or_diff(
-    cx: &mut KeysCtx<'_>,
-    keys: &[Bytes],
-    diff: bool,
-    access: bool,
-) -> Result<Set, CmdError> {
-    let sizes = infos(cx, keys, access).await?;
+/// otherwise, so its order is Redis's for integer results). The sources are read lookups, also
+/// for the STORE forms, as in Redis (a missing one counts a miss and raises "keymiss").
+async fn union_or_diff(cx: &mut KeysCtx<'_>, keys: &[Bytes], diff: bool) -> Result<Set, CmdError> {
+    let sizes = infos(cx, keys, true).await?;
     let mut out = Set::new();
     if diff {
         if sizes[0].is_none() {
@@ -642,7 +647,7 @@ fn collect_set(members: Vec<Box<[u8]>>) -> Set {
 fn sinter<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let keys = &cx.args[1..];
-        let members = intersect(cx, keys, 0, true).await?;
+        let members = intersect(cx, keys, 0).await?;
         cx.out.set(members.len());
         for m in members {
             cx.out.bulk(&m);
@@ -679,7 +684,7 @@ fn sintercard<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 return Err(CmdError::Syntax);
             }
         }
-        let n = intersect(cx, &args[2..end], limit, true).await?.len();
+        let n = intersect(cx, &args[2..end], limit).await?.len();
         cx.out.int(n as i64);
         Ok(())
     })
@@ -689,7 +694,7 @@ fn sintercard<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 fn sinterstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let args = cx.args;
-        let members = intersect(cx, &args[2..], 0, false).await?;
+        let members = intersect(cx, &args[2..], 0).await?;
         store(cx, &args[1], collect_set(members), "sinterstore").await
     })
 }
@@ -698,7 +703,7 @@ fn sinterstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 fn sunion<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let keys = &cx.args[1..];
-        let s = union_or_diff(cx, keys, false, true).await?;
+        let s = union_or_diff(cx, keys, false).await?;
         reply_set(cx.out, &s);
         Ok(())
     })
@@ -708,7 +713,7 @@ fn sunion<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 fn sunionstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let args = cx.args;
-        let s = union_or_diff(cx, &args[2..], false, false).await?;
+        let s = union_or_diff(cx, &args[2..], false).await?;
         store(cx, &args[1], s, "sunionstore").await
     })
 }
@@ -717,7 +722,7 @@ fn sunionstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 fn sdiff<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let keys = &cx.args[1..];
-        let s = union_or_diff(cx, keys, true, true).await?;
+        let s = union_or_diff(cx, keys, true).await?;
         reply_set(cx.out, &s);
         Ok(())
     })
@@ -727,7 +732,7 @@ fn sdiff<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 fn sdiffstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let args = cx.args;
-        let s = union_or_diff(cx, &args[2..], true, false).await?;
+        let s = union_or_diff(cx, &args[2..], true).await?;
         store(cx, &args[1], s, "sdiffstore").await
     })
 }

@@ -1035,9 +1035,19 @@ impl Db {
         }
     }
 
-    /// Looks a key up for reading without recording the access (EXISTS, TYPE, TTL, OBJECT): expires
-    /// it if due and counts a hit or miss, as Redis's LOOKUP_NOTOUCH does.
+    /// Looks a key up for reading without recording the access (EXISTS, TYPE, TTL): expires it if
+    /// due, counts a hit or miss and raises "keymiss" on a miss, as Redis's LOOKUP_NOTOUCH does.
     pub fn get_untouched(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
+        self.get_untouched_as(key, now, true)
+    }
+
+    /// [`get_untouched`](Self::get_untouched) without the "keymiss" event (Redis's
+    /// LOOKUP_NOTOUCH|LOOKUP_NONOTIFY: OBJECT).
+    pub fn get_unnotified(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
+        self.get_untouched_as(key, now, false)
+    }
+
+    fn get_untouched_as(&mut self, key: &[u8], now: i64, notify_miss: bool) -> Option<&Entry> {
         let due = self.expire_if_needed(key, now);
         match self.dict.get(key).filter(|_| !due) {
             Some(e) => {
@@ -1046,8 +1056,9 @@ impl Db {
             }
             None => {
                 self.stats.misses += 1;
-                // Redis raises "keymiss" where it counts a keyspace miss.
-                notify::emit(notify::KEY_MISS, "keymiss", key, self.hooks.index);
+                if notify_miss {
+                    notify::emit(notify::KEY_MISS, "keymiss", key, self.hooks.index);
+                }
                 None
             }
         }

@@ -6,7 +6,7 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::glob::glob_match;
 use strata_core::limits::ZSET_MAX_LISTPACK_ENTRIES;
 use strata_core::num::{format_d2string, format_g17, parse_hex_f64, parse_i64};
-use strata_core::{Object, Value, ValueRef, ZSet};
+use strata_core::{Entry, Object, Value, ValueRef, ZSet};
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{notify, Db};
 
@@ -397,8 +397,10 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
     }
     let now = cx.now;
     let db = cx.shard.db_mut(cx.db);
-    let exists = match read(db, key, now)? {
-        Some(_) => true,
+    // A write lookup, as Redis's: no hit or miss counted, no "keymiss" event.
+    let exists = match db.peek(key, now).map(Entry::value) {
+        Some(ValueRef::Obj(Object::ZSet(_))) => true,
+        Some(_) => return Err(CmdError::WrongType),
         None if f.xx => false,
         None => {
             let z = ZSet::for_first_member(pairs[0].1.len());
