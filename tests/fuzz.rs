@@ -22,7 +22,7 @@
 //! difference is skipped: Redis converts a small sorted set to a skiplist when SORT reads it, Strata
 //! never restructures a value on a read, so OBJECT ENCODING is not compared on a key SORT has read.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use crate::harness::{encode_command, key_slot, Diff, Reply};
 
@@ -441,24 +441,33 @@ fn shape(r: &Reply) -> Reply {
 /// it are those of the commands since the last check.
 const SYNC: &str = "__keyfuzzsync__:x";
 
-/// A subscriber's messages up to the sync message, as (channel, message).
-fn until_sync(c: &mut crate::harness::Conn) -> Vec<(String, String)> {
-    let mut got = Vec::new();
+/// A subscriber's messages up to the sync message: the notifications as (channel, message), and
+/// the keys named by tracking invalidations (`*` for a flush's null), which BCAST mode sends once
+/// per event-loop turn in Redis and so cannot be compared message for message.
+fn until_sync(c: &mut crate::harness::Conn) -> (Vec<(String, String)>, BTreeSet<String>) {
+    let text = |r: &Reply| {
+        r.as_bytes()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    let (mut events, mut invalidated) = (Vec::new(), BTreeSet::new());
     loop {
         let frame = Reply::decode(&c.read_reply());
-        let part = |i: usize| {
-            frame
-                .as_array()
-                .and_then(|a| a.get(i))
-                .and_then(Reply::as_bytes)
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default()
-        };
-        let (channel, message) = (part(2), part(3));
-        if channel == SYNC {
-            return got;
+        let parts = frame.as_array().unwrap_or_default();
+        match parts {
+            [kind, channel, payload] if text(kind) == "message" => {
+                assert_eq!(text(channel), "__redis__:invalidate", "{frame}");
+                match payload.as_array() {
+                    Some(keys) => invalidated.extend(keys.iter().map(text)),
+                    None => {
+                        invalidated.insert("*".into());
+                    }
+                }
+            }
+            [_, _, channel, _] if text(channel) == SYNC => return (events, invalidated),
+            [_, _, channel, message] => events.push((text(channel), text(message))),
+            _ => panic!("unexpected frame on the subscriber: {frame}"),
         }
-        got.push((channel, message));
     }
 }
 
@@ -518,8 +527,28 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     // Every keyspace and keyevent notification (new-key and key-miss events too), compared in
     // order at each contents check.
     d.run(&["CONFIG", "SET", "notify-keyspace-events", "KEAnm"]);
+    // The subscriber also receives the invalidations of the fuzzing connection's tracking, in
+    // BCAST mode (every key any client changes).
     let mut sub = d.new_conns();
+    let ids = (
+        sub.redis.call(&["CLIENT", "ID"]),
+        sub.strata.call(&["CLIENT", "ID"]),
+    );
     sub.run(&["PSUBSCRIBE", "__key*__:*"]);
+    sub.run(&["SUBSCRIBE", "__redis__:invalidate"]);
+    let track = |id: &[u8]| {
+        let id = Reply::decode(id).as_int().expect("a client id").to_string();
+        ["CLIENT", "TRACKING", "on", "BCAST", "REDIRECT"]
+            .map(String::from)
+            .to_vec()
+            .into_iter()
+            .chain([id])
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(d.redis.call(&track(&ids.0)), b"+OK\r\n");
+    assert_eq!(d.strata.call(&track(&ids.1)), b"+OK\r\n");
+    // Keyspace hits and misses (INFO stats) of each server at the last check.
+    let mut stats = [(0, 0), (0, 0)];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
     let mut history = History(Vec::new());
     let mut sorted_keys: HashSet<String> = HashSet::new();
@@ -531,6 +560,9 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     // raise no "keymiss"; Strata looks up the keys on other shards in their own parts. Set when a
     // reply since the last notification check was WRONGTYPE.
     let mut wrong_type = false;
+    // Set when a SORT of a set or sorted set ran since the last check: its events are compared
+    // as multisets (still per shard).
+    let mut sorted_a_set = false;
     while op < ops {
         // Half the time one command, otherwise a pipeline of up to 16 (transactions included).
         let length = if rng.chance(50) { 1 } else { 2 + rng.below(15) };
@@ -594,6 +626,9 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                     unordered_dest = Some(dest.clone());
                 }
             }
+            // SORT reads a set's elements, and looks their BY and GET keys up, in its hash table's
+            // order, random in Redis: the order of those lookups' "keymiss" events is too.
+            sorted_a_set |= sorts_a_set;
             let loose = if sorts_a_set {
                 Loose::Shape
             } else if is("object") && line.len() == 3 && sorted_keys.contains(&line[2]) {
@@ -671,16 +706,33 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
             let keep = |(channel, message): &(String, String)| {
                 !wrong_type || !(channel.ends_with("__:keymiss") || message == "keymiss")
             };
-            let events = |c: &mut crate::harness::Conn| {
-                let all = until_sync(c);
-                by_shard(&all.into_iter().filter(keep).collect::<Vec<_>>(), threads)
+            let mut seen = |c: &mut crate::harness::Conn, sub, last: &mut (i64, i64)| {
+                let (events, invalidated) = until_sync(sub);
+                let mut events = by_shard(
+                    &events.into_iter().filter(keep).collect::<Vec<_>>(),
+                    threads,
+                );
+                if sorted_a_set {
+                    events.iter_mut().for_each(|g| g.sort());
+                }
+                let info = Reply::decode(&c.call(&["INFO", "stats"])).to_string();
+                let stat = |name: &str| {
+                    info.lines()
+                        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+                        .unwrap_or(-1)
+                };
+                let now = (stat("keyspace_hits"), stat("keyspace_misses"));
+                let delta = (now.0 - last.0, now.1 - last.1);
+                *last = now;
+                (events, invalidated, (!wrong_type).then_some(delta))
             };
-            let expected = events(&mut sub.redis);
-            let actual = events(&mut sub.strata);
-            wrong_type = false;
+            let [r, s] = &mut stats;
+            let expected = seen(&mut d.redis, &mut sub.redis, r);
+            let actual = seen(&mut d.strata, &mut sub.strata, s);
+            (wrong_type, sorted_a_set) = (false, false);
             assert!(
                 expected == actual,
-                "seed {seed}: notifications differ after command {op}\n  redis : {expected:?}\n  strata: {actual:?}\n  after:\n    {}",
+                "seed {seed}: what a subscriber saw differs after command {op} (notifications by shard, keys invalidated, keyspace hits and misses)\n  redis : {expected:?}\n  strata: {actual:?}\n  after:\n    {}",
                 history.recent(lines.len().max(8))
             );
         }

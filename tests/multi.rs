@@ -197,6 +197,54 @@ fn watch_aborts_exec_exactly_when_redis_does() {
     d.run(&["WATCH"]);
 }
 
+/// A write command that changes nothing (the pivot, element or index not found, the same score
+/// again, an increment of 0, a refused NX/XX/GT/LT) does not touch the key, as in Redis: a WATCH
+/// on it stays intact, and a key that does change still breaks it.
+#[test]
+fn writes_that_change_nothing_leave_a_watch_intact() {
+    let mut d = Diff::with_threads(3);
+    let mut other = d.new_conns();
+    other.run(&["RPUSH", "l", "a", "b"]);
+    other.run(&["ZADD", "z", "1", "m"]);
+    other.run(&["SADD", "s", "m"]);
+    other.run(&["HSET", "h", "f", "v"]);
+    let no_ops: &[&[&str]] = &[
+        &["LINSERT", "l", "AFTER", "nothere", "x"],
+        &["LREM", "l", "0", "nothere"],
+        &["LSET", "l", "5", "x"],
+        &["ZADD", "z", "1", "m"],
+        &["ZINCRBY", "z", "0", "m"],
+        &["ZADD", "z", "XX", "2", "other"],
+        &["ZADD", "z", "GT", "0", "m"],
+        &["ZADD", "z", "NX", "5", "m"],
+        &["ZREM", "z", "other"],
+        &["ZREMRANGEBYSCORE", "z", "5", "6"],
+        &["SADD", "s", "m"],
+        &["SREM", "s", "other"],
+        &["HDEL", "h", "other"],
+        &["HSETNX", "h", "f", "w"],
+        &["SETRANGE", "l2", "0", ""],
+    ];
+    for cmd in no_ops {
+        d.run(&["WATCH", "l", "z", "s", "h"]);
+        other.run(cmd);
+        d.run(&["MULTI"]);
+        d.run(&["PING"]);
+        d.run(&["EXEC"]);
+    }
+    for cmd in [
+        &["LINSERT", "l", "AFTER", "a", "x"][..],
+        &["ZINCRBY", "z", "1", "m"],
+        &["LSET", "l", "0", "y"],
+    ] {
+        d.run(&["WATCH", "l", "z"]);
+        other.run(cmd);
+        d.run(&["MULTI"]);
+        d.run(&["PING"]);
+        d.run(&["EXEC"]);
+    }
+}
+
 /// Reads a whole decoded reply as integers (nil → -1).
 fn ints(r: &Reply) -> Vec<i64> {
     r.as_array()

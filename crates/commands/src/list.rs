@@ -416,33 +416,56 @@ enum Found<R> {
     Done(R),
 }
 
+/// What running a write on a list did, as its result says.
+enum Change {
+    /// Nothing: no event, and no `Written` (a WATCH stays intact, tracking clients keep the key).
+    Unchanged,
+    /// Changed; the caller announces it (LMOVE announces its pop after the push).
+    Quiet,
+    /// Changed, announced as this list event.
+    Event(&'static str),
+}
+
+impl Change {
+    fn event_if(changed: bool, event: &'static str) -> Change {
+        if changed {
+            Change::Event(event)
+        } else {
+            Change::Unchanged
+        }
+    }
+}
+
 /// Runs `f` on the list at `key` in place, deleting the key if `f` emptied it. Missing keys are
-/// left alone; other types fail with WRONGTYPE before `f` runs. `event` names the list event the
-/// result calls for, if any; it is announced, then the deletion ("del"), as Redis does.
+/// left alone; other types fail with WRONGTYPE before `f` runs. `change` says from the result what
+/// happened: the event is announced, then the deletion ("del"), as Redis does.
 fn write_list<R>(
     db: &mut Db,
     key: &[u8],
     now: i64,
     f: impl FnOnce(&mut List) -> R,
-    event: impl FnOnce(&R) -> Option<&'static str>,
+    change: impl FnOnce(&R) -> Change,
 ) -> Result<Found<R>, CmdError> {
     let Some(mut e) = db.modify(key, now) else {
         return Ok(Found::Missing);
     };
     as_list(e.value())?;
-    let Some(Object::List(l)) = e.object_mut() else {
+    let Some(Object::List(l)) = e.object_mut_quiet() else {
         unreachable!("checked to be a list above");
     };
     let r = f(l);
     let empty = l.is_empty();
+    let change = change(&r);
+    if !matches!(change, Change::Unchanged) {
+        e.mark_changed();
+    }
     drop(e);
-    let event = event(&r);
-    if let Some(ev) = event {
+    if let Change::Event(ev) = change {
         db.notify(notify::LIST, ev, key);
     }
     if empty {
         db.delete(key, now);
-        if event.is_some() {
+        if matches!(change, Change::Event(_)) {
             db.notify(notify::GENERIC, "del", key);
         }
     }
@@ -469,7 +492,7 @@ pub fn op_push(
         l.len()
     };
     let event = push_event(end);
-    match write_list(db, key, now, push_all, |_| Some(event))? {
+    match write_list(db, key, now, push_all, |_| Change::Event(event))? {
         Found::Done(n) => Ok(n),
         Found::Missing if only_existing || elems.is_empty() => Ok(0),
         Found::Missing => {
@@ -505,7 +528,7 @@ fn op_pop_quiet(
     now: i64,
 ) -> Result<Option<(Vec<u8>, bool)>, CmdError> {
     let pop = |l: &mut List| l.pop(end).map(|v| (v, l.is_empty()));
-    Ok(match write_list(db, key, now, pop, |_| None)? {
+    Ok(match write_list(db, key, now, pop, |_| Change::Quiet)? {
         Found::Done(v) => v,
         Found::Missing => None,
     })
@@ -525,7 +548,7 @@ pub fn op_pop(
         (0..n).filter_map(|_| l.pop(end)).collect()
     };
     Ok(
-        match write_list(db, key, now, pop, |_| Some(pop_event(end)))? {
+        match write_list(db, key, now, pop, |_| Change::Event(pop_event(end)))? {
             Found::Done(v) => Some(v),
             Found::Missing => None,
         },
@@ -542,7 +565,7 @@ pub fn op_pop_one(
 ) -> Result<Option<Vec<u8>>, CmdError> {
     let pop = |l: &mut List| l.pop(end);
     Ok(
-        match write_list(db, key, now, pop, |_| Some(pop_event(end)))? {
+        match write_list(db, key, now, pop, |_| Change::Event(pop_event(end)))? {
             Found::Done(v) => v,
             Found::Missing => None,
         },
@@ -563,7 +586,7 @@ pub fn op_rotate(
         l.push(to, &v);
         Some(v)
     };
-    let v = match write_list(db, key, now, rotate, |_| None)? {
+    let v = match write_list(db, key, now, rotate, |_| Change::Quiet)? {
         Found::Done(v) => v,
         Found::Missing => None,
     };
@@ -860,7 +883,7 @@ fn linsert(cx: &mut ShardCtx<'_>) -> CmdResult {
         }
         None => -1,
     };
-    let event = |n: &i64| (*n > 0).then_some("linsert");
+    let event = |n: &i64| Change::event_if(*n > 0, "linsert");
     let n = match write_list(cx.shard.db_mut(cx.db), key, now, insert, event)? {
         Found::Done(n) => n,
         Found::Missing => 0,
@@ -885,7 +908,7 @@ fn lset(cx: &mut ShardCtx<'_>) -> CmdResult {
         }
         None => Err(CmdError::OutOfRange),
     };
-    let event = |r: &Result<(), CmdError>| r.is_ok().then_some("lset");
+    let event = |r: &Result<(), CmdError>| Change::event_if(r.is_ok(), "lset");
     match write_list(db, key, now, set, event)? {
         Found::Done(r) => r?,
         Found::Missing => return Err(CmdError::NoSuchKey),
@@ -903,7 +926,7 @@ fn lrem(cx: &mut ShardCtx<'_>) -> CmdResult {
     // A limit beyond the list's length removes every match, like 0.
     let limit = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
     let remove = |l: &mut List| l.remove_matching(&Needle::new(elem), limit, from);
-    let event = |n: &usize| (*n > 0).then_some("lrem");
+    let event = |n: &usize| Change::event_if(*n > 0, "lrem");
     let n = match write_list(cx.shard.db_mut(cx.db), key, now, remove, event)? {
         Found::Done(n) => n,
         Found::Missing => 0,
@@ -925,7 +948,7 @@ fn ltrim(cx: &mut ShardCtx<'_>) -> CmdResult {
         }
     };
     write_list(cx.shard.db_mut(cx.db), &cx.args[1], now, trim, |_| {
-        Some("ltrim")
+        Change::Event("ltrim")
     })?;
     cx.out.ok();
     Ok(())

@@ -411,7 +411,9 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
     let (mut added, mut updated, mut processed, mut last) = (0, 0, 0, 0.0);
     if exists {
         let mut e = db.modify(key, now).ok_or(CmdError::NoSuchKey)?;
-        let Some(Object::ZSet(z)) = e.object_mut() else {
+        // A change only if a member is added or rescored (ZADD of the same scores, ZINCRBY by 0,
+        // NX/XX/GT/LT refusals leave WATCH, tracking and `dirty` alone, as in Redis).
+        let Some(Object::ZSet(z)) = e.object_mut_quiet() else {
             return Err(CmdError::WrongType);
         };
         for (score, member) in pairs {
@@ -445,6 +447,9 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
                 }
                 None => {}
             }
+        }
+        if added + updated > 0 {
+            e.mark_changed();
         }
     }
     if added + updated > 0 {
