@@ -706,7 +706,7 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
             let keep = |(channel, message): &(String, String)| {
                 !wrong_type || !(channel.ends_with("__:keymiss") || message == "keymiss")
             };
-            let mut seen = |c: &mut crate::harness::Conn, sub, last: &mut (i64, i64)| {
+            let seen = |c: &mut crate::harness::Conn, sub, last: &mut (i64, i64)| {
                 let (events, invalidated) = until_sync(sub);
                 let mut events = by_shard(
                     &events.into_iter().filter(keep).collect::<Vec<_>>(),
