@@ -548,7 +548,7 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     assert_eq!(d.redis.call(&track(&ids.0)), b"+OK\r\n");
     assert_eq!(d.strata.call(&track(&ids.1)), b"+OK\r\n");
     // Keyspace hits and misses (INFO stats) of each server at the last check.
-    let mut stats = [(0, 0), (0, 0)];
+    let mut stats = [(0, 0, 0), (0, 0, 0)];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
     let mut history = History(Vec::new());
     let mut sorted_keys: HashSet<String> = HashSet::new();
@@ -706,7 +706,7 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
             let keep = |(channel, message): &(String, String)| {
                 !wrong_type || !(channel.ends_with("__:keymiss") || message == "keymiss")
             };
-            let seen = |c: &mut crate::harness::Conn, sub, last: &mut (i64, i64)| {
+            let seen = |c: &mut crate::harness::Conn, sub, last: &mut (i64, i64, i64)| {
                 let (events, invalidated) = until_sync(sub);
                 let mut events = by_shard(
                     &events.into_iter().filter(keep).collect::<Vec<_>>(),
@@ -715,16 +715,21 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                 if sorted_a_set {
                     events.iter_mut().for_each(|g| g.sort());
                 }
-                let info = Reply::decode(&c.call(&["INFO", "stats"])).to_string();
+                let info = Reply::decode(&c.call(&["INFO", "stats", "persistence"])).to_string();
                 let stat = |name: &str| {
                     info.lines()
                         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
                         .unwrap_or(-1)
                 };
-                let now = (stat("keyspace_hits"), stat("keyspace_misses"));
+                let now = (
+                    stat("keyspace_hits"),
+                    stat("keyspace_misses"),
+                    stat("rdb_changes_since_last_save"),
+                );
                 let delta = (now.0 - last.0, now.1 - last.1);
+                let changed = now.2 != last.2;
                 *last = now;
-                (events, invalidated, (!wrong_type).then_some(delta))
+                (events, invalidated, (!wrong_type).then_some(delta), changed)
             };
             let [r, s] = &mut stats;
             let expected = seen(&mut d.redis, &mut sub.redis, r);
