@@ -29,6 +29,7 @@ use crate::harness::{encode_command, key_slot, Diff, Reply};
 /// One argument of a command's grammar, as COMMAND DOCS describes it.
 #[derive(Debug)]
 struct ArgSpec {
+    name: String,
     kind: String,
     token: Option<String>,
     optional: bool,
@@ -102,6 +103,13 @@ const EXPIRY_COMMANDS: &[&str] = &[
     "set",
     "getex",
 ];
+/// A blocking command's timeouts: a few milliseconds (the fuzzing client is alone, so a command
+/// that finds nothing waits that long and answers null on both servers), or invalid. Never 0 or
+/// under a millisecond, which would wait for good.
+const TIMEOUTS: &[&str] = &["0.001", "0.002", "0.005", "-1", "x", "inf", "1e-3"];
+/// The blocking commands whose timeout is their last argument.
+const TIMEOUT_LAST: &[&str] = &["blpop", "brpop", "bzpopmin", "bzpopmax"];
+
 /// Not drawn: administration, connection state, replication, scripting, pub/sub, the TTL readers
 /// (their replies depend on when each server ran the command), and PFSELFTEST (a quarter of a
 /// second each, tested on its own).
@@ -226,6 +234,7 @@ fn parse_args(list: &[Reply]) -> Vec<ArgSpec> {
                 .map(|f| f.iter().filter_map(text).collect())
                 .unwrap_or_default();
             ArgSpec {
+                name: field(a, "name").and_then(text).unwrap_or_default(),
                 kind: field(a, "type").and_then(text).unwrap_or_default(),
                 token: field(a, "token").and_then(text),
                 optional: flags.iter().any(|f| f == "optional"),
@@ -262,9 +271,9 @@ fn commands(d: &mut Diff) -> Vec<Command> {
             .and_then(Reply::as_array)
             .map(|t| t.iter().filter_map(text).collect())
             .unwrap_or_default();
-        if flags.iter().any(|f| f == "blocking")
-            || tips.iter().any(|t| t == "nondeterministic_output")
-        {
+        // Blocking commands are drawn with timeouts of a few milliseconds (see TIMEOUTS); WAIT
+        // (skipped) is the one with no key.
+        if tips.iter().any(|t| t == "nondeterministic_output") {
             excluded.insert(name.clone());
         }
         if tips.iter().any(|t| t == "nondeterministic_output_order") {
@@ -297,6 +306,7 @@ fn commands(d: &mut Diff) -> Vec<Command> {
         .collect();
     // OBJECT ENCODING is the one subcommand drawn: it shows every conversion.
     let leaf = |kind: &str, token: Option<&str>| ArgSpec {
+        name: kind.into(),
         kind: kind.into(),
         token: token.map(Into::into),
         optional: false,
@@ -336,6 +346,7 @@ fn generate(a: &ArgSpec, command: &str, rng: &mut Rng, out: &mut Vec<String>) {
                 }
             }
             "key" => out.push(rng.pick(KEYS).into()),
+            "double" | "integer" if a.name == "timeout" => out.push(rng.pick(TIMEOUTS).into()),
             // A relative expiry is drawn from a wide range: the same one twice (SETEX k 100000,
             // then EXPIRE k 100000 GT) compares two deadlines a few milliseconds apart, whose order
             // depends on when each server ran the commands.
@@ -521,6 +532,9 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     ] {
         d.run(&["CONFIG", "SET", name, value]);
     }
+    // Redis checks blocked clients' timeouts `hz` times a second: a blocking command that finds
+    // nothing would otherwise answer only after up to 100 ms.
+    d.redis.call(&["CONFIG", "SET", "hz", "500"]);
     // HELLO's reply names the client id, which differs.
     d.redis.call(&["HELLO", resp]);
     d.strata.call(&["HELLO", resp]);
@@ -556,9 +570,10 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     let (mut in_txn, mut queued) = (0usize, Vec::<Loose>::new());
     let mut op = 0;
     let mut unordered_dest: Option<String> = None;
-    // A multi-key command stops at its first key of the wrong type in Redis, so the keys after it
-    // raise no "keymiss"; Strata looks up the keys on other shards in their own parts. Set when a
-    // reply since the last notification check was WRONGTYPE.
+    // A multi-key command stops at its first key of the wrong type (or a corrupt HyperLogLog) in
+    // Redis, so the keys after it raise no "keymiss" and count no hit or miss; Strata looks up the
+    // keys on other shards in their own parts. Set when a reply since the last notification check
+    // was such an error.
     let mut wrong_type = false;
     // Set when a SORT of a set or sorted set ran since the last check: its events are compared
     // as multisets (still per shard).
@@ -588,7 +603,11 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                 0..=2 if line.len() > 1 => {
                     line.pop();
                 }
-                3..=5 => line.push(rng.pick(STRINGS).into()),
+                // (Not after a timeout that ends the line: it would become a key, and the new last
+                // argument a timeout of seconds.)
+                3..=5 if !TIMEOUT_LAST.contains(&line[0].as_str()) => {
+                    line.push(rng.pick(STRINGS).into())
+                }
                 // (Not with a count past 64 bits: Redis's getkeys_proc reads it with atoi, whose
                 // ERANGE stays in errno, and SORT, which checks errno after a strtod that does not
                 // clear it, then fails a later valid numeric sort in Redis.)
@@ -656,7 +675,8 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
             let context = || history.recent(16);
             let mut expected = Reply::decode(&d.redis.read_reply());
             let mut actual = Reply::decode(&d.strata.read_reply());
-            wrong_type |= expected.to_string().contains("WRONGTYPE");
+            let text = expected.to_string();
+            wrong_type |= text.contains("WRONGTYPE") || text.contains("INVALIDOBJ");
             match line[0].as_str() {
                 "MULTI" => queued.clear(),
                 "EXEC" => {
@@ -715,11 +735,12 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                 if sorted_a_set {
                     events.iter_mut().for_each(|g| g.sort());
                 }
-                let info = Reply::decode(&c.call(&["INFO", "stats", "persistence"])).to_string();
+                let info = Reply::decode(&c.call(&["INFO", "stats", "persistence"]));
+                let info = String::from_utf8_lossy(info.as_bytes().expect("INFO")).into_owned();
                 let stat = |name: &str| {
                     info.lines()
                         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
-                        .unwrap_or(-1)
+                        .expect(name)
                 };
                 let now = (
                     stat("keyspace_hits"),

@@ -2377,3 +2377,41 @@ fn debug_protocol_matches_redis() {
         );
     }
 }
+
+/// Which commands count as changes (INFO `rdb_changes_since_last_save` moves, as a `save` point
+/// sees them) matches Redis: SWAPDB of a database with itself does, writes that change nothing
+/// and failed commands do not.
+#[test]
+fn what_counts_as_a_change_matches_redis() {
+    let mut d = Diff::new();
+    d.run(&["RPUSH", "l", "a"]);
+    d.run(&["ZADD", "z", "1", "m"]);
+    let changes = |c: &mut Conn| -> i64 {
+        let info = info_sections(&c.call_decoded(&["INFO", "persistence"]));
+        info_field(&info, "rdb_changes_since_last_save")
+            .and_then(|v| v.parse().ok())
+            .expect("rdb_changes_since_last_save")
+    };
+    for cmd in [
+        &["SWAPDB", "0", "0"][..],
+        &["SWAPDB", "0", "1"],
+        &["LREM", "l", "0", "nothere"],
+        &["LINSERT", "l", "AFTER", "nothere", "x"],
+        &["ZADD", "z", "1", "m"],
+        &["ZINCRBY", "z", "0", "m"],
+        &["LTRIM", "l", "x", "1"],
+        &["EXPIRE", "missing", "100"],
+        &["SET", "k", "v"],
+    ] {
+        let before = (changes(&mut d.redis), changes(&mut d.strata));
+        d.run(cmd);
+        let after = (changes(&mut d.redis), changes(&mut d.strata));
+        assert_eq!(
+            after.1 > before.1,
+            after.0 > before.0,
+            "{cmd:?}: redis counted {} changes, strata {}",
+            after.0 - before.0,
+            after.1 - before.1
+        );
+    }
+}

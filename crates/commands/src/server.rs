@@ -1727,6 +1727,12 @@ fn swapdb<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 .map(|shard| lock.run(shard, move |s| s.swap_dbs(a as usize, b as usize)));
             join_all(parts).await;
             lock.release();
+        } else {
+            // Nothing moves, but Redis counts the command as a change (a `save` point sees it).
+            let db = a as usize;
+            cx.shards()
+                .call(0, move |s| s.db_mut(db).count_change())
+                .await;
         }
         cx.out.ok();
         Ok(())

@@ -936,6 +936,12 @@ impl Db {
         self.hooks.dirty
     }
 
+    /// Counts one modification that changed no key (SWAPDB of a database with itself, which
+    /// Redis counts as a change).
+    pub fn count_change(&mut self) {
+        self.hooks.dirty += 1;
+    }
+
     /// Keyspace statistics.
     pub fn stats(&self) -> DbStats {
         self.stats
