@@ -265,7 +265,6 @@ fn commands(d: &mut Diff) -> Vec<Command> {
     for entry in info.as_array().expect("COMMAND INFO").iter() {
         let Some(e) = entry.as_array() else { continue };
         let name = text(&e[0]).unwrap_or_default();
-        let flags: Vec<String> = e[2].as_array().unwrap().iter().filter_map(text).collect();
         let tips: Vec<String> = e
             .get(7)
             .and_then(Reply::as_array)
