@@ -465,6 +465,9 @@ fn until_sync(c: &mut crate::harness::Conn) -> (Vec<(String, String)>, BTreeSet<
         let frame = Reply::decode(&c.read_reply());
         let parts = frame.as_array().unwrap_or_default();
         match parts {
+            [kind, channel, _] if text(kind) == "message" && text(channel) == SYNC => {
+                return (events, invalidated)
+            }
             [kind, channel, payload] if text(kind) == "message" => {
                 assert_eq!(text(channel), "__redis__:invalidate", "{frame}");
                 match payload.as_array() {
@@ -549,17 +552,23 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
     );
     sub.run(&["PSUBSCRIBE", "__key*__:*"]);
     sub.run(&["SUBSCRIBE", "__redis__:invalidate"]);
-    let track = |id: &[u8]| {
+    let track = |id: &[u8], mode: &str| {
         let id = Reply::decode(id).as_int().expect("a client id").to_string();
-        ["CLIENT", "TRACKING", "on", "BCAST", "REDIRECT"]
-            .map(String::from)
-            .to_vec()
-            .into_iter()
-            .chain([id])
-            .collect::<Vec<_>>()
+        ["CLIENT", "TRACKING", "on", mode, "REDIRECT", &id].map(String::from)
     };
-    assert_eq!(d.redis.call(&track(&ids.0)), b"+OK\r\n");
-    assert_eq!(d.strata.call(&track(&ids.1)), b"+OK\r\n");
+    assert_eq!(d.redis.call(&track(&ids.0, "BCAST")), b"+OK\r\n");
+    assert_eq!(d.strata.call(&track(&ids.1, "BCAST")), b"+OK\r\n");
+    // A reader tracking in the default mode: it reads every key after each check, and a second
+    // subscriber receives the invalidations of those it read that then change.
+    let (mut reader, mut sub2) = (d.new_conns(), d.new_conns());
+    let ids = (
+        sub2.redis.call(&["CLIENT", "ID"]),
+        sub2.strata.call(&["CLIENT", "ID"]),
+    );
+    sub2.run(&["SUBSCRIBE", "__redis__:invalidate"]);
+    sub2.run(&["SUBSCRIBE", SYNC]);
+    assert_eq!(reader.redis.call(&track(&ids.0, "OPTOUT")), b"+OK\r\n");
+    assert_eq!(reader.strata.call(&track(&ids.1, "OPTOUT")), b"+OK\r\n");
     // Keyspace hits and misses (INFO stats) of each server at the last check.
     let mut stats = [(0, 0, 0), (0, 0, 0)];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
@@ -752,14 +761,23 @@ fn fuzz(seed: u64, threads: usize, resp: &str, ops: usize) {
                 (events, invalidated, (!wrong_type).then_some(delta), changed)
             };
             let [r, s] = &mut stats;
-            let expected = seen(&mut d.redis, &mut sub.redis, r);
-            let actual = seen(&mut d.strata, &mut sub.strata, s);
+            let expected = (
+                seen(&mut d.redis, &mut sub.redis, r),
+                until_sync(&mut sub2.redis).1,
+            );
+            let actual = (
+                seen(&mut d.strata, &mut sub.strata, s),
+                until_sync(&mut sub2.strata).1,
+            );
             (wrong_type, sorted_a_set) = (false, false);
             assert!(
                 expected == actual,
-                "seed {seed}: what a subscriber saw differs after command {op} (notifications by shard, keys invalidated, keyspace hits and misses)\n  redis : {expected:?}\n  strata: {actual:?}\n  after:\n    {}",
+                "seed {seed}: what a subscriber saw differs after command {op} (notifications by shard, keys invalidated, keyspace hits and misses, whether anything changed; keys the reader had read that were invalidated)\n  redis : {expected:?}\n  strata: {actual:?}\n  after:\n    {}",
                 history.recent(lines.len().max(8))
             );
+            // The reader reads every key again (tracking them), in the first database.
+            let mget: Vec<&str> = ["MGET"].into_iter().chain(KEYS.iter().copied()).collect();
+            reader.run(&mget);
         }
         if in_txn == 0 && op / 64 != (op - lines.len()) / 64 {
             for key in KEYS {
