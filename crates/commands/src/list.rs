@@ -424,6 +424,9 @@ enum Change {
     Quiet,
     /// Changed, announced as this list event.
     Event(&'static str),
+    /// Announced as this list event and signalled as a modification, but not counted as a change
+    /// (LTRIM that keeps the whole list, as in Redis).
+    Touched(&'static str),
 }
 
 impl Change {
@@ -456,11 +459,13 @@ fn write_list<R>(
     let r = f(l);
     let empty = l.is_empty();
     let change = change(&r);
-    if !matches!(change, Change::Unchanged) {
-        e.mark_changed();
+    match change {
+        Change::Unchanged => {}
+        Change::Touched(_) => e.mark_touched(),
+        Change::Quiet | Change::Event(_) => e.mark_changed(),
     }
     drop(e);
-    if let Change::Event(ev) = change {
+    if let Change::Event(ev) | Change::Touched(ev) = change {
         db.notify(notify::LIST, ev, key);
     }
     if empty {
@@ -940,15 +945,21 @@ fn ltrim(cx: &mut ShardCtx<'_>) -> CmdResult {
     let start = parse_i64(&cx.args[2])?;
     let stop = parse_i64(&cx.args[3])?;
     let now = cx.now;
-    let trim = |l: &mut List| match clamp_range(start, stop, l.len()) {
-        Some((a, b)) => l.retain_range(a, b),
-        None => {
-            let n = l.len();
-            l.remove_range(0, n);
+    // How many elements went: Redis counts them as the changes (none: announced, not counted).
+    let trim = |l: &mut List| {
+        let before = l.len();
+        match clamp_range(start, stop, before) {
+            Some((a, b)) => l.retain_range(a, b),
+            None => l.remove_range(0, before),
         }
+        before - l.len()
     };
-    write_list(cx.shard.db_mut(cx.db), &cx.args[1], now, trim, |_| {
-        Change::Event("ltrim")
+    write_list(cx.shard.db_mut(cx.db), &cx.args[1], now, trim, |removed| {
+        if *removed > 0 {
+            Change::Event("ltrim")
+        } else {
+            Change::Touched("ltrim")
+        }
     })?;
     cx.out.ok();
     Ok(())

@@ -280,6 +280,12 @@ impl Hooks {
     #[inline]
     fn emit(&mut self, kind: EventKind, key: &[u8]) {
         self.dirty += 1;
+        self.emit_uncounted(kind, key);
+    }
+
+    /// [`emit`](Self::emit) without counting a change.
+    #[inline]
+    fn emit_uncounted(&mut self, kind: EventKind, key: &[u8]) {
         if self.listening() {
             self.notify(kind, key);
         }
@@ -830,6 +836,8 @@ pub struct EntryMut<'a> {
     entry: &'a mut Entry,
     hooks: &'a mut Hooks,
     changed: bool,
+    /// Signalled as modified without counting a change (see [`EntryMut::mark_touched`]).
+    touched: bool,
 }
 
 impl Deref for EntryMut<'_> {
@@ -868,6 +876,12 @@ impl EntryMut<'_> {
         self.changed = true;
     }
 
+    /// Signals the key as modified (WATCH, tracking, waiters) without counting a change in `dirty`:
+    /// LTRIM that removes nothing, which Redis announces and signals but counts as no change.
+    pub fn mark_touched(&mut self) {
+        self.touched = true;
+    }
+
     /// The heap object, mutably, without counting as a change: for code that may find nothing to
     /// change and then calls [`EntryMut::mark_changed`] only if it did.
     pub fn object_mut_quiet(&mut self) -> Option<&mut Object> {
@@ -886,6 +900,9 @@ impl Drop for EntryMut<'_> {
     fn drop(&mut self) {
         if self.changed {
             self.hooks.emit(EventKind::Written, self.entry.key());
+        } else if self.touched {
+            self.hooks
+                .emit_uncounted(EventKind::Written, self.entry.key());
         }
     }
 }
@@ -1093,6 +1110,7 @@ impl Db {
             entry,
             hooks: &mut self.hooks,
             changed: false,
+            touched: false,
         })
     }
 
