@@ -4,7 +4,8 @@
 //!
 //! Every command both servers have is drawn, except those whose replies cannot match by design:
 //! random or time-dependent output (Redis's `nondeterministic_output` tip: SPOP, RANDOMKEY, SCAN,
-//! TTL…), blocking commands, and server, connection and replication administration. Arguments follow
+//! TTL…) and server, connection and replication administration; blocking commands are drawn with
+//! timeouts of a few milliseconds (the client is alone: they serve at once or time out). Arguments follow
 //! the grammar (tokens, optional and repeated blocks, one-of choices) with values chosen to collide:
 //! nine keys (two sharing a hash tag, the rest on either shard), fields and members from a small
 //! pool, integers around zero and at the edges of 64 bits, `inf`, `nan`, binary and empty strings.
@@ -14,6 +15,15 @@
 //! time a pipeline of up to 16 lines goes out in one write, so Strata's batching (sub-batches per
 //! shard, split multi-key commands, barriers, transactions inside pipelines) is compared too. Small
 //! encoding limits make collections convert back and forth between their compact and full forms.
+//!
+//! After each batch (a transaction once it has run) what other clients saw is compared too: every
+//! keyspace and keyevent notification (`KEAnm`), in order among the events of one shard (a command
+//! or pipeline spanning shards raises its events shard by shard); the keys invalidated for a BCAST
+//! tracking client and for a default-mode one that reads every key after each check (as sets:
+//! Redis sends BCAST invalidations once per event-loop turn); INFO's keyspace hits and misses; and
+//! whether anything counted as a change (`rdb_changes_since_last_save` moved). Where Redis stops
+//! at a multi-key command's first key of the wrong type, Strata has already read the keys of its
+//! other shards: "keymiss" events and hit/miss counts are not compared after such an error.
 //!
 //! What may legitimately differ is compared as Redis leaves it unspecified: replies of commands
 //! tipped `nondeterministic_output_order` (SMEMBERS, HGETALL…) as multisets, and SORT of a set or
