@@ -2416,3 +2416,35 @@ fn what_counts_as_a_change_matches_redis() {
         );
     }
 }
+
+/// A read of keys on several shards that follows another client's (MGET) at once counts each key
+/// it looks up once: the optimistic attempt is not abandoned, and rerun, over the first read's
+/// locks, released as its reply went out (an abandoned attempt had counted its misses twice).
+#[test]
+fn a_read_right_after_another_counts_each_lookup_once() {
+    let server = Server::strata(&["--threads", "3"]);
+    let mut reader = server.conn();
+    // Several clients, so some live on another thread than the reader (the kernel spreads them).
+    let mut clients: Vec<Conn> = (0..6).map(|_| server.conn()).collect();
+    let misses = |c: &mut Conn| -> i64 {
+        let info = info_sections(&c.call_decoded(&["INFO", "stats"]));
+        info_field(&info, "keyspace_misses")
+            .and_then(|v| v.parse().ok())
+            .expect("keyspace_misses")
+    };
+    let keys = ["a", "b", "c", "{t}a", "{t}b", "h", "l", "s", "z"];
+    let mget: Vec<&str> = ["MGET"].into_iter().chain(keys).collect();
+    let before = misses(&mut reader);
+    let rounds = 600;
+    for i in 0..rounds {
+        reader.call(&mget);
+        // PFCOUNT locks its keys exclusively, so MGET's shared locks stand in its way.
+        let n = clients.len();
+        clients[i % n].call(&["PFCOUNT", "c", "c", "h"]);
+    }
+    let rounds = rounds as i64;
+    assert_eq!(
+        misses(&mut reader) - before,
+        rounds * (keys.len() as i64 + 3)
+    );
+}

@@ -2049,6 +2049,13 @@ impl Batch<'_> {
             && cmd.spec.flags.has(Flags::READONLY)
             && self.session.txn_owner.is_none()
         {
+            // A lock still held here may belong to a command whose reply this client has seen,
+            // its release waiting in this thread's inbox: run that first rather than abandon the
+            // attempt over it (an abandoned attempt counts its reads' hits, misses and "keymiss"
+            // events again when it reruns).
+            if !with_shard(|s| s.locks.is_idle()) {
+                strata_shard::set::run_inbox_now();
+            }
             let mut opt = strata_shard::multi::Optimistic::new(set, new_owner());
             let failed = std::cell::Cell::new(false);
             let mark = out.buf.len();

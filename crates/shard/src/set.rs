@@ -325,14 +325,12 @@ impl Inbox {
     /// Runs jobs as they arrive, forever: at most [`INBOX_BUDGET`] per scheduler round.
     pub async fn run(self) {
         let mailbox = &self.set.inner.mailboxes[self.id];
-        let mut pending: std::collections::VecDeque<Job> = std::collections::VecDeque::new();
-        let mut spare: Vec<Job> = Vec::new();
+        INBOX.with(|i| *i.borrow_mut() = Some((self.set.clone(), self.id)));
         loop {
-            if pending.is_empty() {
-                std::mem::swap(&mut *mailbox.lock(), &mut spare);
-                pending.extend(spare.drain(..));
+            if PENDING.with(|p| p.borrow().is_empty()) {
+                take_mail(mailbox);
             }
-            if pending.is_empty() {
+            if PENDING.with(|p| p.borrow().is_empty()) {
                 // Idle this round: look once more next round (free while the thread is busy), and
                 // only then arm the waker and sleep.
                 round_end().await;
@@ -342,13 +340,45 @@ impl Inbox {
                 continue;
             }
             for _ in 0..INBOX_BUDGET {
-                match pending.pop_front() {
+                // (Not borrowed while the job runs: a job may call `run_inbox_now`.)
+                match PENDING.with(|p| p.borrow_mut().pop_front()) {
                     Some(job) => job(),
                     None => break,
                 }
             }
             round_end().await;
         }
+    }
+}
+
+thread_local! {
+    /// Jobs this thread's inbox took from its mailbox and has not run yet, in arrival order.
+    static PENDING: RefCell<std::collections::VecDeque<Job>> = RefCell::default();
+    /// The set and shard whose mailbox this thread's inbox serves (None before it starts).
+    static INBOX: RefCell<Option<(ShardSet, usize)>> = const { RefCell::new(None) };
+}
+
+/// Moves what `mailbox` holds behind this thread's pending jobs.
+fn take_mail(mailbox: &Mailbox) {
+    let mail = std::mem::take(&mut *mailbox.lock());
+    if !mail.is_empty() {
+        PENDING.with(|p| p.borrow_mut().extend(mail));
+    }
+}
+
+/// Runs, now and in order, every job this thread's inbox has received and not run yet. A client's
+/// command read from a socket is never causally before such a job (no other thread can have reacted
+/// to bytes this thread has not read), so running them first only keeps what a client observed: a
+/// lock released by a command whose reply the client already saw is released before the client's
+/// next command looks at it. Not called from inside a job of a bounded inbox round; on a thread
+/// without an inbox, does nothing.
+pub fn run_inbox_now() {
+    let Some((set, id)) = INBOX.with(|i| i.borrow().clone()) else {
+        return;
+    };
+    take_mail(&set.inner.mailboxes[id]);
+    while let Some(job) = PENDING.with(|p| p.borrow_mut().pop_front()) {
+        job();
     }
 }
 
