@@ -39,6 +39,14 @@ fn info_field<'a>(sections: &'a [(String, Vec<(String, String)>)], name: &str) -
         .map(|(_, v)| v.as_str())
 }
 
+/// An integer field of one INFO section, as `c` reports it now.
+fn info_int(c: &mut Conn, section: &str, name: &str) -> i64 {
+    let info = info_sections(&c.call_decoded(&["INFO", section]));
+    info_field(&info, name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("INFO {section} has no integer {name}"))
+}
+
 /// The `name=value` fields of one CLIENT LIST/INFO line.
 fn client_fields(line: &str) -> Vec<(String, String)> {
     line.trim_end_matches('\n')
@@ -2386,12 +2394,7 @@ fn what_counts_as_a_change_matches_redis() {
     let mut d = Diff::new();
     d.run(&["RPUSH", "l", "a"]);
     d.run(&["ZADD", "z", "1", "m"]);
-    let changes = |c: &mut Conn| -> i64 {
-        let info = info_sections(&c.call_decoded(&["INFO", "persistence"]));
-        info_field(&info, "rdb_changes_since_last_save")
-            .and_then(|v| v.parse().ok())
-            .expect("rdb_changes_since_last_save")
-    };
+    let changes = |c: &mut Conn| info_int(c, "persistence", "rdb_changes_since_last_save");
     for cmd in [
         &["SWAPDB", "0", "0"][..],
         &["SWAPDB", "0", "1"],
@@ -2426,12 +2429,7 @@ fn a_read_right_after_another_counts_each_lookup_once() {
     let mut reader = server.conn();
     // Several clients, so some live on another thread than the reader (the kernel spreads them).
     let mut clients: Vec<Conn> = (0..6).map(|_| server.conn()).collect();
-    let misses = |c: &mut Conn| -> i64 {
-        let info = info_sections(&c.call_decoded(&["INFO", "stats"]));
-        info_field(&info, "keyspace_misses")
-            .and_then(|v| v.parse().ok())
-            .expect("keyspace_misses")
-    };
+    let misses = |c: &mut Conn| info_int(c, "stats", "keyspace_misses");
     let keys = ["a", "b", "c", "{t}a", "{t}b", "h", "l", "s", "z"];
     let mget: Vec<&str> = ["MGET"].into_iter().chain(keys).collect();
     let before = misses(&mut reader);
