@@ -3,6 +3,7 @@ mod harness;
 mod atomicity;
 mod bitmap;
 mod blocking;
+mod chaos;
 mod fuzz;
 mod geo;
 mod hash;
