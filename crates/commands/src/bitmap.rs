@@ -291,21 +291,26 @@ fn read<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<Cow<'a, [u8]>
 }
 
 /// Runs `f` on the string at `key` as a raw, growable value at least `len` bytes long (created
-/// zero-filled if absent, padded with zeros if shorter: Redis's lookupStringForBitCommand). `f`
-/// says whether it changed anything; growing or creating counts as a change. Returns `f`'s result
-/// and whether the value changed.
+/// zero-filled if absent, padded with zeros if shorter: Redis's lookupStringForBitCommand). `f` is
+/// told whether the value is new or grew, and returns its result and how many changes Redis counts
+/// for what it did; the key is signalled and announced ("setbit") only if that is not zero, as in
+/// Redis (a string padded by a write that then failed is kept, unannounced).
 fn modify_bits<R>(
     db: &mut Db,
     key: &[u8],
     len: usize,
     now: i64,
-    f: impl FnOnce(&mut Vec<u8>) -> (R, bool),
+    f: impl FnOnce(&mut Vec<u8>, bool) -> (R, u64),
 ) -> Result<R, CmdError> {
+    let mark = db.dirty();
     let Some(mut e) = db.modify(key, now) else {
         let mut s = vec![0u8; len];
-        let (r, _) = f(&mut s);
+        let (r, changes) = f(&mut s, true);
         db.set(key, raw(s), None, now);
-        db.notify(notify::STRING, "setbit", key);
+        if changes > 0 {
+            db.notify(notify::STRING, "setbit", key);
+        }
+        db.count_changes_since(mark, changes);
         return Ok(r);
     };
     if !matches!(e.value(), ValueRef::Obj(Object::Str(_))) {
@@ -319,11 +324,12 @@ fn modify_bits<R>(
     if grew {
         s.resize(len, 0);
     }
-    let (r, changed) = f(s);
-    if grew || changed {
+    let (r, changes) = f(s, grew);
+    if changes > 0 {
         e.mark_changed();
         drop(e);
         db.notify(notify::STRING, "setbit", key);
+        db.count_changes_since(mark, changes);
     }
     Ok(r)
 }
@@ -339,12 +345,13 @@ pub fn op_setbit(
     now: i64,
 ) -> Result<bool, CmdError> {
     let len = (offset / 8) as usize + 1;
-    modify_bits(db, key, len, now, |s| {
+    modify_bits(db, key, len, now, |s, grew| {
         let old = bitops::get_bit(s, offset);
         if old != on {
             bitops::set_bit(s, offset, on);
         }
-        (old, old != on)
+        // A change if the bit flipped or the string is new or grew.
+        (old, u64::from(grew || old != on))
     })
 }
 
@@ -734,19 +741,23 @@ fn bitfield_generic(cx: &mut ShardCtx<'_>, readonly_cmd: bool) -> CmdResult {
         .max()
         .unwrap_or(0);
     let len = (highest / 8) as usize + 1;
-    // As in Redis 7.0, only a write that changes a field's value (or grows the string) is a change.
-    let replies = modify_bits(cx.shard.db_mut(cx.db), key, len, now, |s| {
-        let mut changed = false;
+    // As in Redis 7.0, a SET or INCRBY that wrote (no FAIL overflow) is a change if it changed its
+    // field's value, or if the string is new or grew: each such write counts one.
+    let replies = modify_bits(cx.shard.db_mut(cx.db), key, len, now, |s, grew| {
+        let mut changes = 0;
         let replies = fields
             .iter()
             .map(|f| {
                 let before = get_field(s, f);
                 let r = apply_field(s, f);
-                changed |= get_field(s, f) != before;
+                let wrote = f.op != FieldOp::Get && r.is_some();
+                if wrote && (grew || get_field(s, f) != before) {
+                    changes += 1;
+                }
                 r
             })
             .collect::<Vec<_>>();
-        (replies, changed)
+        (replies, changes)
     })?;
     reply_fields(cx, &replies);
     Ok(())

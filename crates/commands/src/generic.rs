@@ -703,7 +703,11 @@ fn rename_cmd<'a>(cx: &'a mut KeysCtx<'_>, nx: bool) -> LocalBoxFuture<'a, CmdRe
                 } else if dst_taken {
                     Taken::Refused
                 } else {
-                    Detached::take(db, &s_key, now).map_or(Taken::Refused, Taken::Moved)
+                    // Redis counts a rename as one change: the destination's insertion.
+                    let mark = db.dirty();
+                    let taken = Detached::take(db, &s_key, now);
+                    db.count_changes_since(mark, 0);
+                    taken.map_or(Taken::Refused, Taken::Moved)
                 })
             })
             .await?;
@@ -868,7 +872,11 @@ pub fn op_move(dbs: &mut [Db], src: usize, dst: usize, key: &[u8], now: i64) -> 
     if dbs[src].modify(key, now).is_none() || dbs[dst].contains(key, now) {
         return false;
     }
-    match Detached::take(&mut dbs[src], key, now) {
+    // Redis counts a move as one change: the insertion into `dst`.
+    let mark = dbs[src].dirty();
+    let taken = Detached::take(&mut dbs[src], key, now);
+    dbs[src].count_changes_since(mark, 0);
+    match taken {
         Some(moved) => {
             dbs[dst].insert_entry(moved.into_entry(key), now);
             dbs[src].notify(notify::GENERIC, "move_from", key);

@@ -1022,7 +1022,13 @@ async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant) -> CmdResult {
         "georadiusstore"
     };
     cx.on(&dst_key, move |s| {
-        store(s.db_mut(db), &dst, &elems, event, now)
+        let db = s.db_mut(db);
+        let mark = db.dirty();
+        store(db, &dst, &elems, event, now);
+        // Redis counts one change per point stored (a deleted destination: one).
+        if !elems.is_empty() {
+            db.count_changes_since(mark, elems.len() as u64);
+        }
     })
     .await;
     cx.out.int(n as i64);

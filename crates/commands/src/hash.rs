@@ -299,16 +299,20 @@ fn write<R>(
 
 /// HSET/HMSET: sets each (field, value) pair in order; returns how many fields were new. Every
 /// argument is checked against `hash-max-listpack-value` before anything is written, as Redis does.
+/// Counts one change per pair, new field or not, as Redis does.
 pub fn op_hset(db: &mut Db, key: &[u8], pairs: &[Bytes], now: i64) -> Result<usize, CmdError> {
     op_peek(db, key, now)?;
     let longest = pairs.iter().map(|a| a.len()).max().unwrap_or(0);
-    Ok(write(db, key, now, "hset", |h| {
+    let mark = db.dirty();
+    let added = write(db, key, now, "hset", |h| {
         h.convert_for_len(longest);
         pairs
             .chunks_exact(2)
             .filter(|fv| h.insert(&fv[0], &fv[1]))
             .count()
-    }))
+    });
+    db.count_changes_since(mark, (pairs.len() / 2) as u64);
+    Ok(added)
 }
 
 /// The field/value arguments of HSET/HMSET, or the arity error for an odd count.
@@ -449,15 +453,19 @@ fn hvals(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 // ===== HDEL =====
 
-/// HDEL: removes the fields; returns how many existed. The key goes with its last field.
+/// HDEL: removes the fields; returns how many existed. The key goes with its last field. Counts
+/// one change per field removed, as Redis does.
 pub fn op_hdel(db: &mut Db, key: &[u8], fields: &[Bytes], now: i64) -> Result<usize, CmdError> {
     match op_peek(db, key, now)? {
         Some(h) if fields.iter().any(|f| h.contains(f)) => {}
         _ => return Ok(0),
     }
-    Ok(write(db, key, now, "hdel", |h| {
+    let mark = db.dirty();
+    let removed = write(db, key, now, "hdel", |h| {
         fields.iter().filter(|f| h.remove(f)).count()
-    }))
+    });
+    db.count_changes_since(mark, removed as u64);
+    Ok(removed)
 }
 
 /// HDEL key field [field ...] → the number of fields removed.

@@ -165,32 +165,42 @@ fn sparse_max() -> usize {
 /// PFADD: 1 if the HLL was created or a register changed, else 0.
 pub fn op_pfadd(db: &mut Db, key: &[u8], elements: &[Bytes], now: i64) -> Result<bool, CmdError> {
     let max = sparse_max();
+    // Redis counts one change for creating the key and one per element that changed a register.
+    let mark = db.dirty();
     let Some(mut e) = db.modify(key, now) else {
         let mut v = hll::new_sparse();
+        let mut changes = 1;
         for ele in elements {
-            hll::add(&mut v, ele, max)?;
+            changes += u64::from(hll::add(&mut v, ele, max)?);
         }
         hll::invalidate(&mut v);
         db.set(key, raw(v), None, now);
+        db.count_changes_since(mark, changes);
         return Ok(true);
     };
     let v = hll_mut(&mut e)?;
-    let mut updated = false;
+    let mut changes = 0;
     let mut result = Ok(());
     for ele in elements {
         match hll::add(v, ele, max) {
-            Ok(changed) => updated |= changed,
+            Ok(changed) => changes += u64::from(changed),
             Err(c) => {
                 result = Err(c);
                 break;
             }
         }
     }
+    let updated = changes > 0;
     if updated && result.is_ok() {
         hll::invalidate(v);
     }
     if updated {
         e.mark_changed();
+    }
+    drop(e);
+    if updated {
+        // A corrupt value found midway is an error Redis counts no change for.
+        db.count_changes_since(mark, if result.is_ok() { changes } else { 0 });
     }
     result?;
     Ok(updated)

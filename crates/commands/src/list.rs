@@ -420,10 +420,12 @@ enum Found<R> {
 enum Change {
     /// Nothing: no event, and no `Written` (a WATCH stays intact, tracking clients keep the key).
     Unchanged,
-    /// Changed; the caller announces it (LMOVE announces its pop after the push).
-    Quiet,
-    /// Changed, announced as this list event.
-    Event(&'static str),
+    /// Changed, counted as this many changes; the caller announces it (LMOVE announces its pop
+    /// after the push, and counts the move once, there).
+    Quiet(u64),
+    /// Changed, announced as this list event, counted as this many changes (Redis counts a push
+    /// or pop per element, LTRIM per element removed).
+    Event(&'static str, u64),
     /// Announced as this list event and signalled as a modification, but not counted as a change
     /// (LTRIM that keeps the whole list, as in Redis).
     Touched(&'static str),
@@ -432,7 +434,7 @@ enum Change {
 impl Change {
     fn event_if(changed: bool, event: &'static str) -> Change {
         if changed {
-            Change::Event(event)
+            Change::Event(event, 1)
         } else {
             Change::Unchanged
         }
@@ -441,7 +443,8 @@ impl Change {
 
 /// Runs `f` on the list at `key` in place, deleting the key if `f` emptied it. Missing keys are
 /// left alone; other types fail with WRONGTYPE before `f` runs. `change` says from the result what
-/// happened: the event is announced, then the deletion ("del"), as Redis does.
+/// happened: the event is announced, then the deletion ("del"), as Redis does; the changes counted
+/// are the ones it says (the deletion of an emptied list is not one more).
 fn write_list<R>(
     db: &mut Db,
     key: &[u8],
@@ -449,6 +452,7 @@ fn write_list<R>(
     f: impl FnOnce(&mut List) -> R,
     change: impl FnOnce(&R) -> Change,
 ) -> Result<Found<R>, CmdError> {
+    let mark = db.dirty();
     let Some(mut e) = db.modify(key, now) else {
         return Ok(Found::Missing);
     };
@@ -462,17 +466,20 @@ fn write_list<R>(
     match change {
         Change::Unchanged => {}
         Change::Touched(_) => e.mark_touched(),
-        Change::Quiet | Change::Event(_) => e.mark_changed(),
+        Change::Quiet(_) | Change::Event(..) => e.mark_changed(),
     }
     drop(e);
-    if let Change::Event(ev) | Change::Touched(ev) = change {
+    if let Change::Event(ev, _) | Change::Touched(ev) = change {
         db.notify(notify::LIST, ev, key);
     }
     if empty {
         db.delete(key, now);
-        if matches!(change, Change::Event(_)) {
+        if matches!(change, Change::Event(..)) {
             db.notify(notify::GENERIC, "del", key);
         }
+    }
+    if let Change::Quiet(n) | Change::Event(_, n) = change {
+        db.count_changes_since(mark, n);
     }
     Ok(Found::Done(r))
 }
@@ -497,14 +504,17 @@ pub fn op_push(
         l.len()
     };
     let event = push_event(end);
-    match write_list(db, key, now, push_all, |_| Change::Event(event))? {
+    let pushed = elems.len() as u64;
+    match write_list(db, key, now, push_all, |_| Change::Event(event, pushed))? {
         Found::Done(n) => Ok(n),
         Found::Missing if only_existing || elems.is_empty() => Ok(0),
         Found::Missing => {
+            let mark = db.dirty();
             let mut l = List::new();
             let n = push_all(&mut l);
             store_new(db, key, l, now);
             db.notify(notify::LIST, event, key);
+            db.count_changes_since(mark, pushed);
             Ok(n)
         }
     }
@@ -533,7 +543,7 @@ fn op_pop_quiet(
     now: i64,
 ) -> Result<Option<(Vec<u8>, bool)>, CmdError> {
     let pop = |l: &mut List| l.pop(end).map(|v| (v, l.is_empty()));
-    Ok(match write_list(db, key, now, pop, |_| Change::Quiet)? {
+    Ok(match write_list(db, key, now, pop, |_| Change::Quiet(0))? {
         Found::Done(v) => v,
         Found::Missing => None,
     })
@@ -552,12 +562,11 @@ pub fn op_pop(
         let n = count.min(l.len());
         (0..n).filter_map(|_| l.pop(end)).collect()
     };
-    Ok(
-        match write_list(db, key, now, pop, |_| Change::Event(pop_event(end)))? {
-            Found::Done(v) => Some(v),
-            Found::Missing => None,
-        },
-    )
+    let popped = |v: &Vec<Vec<u8>>| Change::Event(pop_event(end), v.len() as u64);
+    Ok(match write_list(db, key, now, pop, popped)? {
+        Found::Done(v) => Some(v),
+        Found::Missing => None,
+    })
 }
 
 /// LPOP/RPOP without a count: the element at `end` (None if the key is absent), deleting the key
@@ -570,7 +579,7 @@ pub fn op_pop_one(
 ) -> Result<Option<Vec<u8>>, CmdError> {
     let pop = |l: &mut List| l.pop(end);
     Ok(
-        match write_list(db, key, now, pop, |_| Change::Event(pop_event(end)))? {
+        match write_list(db, key, now, pop, |_| Change::Event(pop_event(end), 1))? {
             Found::Done(v) => v,
             Found::Missing => None,
         },
@@ -591,7 +600,7 @@ pub fn op_rotate(
         l.push(to, &v);
         Some(v)
     };
-    let v = match write_list(db, key, now, rotate, |_| Change::Quiet)? {
+    let v = match write_list(db, key, now, rotate, |_| Change::Quiet(1))? {
         Found::Done(v) => v,
         Found::Missing => None,
     };
@@ -931,7 +940,10 @@ fn lrem(cx: &mut ShardCtx<'_>) -> CmdResult {
     // A limit beyond the list's length removes every match, like 0.
     let limit = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
     let remove = |l: &mut List| l.remove_matching(&Needle::new(elem), limit, from);
-    let event = |n: &usize| Change::event_if(*n > 0, "lrem");
+    let event = |n: &usize| match *n {
+        0 => Change::Unchanged,
+        n => Change::Event("lrem", n as u64),
+    };
     let n = match write_list(cx.shard.db_mut(cx.db), key, now, remove, event)? {
         Found::Done(n) => n,
         Found::Missing => 0,
@@ -956,7 +968,7 @@ fn ltrim(cx: &mut ShardCtx<'_>) -> CmdResult {
     };
     write_list(cx.shard.db_mut(cx.db), &cx.args[1], now, trim, |removed| {
         if *removed > 0 {
-            Change::Event("ltrim")
+            Change::Event("ltrim", *removed as u64)
         } else {
             Change::Touched("ltrim")
         }

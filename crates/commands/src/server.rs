@@ -1722,9 +1722,11 @@ fn swapdb<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             let lock = set
                 .lock_dbs_as(cx.lock_owner(), &[a, b], strata_shard::Mode::Exclusive)
                 .await;
-            let parts = lock
-                .shards()
-                .map(|shard| lock.run(shard, move |s| s.swap_dbs(a as usize, b as usize)));
+            let parts = lock.shards().map(|shard| {
+                lock.run(shard, move |s| {
+                    s.swap_dbs(a as usize, b as usize, shard == 0)
+                })
+            });
             join_all(parts).await;
             lock.release();
         } else {

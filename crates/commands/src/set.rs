@@ -110,21 +110,29 @@ pub fn op_sadd(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<u
     Ok(added)
 }
 
+/// Counts one change per member added, as Redis does.
 fn op_sadd_quiet(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<usize, CmdError> {
-    if let Some(mut e) = db.modify(key, now) {
-        let s = as_set(&e)?;
-        if members.iter().all(|m| s.contains(m)) {
-            return Ok(0);
+    let mark = db.dirty();
+    let added = match db.modify(key, now) {
+        Some(mut e) => {
+            let s = as_set(&e)?;
+            if members.iter().all(|m| s.contains(m)) {
+                return Ok(0);
+            }
+            let Some(Object::Set(s)) = e.object_mut() else {
+                return Err(CmdError::WrongType);
+            };
+            Some(members.iter().filter(|m| s.insert(m)).count())
         }
-        let Some(Object::Set(s)) = e.object_mut() else {
-            return Err(CmdError::WrongType);
-        };
+        None => None,
+    };
+    let added = added.unwrap_or_else(|| {
+        let mut s = Set::new();
         let added = members.iter().filter(|m| s.insert(m)).count();
-        return Ok(added);
-    }
-    let mut s = Set::new();
-    let added = members.iter().filter(|m| s.insert(m)).count();
-    db.set(key, set_value(s), None, now);
+        db.set(key, set_value(s), None, now);
+        added
+    });
+    db.count_changes_since(mark, added as u64);
     Ok(added)
 }
 
@@ -136,8 +144,10 @@ fn sadd(cx: &mut ShardCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// SREM: members removed; the key is deleted when the set empties.
+/// SREM: members removed; the key is deleted when the set empties. Counts one change per member
+/// removed (the deletion is not one more), as Redis does.
 pub fn op_srem(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<usize, CmdError> {
+    let mark = db.dirty();
     let (removed, empty) = {
         let Some(mut e) = db.modify(key, now) else {
             return Ok(0);
@@ -157,6 +167,7 @@ pub fn op_srem(db: &mut Db, key: &[u8], members: &[Bytes], now: i64) -> Result<u
         db.delete(key, now);
         db.notify(notify::GENERIC, "del", key);
     }
+    db.count_changes_since(mark, removed as u64);
     Ok(removed)
 }
 
@@ -312,7 +323,8 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
     let key = &args[1];
     let ShardCtx { shard, db, out, .. } = cx;
     let db = shard.db_mut(*db);
-    let empty = {
+    let mark = db.dirty();
+    let (empty, popped) = {
         let Some(mut e) = db.modify(key, now) else {
             match count {
                 None => out.null(),
@@ -334,11 +346,11 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
                     Some(m) => out.bulk(&m),
                     None => out.null(),
                 }
-                s.is_empty()
+                (s.is_empty(), 1)
             }
             Some(count) if count >= size => {
                 reply_set(out, as_set(&e)?);
-                true
+                (true, size)
             }
             Some(count) => {
                 let remaining = size - count;
@@ -362,7 +374,7 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
                     reply_set(out, s);
                     e.set_value(set_value(keep));
                 }
-                false
+                (false, count)
             }
         }
     };
@@ -371,6 +383,8 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
         db.delete(key, now);
         db.notify(notify::GENERIC, "del", key);
     }
+    // One change per member popped, as Redis counts them.
+    db.count_changes_since(mark, popped);
     Ok(())
 }
 
@@ -739,6 +753,7 @@ fn sdiffstore<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 
 /// SMOVE's step on the source: removes `m`, deleting an emptied set; true if it was there.
 pub fn op_smove_out(db: &mut Db, key: &[u8], m: &[u8], now: i64) -> bool {
+    let mark = db.dirty();
     let (removed, empty) = {
         let Some(mut e) = db.modify(key, now) else {
             return false;
@@ -756,6 +771,8 @@ pub fn op_smove_out(db: &mut Db, key: &[u8], m: &[u8], now: i64) -> bool {
         db.delete(key, now);
         db.notify(notify::GENERIC, "del", key);
     }
+    // One change (the member's removal), emptied or not; SMOVE's SADD counts the other.
+    db.count_changes_since(mark, 1);
     removed
 }
 

@@ -706,9 +706,12 @@ async fn sort_generic(cx: &mut KeysCtx<'_>, readonly: bool) -> CmdResult {
                         db.notify(notify::GENERIC, "del", &d);
                     }
                 } else {
+                    let mark = db.dirty();
                     let list = new_list(&elems);
                     db.set(&d, Value::Obj(Object::List(Box::new(list))), None, now);
                     db.notify(notify::LIST, "sortstore", &d);
+                    // Redis counts one change per element stored.
+                    db.count_changes_since(mark, elems.len() as u64);
                 }
             })
             .await;

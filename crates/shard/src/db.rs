@@ -277,9 +277,12 @@ impl Hooks {
     }
 
     /// Emits `kind` for `key`: the whole cost when nobody listens is the counter and two tests.
+    /// A key that expired or was evicted is no change in Redis's count (nothing a command did).
     #[inline]
     fn emit(&mut self, kind: EventKind, key: &[u8]) {
-        self.dirty += 1;
+        if !matches!(kind, EventKind::Expired | EventKind::Evicted) {
+            self.dirty += 1;
+        }
         self.emit_uncounted(kind, key);
     }
 
@@ -959,6 +962,16 @@ impl Db {
         self.hooks.dirty += 1;
     }
 
+    /// Makes the changes counted since `mark` (a [`Db::dirty`] read before the command wrote)
+    /// exactly `n`. Every event counts one change, and most commands raise as many events as Redis
+    /// counts changes; those that differ say what Redis counts: per element for SADD, LPUSH, HSET,
+    /// ZADD and their kin (three members added, three changes), once for a move whose two keys
+    /// both raise events (RENAME, MOVE, LMOVE). What the count feeds is `save` points and INFO's
+    /// `rdb_changes_since_last_save`.
+    pub fn count_changes_since(&mut self, mark: u64, n: u64) {
+        self.hooks.dirty = mark + n;
+    }
+
     /// Keyspace statistics.
     pub fn stats(&self) -> DbStats {
         self.stats
@@ -1185,6 +1198,7 @@ impl Db {
     fn emit_opt(&mut self, kind: EventKind, key: Option<&[u8]>) {
         match key {
             Some(k) => self.hooks.emit(kind, k),
+            None if matches!(kind, EventKind::Expired) => {}
             None => self.hooks.dirty += 1,
         }
     }
@@ -1419,16 +1433,18 @@ impl Db {
     }
 
     /// Exchanges this database's keys with `other`'s (SWAPDB). Hooks (waiters, journal, dirty,
-    /// lazy-free queue) stay with the index; both databases emit `Swapped`.
-    pub fn swap_contents(&mut self, other: &mut Db) {
+    /// lazy-free queue) stay with the index; both databases emit `Swapped`. `counted`: this swap
+    /// counts as the command's one change (Redis counts one per SWAPDB, not one per database or
+    /// shard), on this database's counter.
+    pub fn swap_contents(&mut self, other: &mut Db, counted: bool) {
         let now = now_ms();
         self.touch_watched_live(Some(&other.dict), now);
         other.touch_watched_live(Some(&self.dict), now);
         std::mem::swap(&mut self.dict, &mut other.dict);
         std::mem::swap(&mut self.ttl, &mut other.ttl);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
-        self.hooks.emit_all(EventKind::Swapped, 1);
-        other.hooks.emit_all(EventKind::Swapped, 1);
+        self.hooks.emit_all(EventKind::Swapped, u64::from(counted));
+        other.hooks.emit_all(EventKind::Swapped, 0);
     }
 
     /// Before a flush (`other` None) or a swap with `other`: touches the watches of watched keys
@@ -1794,10 +1810,10 @@ mod tests {
         // Flush and swap are database-wide.
         db.clear();
         let mut other = Db::new(4);
-        db.swap_contents(&mut other);
+        db.swap_contents(&mut other, true);
         assert_eq!(db.drain_events(), [ev("", Flushed), ev("", Swapped)]);
-        // 20 key events, 1 key flushed, 1 swap.
-        assert_eq!(db.dirty(), 22);
+        // 20 key events, of which the 4 expiries count no change; 1 key flushed, 1 swap.
+        assert_eq!(db.dirty(), 18);
     }
 
     #[test]
@@ -1843,7 +1859,7 @@ mod tests {
         assert_eq!(poll_once(&mut other), Poll::Ready(Flushed));
         assert_eq!(db.waited_keys(), 0);
         let mut sw = db.wait_key(b"x");
-        db.swap_contents(&mut Db::new(1));
+        db.swap_contents(&mut Db::new(1), true);
         assert_eq!(poll_once(&mut sw), Poll::Ready(Swapped));
     }
 
@@ -2025,7 +2041,7 @@ mod tests {
         let (mut a, mut b) = (Db::new(0), Db::new(1));
         a.set(b"x", s("a"), Some(100), 0);
         b.record_events(true);
-        a.swap_contents(&mut b);
+        a.swap_contents(&mut b, true);
         assert_eq!((a.len(), b.len(), b.volatile_len()), (0, 1, 1));
         assert_eq!(b.index(), 1);
         b.set(b"y", s("b"), None, 0);

@@ -150,13 +150,14 @@ impl Shard {
     }
 
     /// Exchanges the contents of databases `a` and `b` (SWAPDB); waiters stay with their index.
-    pub fn swap_dbs(&mut self, a: usize, b: usize) {
+    /// `counted`: this shard counts the command's one change (one shard of the swap does).
+    pub fn swap_dbs(&mut self, a: usize, b: usize, counted: bool) {
         if a == b {
             return;
         }
         let (lo, hi) = (a.min(b), a.max(b));
         let (head, tail) = self.dbs.split_at_mut(hi);
-        head[lo].swap_contents(&mut tail[0]);
+        head[lo].swap_contents(&mut tail[0], counted);
     }
 
     /// Parks `p` on `key` of database `db` (see [`crate::park`]).
@@ -657,7 +658,7 @@ mod tests {
         let mut s = Shard::new(0, 2);
         let p = Parked::new(new_owner(), true);
         s.park(0, b"k", p.clone());
-        s.swap_dbs(0, 1);
+        s.swap_dbs(0, 1, true);
         s.serve_ready();
         assert!(woken(&p));
     }

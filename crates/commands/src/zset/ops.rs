@@ -221,8 +221,9 @@ pub fn read<'a>(db: &'a mut Db, key: &[u8], now: i64) -> Result<Option<&'a ZSet>
 }
 
 /// Runs `f` on the sorted set at `key` if `wants(z)` says there is something to change, then
-/// deletes the key if `f` emptied it, announcing `event` (then "del") as Redis does. None when the
-/// key is absent.
+/// deletes the key if `f` emptied it, announcing `event` (then "del") as Redis does, and counting
+/// the changes `changes` reads from the result (the deletion is not one more). None when the key
+/// is absent.
 fn update<R>(
     db: &mut Db,
     key: &[u8],
@@ -230,7 +231,9 @@ fn update<R>(
     event: &'static str,
     wants: impl FnOnce(&ZSet) -> bool,
     f: impl FnOnce(&mut ZSet) -> R,
+    changes: impl FnOnce(&R) -> u64,
 ) -> Result<Option<R>, CmdError> {
+    let mark = db.dirty();
     let Some(mut e) = db.modify(key, now) else {
         return Ok(None);
     };
@@ -253,6 +256,7 @@ fn update<R>(
         db.delete(key, now);
         db.notify(notify::GENERIC, "del", key);
     }
+    db.count_changes_since(mark, changes(&r));
     Ok(Some(r))
 }
 
@@ -397,6 +401,7 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
     }
     let now = cx.now;
     let db = cx.shard.db_mut(cx.db);
+    let mark = db.dirty();
     // A write lookup, as Redis's: no hit or miss counted, no "keymiss" event.
     let exists = match db.peek(key, now).map(Entry::value) {
         Some(ValueRef::Obj(Object::ZSet(_))) => true,
@@ -454,6 +459,8 @@ fn zadd_generic(cx: &mut ShardCtx<'_>, incr: bool) -> CmdResult {
     }
     if added + updated > 0 {
         db.notify(notify::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+        // One change per member added or rescored (creating the key is not one more).
+        db.count_changes_since(mark, (added + updated) as u64);
     }
     if f.incr {
         if processed > 0 {
@@ -804,6 +811,7 @@ pub fn zrem(cx: &mut ShardCtx<'_>) -> CmdResult {
         "zrem",
         |z| members.iter().any(|m| z.score(m).is_some()),
         |z| members.iter().filter(|m| z.remove(m).is_some()).count(),
+        |n| *n as u64,
     )?;
     cx.out.int(n.unwrap_or(0) as i64);
     Ok(())
@@ -840,6 +848,7 @@ fn remrange(cx: &mut ShardCtx<'_>, by: By) -> CmdResult {
             let r = ranks(z);
             z.remove_ranks(r)
         },
+        |n| *n as u64,
     )?;
     cx.out.int(n.unwrap_or(0) as i64);
     Ok(())
@@ -885,6 +894,7 @@ pub fn op_pop(
             }
             elems
         },
+        |elems| elems.len() as u64,
     )
 }
 
