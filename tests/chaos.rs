@@ -3,11 +3,14 @@
 //! atomic way Redis offers — LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH, SMOVE, WATCH/MULTI/EXEC
 //! transfers between types, whole-key moves (RENAMENX, MOVE, COPY + DEL, SORT … STORE + DEL,
 //! ZRANGESTORE + DEL, SUNIONSTORE/ZUNIONSTORE merges inside MULTI), SWAPDB, pipelines of moves —
-//! while a killer cuts clients (blocked ones too) and pauses writes, readers run multi-key reads
+//! while holders pop tokens to themselves (LPOP, SPOP, ZPOPMIN, LMPOP, ZMPOP and the blocking
+//! pops over keys of several shards) and put them back, a killer cuts clients (blocked ones too),
+//! unblocks holders and pauses writes, readers run multi-key reads
 //! across shards, and an auditor takes atomic snapshots of everything (one MULTI that SELECTs both
 //! databases and runs SORT_RO … BY nosort on every key).
 //!
-//! Every move keeps the tokens whole, so every snapshot must hold each token exactly once: a torn
+//! Every move keeps the tokens whole, so every snapshot must hold each token exactly once (but
+//! for the few the holders have out at that moment; none at the end): a torn
 //! cross-shard move, a transaction seen half done, a WATCH that missed a change, an element popped
 //! for a client that was killed, or a lost element of a blocked move shows up as a token missing or
 //! twice; a lock that never comes back shows up as a reply that never arrives (the harness's 10 s
@@ -24,6 +27,11 @@ use crate::harness::{key_in, Conn, ReadError, Reply, Server};
 
 const TOKENS: usize = 300;
 const WORKERS: usize = 6;
+/// Clients that pop tokens to themselves (blocking pops over keys of several shards among them)
+/// and put them back; never killed, so a token they were served is never lost with a reply.
+const HOLDERS: usize = 2;
+/// The most tokens a holder has out at once (its pops' COUNT).
+const MAX_HELD: usize = 3;
 const PER_KIND: usize = 4;
 /// How many of its last operations each worker keeps, for the message of a failed audit.
 const HISTORY: usize = 12;
@@ -103,6 +111,12 @@ fn token(n: usize) -> String {
     } else {
         format!("tok:{n}")
     }
+}
+
+/// The number of a token, None for anything else.
+fn token_index(t: &str) -> Option<usize> {
+    let n: usize = t.strip_prefix("tok:").unwrap_or(t).parse().ok()?;
+    (n < TOKENS && token(n) == t).then_some(n)
 }
 
 fn kind_of(rng: &mut Rng) -> Kind {
@@ -267,6 +281,110 @@ impl Worker {
             }
         };
         Ok(bulk(&r))
+    }
+
+    /// A holder's round: pops up to `MAX_HELD` tokens to itself with a randomly drawn pop (from
+    /// one key, or the first non-empty of keys on several shards, blocking or not), then adds
+    /// each to a random key. A pop a CLIENT UNBLOCK ended must have popped nothing.
+    fn hold(&mut self) {
+        let kind = kind_of(&mut self.rng);
+        let of = self.keys.of(kind);
+        let first = self.rng.below(of.len());
+        let n = 1 + self.rng.below(3);
+        let several: Vec<String> = (0..n)
+            .map(|i| of[(first + i) % of.len()].to_string())
+            .collect();
+        let one = several[0].clone();
+        let count = (1 + self.rng.below(MAX_HELD)).to_string();
+        let timeout = format!("0.0{}", 1 + self.rng.below(3));
+        let end =
+            |rng: &mut Rng, a: &'static str, b: &'static str| if rng.chance(50) { a } else { b };
+        let keys_then = |mut head: Vec<String>, tail: &[&str]| {
+            head.extend(several.iter().cloned());
+            head.extend(tail.iter().map(|a| a.to_string()));
+            head
+        };
+        let numkeys = several.len().to_string();
+        let cmd: Vec<String> = match (kind, self.rng.below(6)) {
+            (Kind::List, 0) => s(&[end(&mut self.rng, "LPOP", "RPOP"), &one]),
+            (Kind::List, 1) => s(&[end(&mut self.rng, "LPOP", "RPOP"), &one, &count]),
+            (Kind::List, 2) => keys_then(
+                s(&["LMPOP", &numkeys]),
+                &[end(&mut self.rng, "LEFT", "RIGHT"), "COUNT", &count],
+            ),
+            (Kind::List, 3) => keys_then(s(&[end(&mut self.rng, "BLPOP", "BRPOP")]), &[&timeout]),
+            (Kind::List, _) => keys_then(
+                s(&["BLMPOP", &timeout, &numkeys]),
+                &[end(&mut self.rng, "LEFT", "RIGHT"), "COUNT", &count],
+            ),
+            (Kind::Set, 0..=2) => s(&["SPOP", &one]),
+            (Kind::Set, _) => s(&["SPOP", &one, &count]),
+            (Kind::Zset, 0) => s(&[end(&mut self.rng, "ZPOPMIN", "ZPOPMAX"), &one]),
+            (Kind::Zset, 1) => s(&[end(&mut self.rng, "ZPOPMIN", "ZPOPMAX"), &one, &count]),
+            (Kind::Zset, 2) => keys_then(
+                s(&["ZMPOP", &numkeys]),
+                &[end(&mut self.rng, "MIN", "MAX"), "COUNT", &count],
+            ),
+            (Kind::Zset, 3) => keys_then(
+                s(&[end(&mut self.rng, "BZPOPMIN", "BZPOPMAX")]),
+                &[&timeout],
+            ),
+            (Kind::Zset, _) => keys_then(
+                s(&["BZMPOP", &timeout, &numkeys]),
+                &[end(&mut self.rng, "MIN", "MAX"), "COUNT", &count],
+            ),
+        };
+        let Ok(reply) = self.call(cmd.clone()) else {
+            panic!("chaos holder {}: its connection was cut", self.index);
+        };
+        if let Some(e) = reply.error_text() {
+            assert!(
+                e.starts_with(b"UNBLOCKED"),
+                "chaos holder {}: {cmd:?} -> {reply:?}",
+                self.index
+            );
+            return;
+        }
+        let mut held = Vec::new();
+        popped_tokens(&cmd[0], &reply, &mut held);
+        assert!(
+            held.len() <= MAX_HELD,
+            "chaos holder {}: {cmd:?} -> {reply:?}",
+            self.index
+        );
+        for t in &held {
+            assert!(
+                token_index(t).is_some(),
+                "chaos holder {}: {cmd:?} popped {t:?}",
+                self.index
+            );
+        }
+        let adds: Vec<Vec<String>> = held
+            .iter()
+            .map(|t| {
+                let kind = kind_of(&mut self.rng);
+                let key = self.keys.pick(&mut self.rng, kind);
+                add(&mut self.rng, kind, &key, t)
+            })
+            .collect();
+        if adds.is_empty() {
+            return;
+        }
+        let Ok(replies) = self.pipeline(&adds) else {
+            panic!("chaos holder {}: its connection was cut", self.index);
+        };
+        for (a, r) in adds.iter().zip(&replies) {
+            // Each token was out of every key, so it is new wherever it goes.
+            let fine = match a[0].as_str() {
+                "SADD" | "ZADD" => r.as_int() == Some(1),
+                _ => r.as_int().is_some(),
+            };
+            assert!(
+                fine,
+                "chaos holder {}: {a:?} -> {r:?} (token twice?)",
+                self.index
+            );
+        }
     }
 
     /// The command that removes exactly the token `peek` returned.
@@ -491,6 +609,30 @@ impl Worker {
     }
 }
 
+/// The tokens in a pop's reply: a bulk (LPOP, SPOP), an array of them (LPOP/SPOP with COUNT), a
+/// flat member-score array (ZPOPMIN), `[key, element]` (BLPOP), `[key, member, score]` (BZPOPMIN),
+/// or `[key, elements]` / `[key, [[member, score]…]]` (LMPOP, ZMPOP and their blocking forms).
+fn popped_tokens(command: &str, r: &Reply, out: &mut Vec<String>) {
+    let c = command.to_ascii_uppercase();
+    let Some(items) = r.as_array() else {
+        out.extend(bulk(r));
+        return;
+    };
+    match c.as_str() {
+        "ZPOPMIN" | "ZPOPMAX" => out.extend(items.iter().step_by(2).filter_map(bulk)),
+        "BLPOP" | "BRPOP" | "BZPOPMIN" | "BZPOPMAX" => out.extend(items.get(1).and_then(bulk)),
+        "LMPOP" | "BLMPOP" | "ZMPOP" | "BZMPOP" => {
+            for e in items.get(1).and_then(Reply::as_array).unwrap_or_default() {
+                match e.as_array() {
+                    Some(pair) => out.extend(pair.first().and_then(bulk)),
+                    None => out.extend(bulk(e)),
+                }
+            }
+        }
+        _ => out.extend(items.iter().filter_map(bulk)),
+    }
+}
+
 fn short(r: &Reply) -> String {
     let text = format!("{r:?}");
     if text.len() > 80 {
@@ -502,7 +644,9 @@ fn short(r: &Reply) -> String {
 
 /// One atomic snapshot of both databases: token → where it was (db, key), or the first
 /// duplicate/missing token described.
-fn audit(c: &mut Conn, keys: &Keys) -> Result<usize, String> {
+/// `slack`: how many tokens may be out of the keys (held by the holders between a pop and its
+/// push); never a token twice, or one that is not a token.
+fn audit(c: &mut Conn, keys: &Keys, slack: usize) -> Result<usize, String> {
     let mut commands = vec![s(&["MULTI"])];
     for db in ["0", "1"] {
         commands.push(s(&["SELECT", db]));
@@ -546,9 +690,10 @@ fn audit(c: &mut Conn, keys: &Keys) -> Result<usize, String> {
         .map(token)
         .filter(|t| !seen.contains_key(t))
         .collect();
-    if !missing.is_empty() || seen.len() != TOKENS {
+    let unknown = seen.keys().filter(|t| token_index(t).is_none()).count();
+    if missing.len() > slack || unknown > 0 {
         return Err(format!(
-            "{} tokens seen of {TOKENS}; missing: {missing:?}",
+            "{} tokens seen of {TOKENS} ({unknown} not tokens at all), {slack} may be out; missing: {missing:?}",
             seen.len()
         ));
     }
@@ -578,16 +723,22 @@ fn chaos(seed: u64, threads: usize, ops: usize) {
         let r = setup.call_decoded(&add(&mut rng, kind, &key, &token(n)));
         assert!(r.as_int().is_some(), "adding token {n} to {key}: {r:?}");
     }
-    audit(&mut setup, &keys).expect("the tokens as loaded");
+    audit(&mut setup, &keys, 0).expect("the tokens as loaded");
 
     let stop = Arc::new(AtomicBool::new(false));
-    let ids = Arc::new(Mutex::new(vec![-1i64; WORKERS]));
-    let history: History = Arc::new(Mutex::new(vec![VecDeque::new(); WORKERS]));
-    let workers: Vec<_> = (0..WORKERS)
+    let ids = Arc::new(Mutex::new(vec![-1i64; WORKERS + HOLDERS]));
+    let history: History = Arc::new(Mutex::new(vec![VecDeque::new(); WORKERS + HOLDERS]));
+    let workers: Vec<_> = (0..WORKERS + HOLDERS)
         .map(|i| {
             let (keys, ids, history) = (keys.clone(), ids.clone(), history.clone());
             thread::spawn(move || {
                 let mut w = Worker::new(i, port, seed, keys, ids, history);
+                if i >= WORKERS {
+                    for _ in 0..ops {
+                        w.hold();
+                    }
+                    return 0;
+                }
                 let (mut done, mut killed) = (0, 0);
                 while done < ops {
                     done += 1;
@@ -614,6 +765,12 @@ fn chaos(seed: u64, threads: usize, ops: usize) {
                 if n % 7 == 0 {
                     let r = c.call_decoded(&["CLIENT", "PAUSE", "5", "WRITE"]);
                     assert_eq!(r, Reply::Simple(b"OK".to_vec()), "CLIENT PAUSE");
+                } else if n % 5 == 0 {
+                    // A holder blocked in a pop ends it with a timeout or an error: nothing is
+                    // popped for it (and its token stays in the key).
+                    let id = ids.lock().unwrap()[WORKERS + rng.below(HOLDERS)];
+                    let how = if rng.chance(50) { "TIMEOUT" } else { "ERROR" };
+                    c.call(&["CLIENT", "UNBLOCK", &id.to_string(), how]);
                 } else {
                     let id = ids.lock().unwrap()[rng.below(WORKERS)];
                     c.call(&["CLIENT", "KILL", "ID", &id.to_string()]);
@@ -629,7 +786,7 @@ fn chaos(seed: u64, threads: usize, ops: usize) {
             let mut c = Conn::connect(port, "chaos auditor");
             let mut audits = 0;
             while !stop.load(Ordering::Relaxed) {
-                if let Err(why) = audit(&mut c, &keys) {
+                if let Err(why) = audit(&mut c, &keys, HOLDERS * MAX_HELD) {
                     let h = history.lock().unwrap();
                     let recent: Vec<String> = h
                         .iter()
@@ -655,7 +812,7 @@ fn chaos(seed: u64, threads: usize, ops: usize) {
     killer.join().expect("the killer");
     let audits = auditor.join().expect("the auditor");
     let mut check = server.conn();
-    audit(&mut check, &keys)
+    audit(&mut check, &keys, 0)
         .unwrap_or_else(|why| panic!("seed {seed}, threads {threads}, at the end: {why}"));
     assert!(audits > 0, "the auditor never completed a snapshot");
     eprintln!("chaos seed {seed}, threads {threads}: {} operations, {kills} connections cut, {audits} audits", WORKERS * ops);
