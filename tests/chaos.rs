@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use crate::harness::{key_in, Conn, ReadError, Reply, Server};
+use crate::harness::{key_in, Conn, ReadError, Reply, Rng, Server};
 
 const TOKENS: usize = 300;
 const WORKERS: usize = 6;
@@ -35,26 +35,6 @@ const MAX_HELD: usize = 3;
 const PER_KIND: usize = 4;
 /// How many of its last operations each worker keeps, for the message of a failed audit.
 const HISTORY: usize = 12;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {

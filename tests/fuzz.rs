@@ -35,7 +35,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use crate::harness::{encode_command, key_slot, Diff, Reply};
+use crate::harness::{encode_command, key_slot, Diff, Reply, Rng};
 
 /// One argument of a command's grammar, as COMMAND DOCS describes it.
 #[derive(Debug)]
@@ -197,30 +197,6 @@ const SKIPPED: &[&str] = &[
     "wait",
     "watch",
 ];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 fn text(r: &Reply) -> Option<String> {
     match r {

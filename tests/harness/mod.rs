@@ -1567,3 +1567,28 @@ pub fn pttl_near(d: &mut Diff, key: &str, want: i64) {
         |r| matches!(r.as_int(), Some(t) if t <= want && t > want - 3000),
     );
 }
+
+/// A small seeded generator (xorshift64*) for the randomized tests: the same seed, the same
+/// draws, on every machine.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
