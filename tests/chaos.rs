@@ -800,11 +800,7 @@ fn chaos(seed: u64, threads: usize, ops: usize) {
 
 /// `STRATA_CHAOS_SEED` and `STRATA_CHAOS_OPS` run other seeds and longer runs than CI's.
 fn settings(seed: u64) -> (u64, usize) {
-    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
-    (
-        env("STRATA_CHAOS_SEED").map_or(seed, |s| s.wrapping_mul(2).wrapping_add(seed)),
-        env("STRATA_CHAOS_OPS").map_or(400, |n| n as usize),
-    )
+    crate::harness::seed_and_ops("STRATA_CHAOS", seed, 400)
 }
 
 #[test]

@@ -841,11 +841,7 @@ impl Drop for History {
 
 /// `STRATA_FUZZ_SEED` and `STRATA_FUZZ_OPS` run other seeds and longer runs than CI's.
 fn settings(seed: u64) -> (u64, usize) {
-    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
-    (
-        env("STRATA_FUZZ_SEED").map_or(seed, |s| s.wrapping_mul(2).wrapping_add(seed)),
-        env("STRATA_FUZZ_OPS").map_or(6000, |n| n as usize),
-    )
+    crate::harness::seed_and_ops("STRATA_FUZZ", seed, 6000)
 }
 
 #[test]

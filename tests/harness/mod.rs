@@ -1592,3 +1592,14 @@ impl Rng {
         items[self.below(items.len())]
     }
 }
+
+/// The seed and length of a randomized test: `<prefix>_SEED` (mixed with the test's own `seed`,
+/// so the tests of one run still differ) and `<prefix>_OPS` from the environment, else `seed` and
+/// `default_ops`. For longer runs and other seeds than CI's.
+pub fn seed_and_ops(prefix: &str, seed: u64, default_ops: usize) -> (u64, usize) {
+    let env = |name: String| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    (
+        env(format!("{prefix}_SEED")).map_or(seed, |s| s.wrapping_mul(2).wrapping_add(seed)),
+        env(format!("{prefix}_OPS")).map_or(default_ops, |n| n as usize),
+    )
+}

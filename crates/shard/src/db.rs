@@ -277,13 +277,19 @@ impl Hooks {
     }
 
     /// Emits `kind` for `key`: the whole cost when nobody listens is the counter and two tests.
-    /// A key that expired or was evicted is no change in Redis's count (nothing a command did).
     #[inline]
     fn emit(&mut self, kind: EventKind, key: &[u8]) {
+        self.count(kind);
+        self.emit_uncounted(kind, key);
+    }
+
+    /// Counts an event of `kind` as a change, unless the key expired or was evicted: nothing a
+    /// command did, so no change in Redis's count.
+    #[inline]
+    fn count(&mut self, kind: EventKind) {
         if !matches!(kind, EventKind::Expired | EventKind::Evicted) {
             self.dirty += 1;
         }
-        self.emit_uncounted(kind, key);
     }
 
     /// [`emit`](Self::emit) without counting a change.
@@ -1198,8 +1204,7 @@ impl Db {
     fn emit_opt(&mut self, kind: EventKind, key: Option<&[u8]>) {
         match key {
             Some(k) => self.hooks.emit(kind, k),
-            None if matches!(kind, EventKind::Expired) => {}
-            None => self.hooks.dirty += 1,
+            None => self.hooks.count(kind),
         }
     }
 

@@ -354,16 +354,22 @@ impl Inbox {
 thread_local! {
     /// Jobs this thread's inbox took from its mailbox and has not run yet, in arrival order.
     static PENDING: RefCell<std::collections::VecDeque<Job>> = RefCell::default();
+    /// The vector swapped into the mailbox when its jobs are taken out, so neither side allocates
+    /// a new one every round.
+    static SPARE: RefCell<Vec<Job>> = RefCell::default();
     /// The set and shard whose mailbox this thread's inbox serves (None before it starts).
     static INBOX: RefCell<Option<(ShardSet, usize)>> = const { RefCell::new(None) };
 }
 
 /// Moves what `mailbox` holds behind this thread's pending jobs.
 fn take_mail(mailbox: &Mailbox) {
-    let mail = std::mem::take(&mut *mailbox.lock());
-    if !mail.is_empty() {
-        PENDING.with(|p| p.borrow_mut().extend(mail));
-    }
+    SPARE.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        std::mem::swap(&mut *mailbox.lock(), &mut *spare);
+        if !spare.is_empty() {
+            PENDING.with(|p| p.borrow_mut().extend(spare.drain(..)));
+        }
+    });
 }
 
 /// Runs, now and in order, every job this thread's inbox has received and not run yet. A client's
