@@ -150,3 +150,184 @@ fn test_a_cross_shard_pipeline_waits_for_a_multi_key_command_holding_its_keys() 
         assert!(Reply::decode(&c.call(&["GET", k])).as_bytes().is_some());
     }
 }
+
+/// Keys on three different shards, in ascending shard order.
+fn keys_on_three_shards(prefix: &str) -> [String; 3] {
+    let mut by_shard: Vec<Option<String>> = vec![None; THREADS];
+    for i in 0..1000 {
+        let k = format!("{prefix}:{i}");
+        by_shard[shard_of(&k)].get_or_insert(k);
+    }
+    let found: Vec<String> = by_shard.into_iter().flatten().collect();
+    assert!(found.len() >= 3, "keys on three shards");
+    [found[0].clone(), found[1].clone(), found[2].clone()]
+}
+
+#[test]
+fn test_a_pipeline_that_only_reads_sees_one_moment() {
+    // Reads of a pipeline run shard by shard without locks: what an earlier part read must still
+    // hold when the last part runs, or the pipeline runs again the locked way.
+    let server = Server::strata(&["--threads", &THREADS.to_string()]);
+    // `data` on a lower shard than `flag`: the pipeline's second read runs before its first.
+    let [data, flag, _] = keys_on_three_shards("seq");
+    // A transaction writes `x` and `y` on two shards at once.
+    let [y, _, x] = keys_on_three_shards("txn");
+    const ROUNDS: i64 = 3000;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|s| {
+        s.spawn(|| {
+            let mut c = server.conn();
+            for i in 0..ROUNDS {
+                // Data first, then the flag, each answered before the next is sent.
+                assert_eq!(c.call(&["SET", &data, &i.to_string()]), b"+OK\r\n");
+                assert_eq!(c.call(&["SET", &flag, &i.to_string()]), b"+OK\r\n");
+            }
+        });
+        s.spawn(|| {
+            let mut c = server.conn();
+            for i in 0..ROUNDS {
+                let mut bytes = encode_command(&["MULTI"]);
+                bytes.extend(encode_command(&["SET", &x, &i.to_string()]));
+                bytes.extend(encode_command(&["SET", &y, &i.to_string()]));
+                bytes.extend(encode_command(&["EXEC"]));
+                c.send_raw(&bytes);
+                for _ in 0..4 {
+                    c.read_reply();
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        s.spawn(|| {
+            let mut c = server.conn();
+            let mut rounds = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) && rounds < 20 * ROUNDS {
+                rounds += 1;
+                let mut bytes = encode_command(&["GET", &flag]);
+                bytes.extend(encode_command(&["GET", &data]));
+                bytes.extend(encode_command(&["GET", &x]));
+                bytes.extend(encode_command(&["MGET", &y, &x]));
+                c.send_raw(&bytes);
+                let flag_v = int_of(&c.read_reply());
+                let data_v = int_of(&c.read_reply());
+                let x_v = int_of(&c.read_reply());
+                let pair = Reply::decode(&c.read_reply());
+                let pair: Vec<i64> = pair
+                    .as_array()
+                    .expect("MGET's array")
+                    .iter()
+                    .map(|r| {
+                        r.as_bytes()
+                            .map_or(-1, |b| std::str::from_utf8(b).unwrap().parse().unwrap())
+                    })
+                    .collect();
+                assert!(
+                    data_v >= flag_v,
+                    "read `{flag}` = {flag_v} and then `{data}` = {data_v}, written before it"
+                );
+                assert!(
+                    x_v == pair[0] && x_v == pair[1],
+                    "saw a transaction half done: x = {x_v}, then y and x = {pair:?}"
+                );
+            }
+        });
+    });
+}
+
+/// A field of INFO's reply, as an integer.
+fn info_field(c: &mut Conn, section: &str, field: &str) -> i64 {
+    let info = Reply::decode(&c.call(&["INFO", section]));
+    let text = String::from_utf8_lossy(info.as_bytes().expect("INFO's text")).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map_or(0, |v| v.trim().parse().expect("an integer field"))
+}
+
+#[test]
+fn test_a_read_pipeline_run_again_counts_once() {
+    // A writer keeps changing a key that a pipeline's first part reads, so the version check of
+    // many of those pipelines fails and they run again with locks: the calls, keyspace hits and
+    // misses and key-miss events of every pipeline still count once.
+    let server = Server::strata(&["--threads", &THREADS.to_string()]);
+    let [data, flag, _] = keys_on_three_shards("again");
+    let missing = format!("{data}-missing");
+    let mut admin = server.conn();
+    assert_eq!(
+        admin.call(&["CONFIG", "SET", "notify-keyspace-events", "Em"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(admin.call(&["MSET", &data, "0", &flag, "0"]), b"+OK\r\n");
+    let mut sub = server.conn();
+    sub.call(&["SUBSCRIBE", "__keyevent@0__:keymiss"]);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut pipelines = 0;
+    thread::scope(|s| {
+        s.spawn(|| {
+            let mut c = server.conn();
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 10_000_000 {
+                i += 1;
+                let mut bytes = Vec::new();
+                for _ in 0..16 {
+                    bytes.extend(encode_command(&["SET", &data, &i.to_string()]));
+                }
+                c.send_raw(&bytes);
+                for _ in 0..16 {
+                    c.read_reply();
+                }
+            }
+        });
+        let mut c = server.conn();
+        // Until some checks failed (bounded: a machine where none does fails the test).
+        for round in 0..100 {
+            for _ in 0..200 {
+                let mut bytes = encode_command(&["GET", &flag]);
+                bytes.extend(encode_command(&["GET", &data]));
+                bytes.extend(encode_command(&["GET", &missing]));
+                c.send_raw(&bytes);
+                for _ in 0..3 {
+                    c.read_reply();
+                }
+                pipelines += 1;
+            }
+            if info_field(&mut c, "strata", "read_pipelines_rerun") >= 5 || round == 99 {
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let reruns = info_field(&mut admin, "strata", "read_pipelines_rerun");
+    assert!(
+        reruns > 0,
+        "no version check failed in {pipelines} pipelines"
+    );
+    let calls = {
+        let info = Reply::decode(&admin.call(&["INFO", "commandstats"]));
+        let text = String::from_utf8_lossy(info.as_bytes().expect("INFO's text")).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+            .and_then(|v| v.split(',').next())
+            .map(|v| v.parse::<i64>().expect("calls"))
+            .expect("GET's commandstats")
+    };
+    assert_eq!(
+        calls,
+        3 * pipelines,
+        "GET calls ({reruns} pipelines ran again)"
+    );
+    let hits = info_field(&mut admin, "stats", "keyspace_hits");
+    let misses = info_field(&mut admin, "stats", "keyspace_misses");
+    assert_eq!(
+        (hits, misses),
+        (2 * pipelines, pipelines),
+        "keyspace hits and misses ({reruns} pipelines ran again)"
+    );
+    let (events, _) = sub.read_until_quiet(std::time::Duration::from_millis(500));
+    let keymiss = events
+        .windows(b"keymiss".len())
+        .filter(|w| w == b"keymiss")
+        .count() as i64;
+    assert_eq!(
+        keymiss, misses,
+        "key-miss events ({reruns} pipelines ran again)"
+    );
+}

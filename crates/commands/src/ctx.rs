@@ -1,6 +1,7 @@
 //! What a handler sees: [`ShardCtx`] on the shard that owns the keys, [`ConnCtx`] on the
 //! connection's thread, and the server-wide state both can reach.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
@@ -243,6 +244,9 @@ pub struct Session {
     pub caching: bool,
     /// In MONITOR mode (see `crate::monitor`).
     pub monitor: bool,
+    /// How many more read-only pipelines across shards run the locked way, without trying key
+    /// versions first: set after a version check failed (see `strata_server::dispatch`).
+    pub locked_reads: Cell<u32>,
 }
 
 impl Session {
@@ -265,6 +269,7 @@ impl Session {
             tracking: None,
             caching: false,
             monitor: false,
+            locked_reads: Cell::new(0),
         }
     }
 

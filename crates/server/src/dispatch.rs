@@ -20,7 +20,11 @@
 //!   released after it. No part of a later command of the pipeline can be seen before an earlier
 //!   one, because a client that could see the later part would have to read keys still locked by
 //!   the earlier one. The locks cost a few hash-table operations per key, paid only by batches that
-//!   span shards, and each part still travels as one message (see docs/architecture.md).
+//!   span shards, and each part still travels as one message (see docs/architecture.md);
+//! * a run that touches several shards and only reads takes no locks: its parts run in the same
+//!   order, recording the versions of the keys they read, and the run is good if none of those
+//!   moved by the time its last part has run, else it runs again the locked way
+//!   ([`Batch::run_versioned`], `strata_shard::versions`).
 //!
 //! Before a sub-batch runs, the table buckets and then the entries of its keys are prefetched, so its
 //! cache misses overlap. Replies are assembled in request order at the end.
@@ -44,6 +48,7 @@ use strata_commands::{
     KeysHandler, Lookup, Park, Queued, ReplyMode, ServerState, Session, ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
+use strata_shard::versions::{Seen, Versions};
 use strata_shard::{
     current_shard_id, new_owner, now_ms, now_us, with_shard, Grant, LockId, LockSet, LockTable,
     Mode, Owner, Parked, Served, Shard, ShardSet,
@@ -84,6 +89,10 @@ pub struct ShardCmd {
     /// Counted as a call in INFO commandstats: false for the parts of a split command but its
     /// first (see [`Batch::split`]).
     counted: bool,
+    /// A read run again after its first run was discarded (see [`Batch::run_versioned`]): it
+    /// counts nowhere (calls, time, keyspace hits and misses, key-miss events, slow log), as its
+    /// first run counted.
+    quiet: bool,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -93,6 +102,8 @@ pub struct ShardReplies {
     ends: Vec<usize>,
     /// A blocking command that parked instead of replying (its reply is empty).
     park: Option<Park>,
+    /// The key versions its commands read, when they were recorded (see [`Batch::run_versioned`]).
+    seen: Option<Seen>,
     /// The replies outgrew the client's output budget and were dropped (see [`Progress`]).
     overflow: bool,
 }
@@ -125,6 +136,25 @@ impl ShardCmd {
     fn add_locks(&self, set: &mut LockSet) {
         for_each_lock(self.cmd.spec, &self.args, self.db, |db, key, mode| {
             set.add_key(db, key, mode)
+        });
+    }
+
+    /// True if it only reads, and only the keys it names: a pipeline of such commands may run
+    /// without locks, checking the keys' versions instead (see [`Batch::run_versioned`]).
+    fn reads_named_keys_only(&self) -> bool {
+        let spec = self.cmd.spec;
+        spec.flags.has(Flags::READONLY)
+            && !spec.flags.has(Flags::WRITE)
+            && self.parked.is_none()
+            && spec.other_db_key.is_none()
+            && !spec.reads_db.is_some_and(|f| f(&self.args))
+            && !spec.writes_db.is_some_and(|f| f(&self.args))
+    }
+
+    /// Records the versions of the keys it read (right after it ran, on its shard).
+    fn record_versions(&self, versions: &Versions, seen: &mut Seen) {
+        for_each_lock(self.cmd.spec, &self.args, self.db, |db, key, _| {
+            versions.record(db, key, seen)
         });
     }
 
@@ -185,6 +215,10 @@ impl ShardCmd {
         if tracking {
             strata_shard::tracking::begin_command(self.client);
         }
+        let lookups = self.quiet.then(|| {
+            strata_shard::notify::quiet_misses(true);
+            shard.db(self.db).lookups()
+        });
         let (failed, park) = match self.run {
             Run::Shard(handler) => {
                 let mut cx = ShardCtx {
@@ -222,15 +256,22 @@ impl ShardCmd {
             }
         }
         let park = self.settle_park(shard, park, out);
+        if let Some(lookups) = lookups {
+            strata_shard::notify::quiet_misses(false);
+            shard.db_mut(self.db).set_lookups(lookups);
+        }
         // Its own time, without the blocked clients it serves next (as Redis times `call()`).
         let usec = (now_us() - start).max(0) as u64;
-        if slowlog::logs(usec) && park.is_none() {
+        if slowlog::logs(usec) && park.is_none() && !self.quiet {
             self.log_slow(usec);
         }
         // A parked command woken by this one runs before the next command on its key (Redis
         // serves blocked clients right after the command that made their key ready).
         shard.serve_ready();
         shard.running_client = outer;
+        if self.quiet {
+            return park;
+        }
         let stats = &mut shard.stats;
         stats.commands += u64::from(self.counted);
         let st = stats.cmd_mut(self.cmd.id);
@@ -378,6 +419,10 @@ fn prefetch(s: &mut Shard, cmds: &[ShardCmd]) {
     }
 }
 
+/// How many read-only pipelines across shards of a client take locks at once after one whose
+/// version check failed (see [`Batch::run_versioned`]).
+const LOCKED_READS_AFTER_FAILURE: u32 = 16;
+
 /// A sub-batch being run: replies so far and the next command.
 struct Progress {
     out: Vec<u8>,
@@ -390,6 +435,9 @@ struct Progress {
     /// replies are dropped instead of kept, so a pipeline of huge replies cannot grow memory.
     budget: usize,
     overflow: bool,
+    /// Recording the versions of the keys read (a part of a read-only pipeline, see
+    /// [`Batch::run_versioned`]).
+    seen: Option<Seen>,
 }
 
 impl Progress {
@@ -401,6 +449,33 @@ impl Progress {
             park: None,
             budget,
             overflow: false,
+            seen: None,
+        }
+    }
+
+    /// A [`Progress`] that records the versions of the keys its commands read.
+    fn recording(budget: usize) -> Progress {
+        Progress {
+            seen: Some(Seen::default()),
+            ..Progress::new(budget)
+        }
+    }
+
+    /// Runs `cmd` on `s`, its reply going to `out`.
+    #[inline]
+    fn exec(&mut self, s: &mut Shard, cmd: &ShardCmd, out: &mut ReplyBuf) {
+        self.park = cmd.exec(s, out);
+        self.end_reply(&mut out.buf);
+        if self.seen.is_some() {
+            self.record(s, cmd);
+        }
+    }
+
+    /// Records the versions of the keys `cmd` read (see [`Progress::seen`]).
+    #[inline(never)]
+    fn record(&mut self, s: &Shard, cmd: &ShardCmd) {
+        if let (Some(seen), Some(v)) = (&mut self.seen, &s.versions) {
+            cmd.record_versions(v, seen);
         }
     }
 
@@ -423,6 +498,9 @@ impl Progress {
         if self.next == 0 {
             prefetch(s, cmds);
             self.reserve(cmds.len());
+            if let (Some(seen), Some(v)) = (&mut self.seen, &s.versions) {
+                seen.epoch = v.epoch();
+            }
         }
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
@@ -430,8 +508,7 @@ impl Progress {
             if !cmd.may_run(&s.locks, owner) {
                 break;
             }
-            self.park = cmd.exec(s, &mut out);
-            self.end_reply(&mut out.buf);
+            self.exec(s, cmd, &mut out);
             self.next += 1;
         }
         self.out = out.buf;
@@ -489,8 +566,7 @@ impl Progress {
             with_shard(|s| {
                 let mut out = ReplyBuf::new(Protocol::Resp2);
                 out.buf = std::mem::take(&mut self.out);
-                self.park = cmd.exec(s, &mut out);
-                self.end_reply(&mut out.buf);
+                self.exec(s, cmd, &mut out);
                 self.out = out.buf;
                 s.locks.release(id);
             });
@@ -505,6 +581,7 @@ impl Progress {
             ends: self.ends,
             park: self.park,
             overflow: self.overflow,
+            seen: self.seen,
         }
     }
 }
@@ -695,20 +772,32 @@ async fn run_free_on(
     owner: Option<Owner>,
     budget: usize,
 ) -> ShardReplies {
+    run_free_on_as(set, shard, cmds, owner, Progress::new(budget))
+        .await
+        .0
+}
+
+/// [`run_free_on`] starting from `p` (which may record versions), giving the commands back.
+async fn run_free_on_as(
+    set: &ShardSet,
+    shard: usize,
+    cmds: Vec<ShardCmd>,
+    owner: Option<Owner>,
+    mut p: Progress,
+) -> (ShardReplies, Vec<ShardCmd>) {
     let (tx, rx) = oneshot::channel();
     let origin = current_shard_id();
     let shards = set.clone();
     set.post(
         shard,
         Box::new(move || {
-            let mut p = Progress::new(budget);
             if with_shard(|s| p.run_free(s, &cmds, owner)) {
-                shards.reply(origin, tx, p.done());
+                shards.reply(origin, tx, (p.done(), cmds));
             } else {
                 // A key is locked by another command: become a task that waits for it.
                 monoio::spawn(async move {
                     let replies = p.finish_free(&shards, &cmds, owner).await;
-                    shards.reply(origin, tx, replies);
+                    shards.reply(origin, tx, (replies, cmds));
                 });
             }
         }),
@@ -1345,6 +1434,24 @@ impl Batch<'_> {
             }
             return;
         }
+        if !atomic
+            && txn.is_none()
+            && pending
+                .iter()
+                .all(|p| p.cmds.iter().all(ShardCmd::reads_named_keys_only))
+        {
+            // After a failed check, the next few such pipelines take locks at once: a client
+            // reading keys that are written all the time would otherwise run most of them twice.
+            let skip = &self.session.locked_reads;
+            if skip.get() > 0 {
+                skip.set(skip.get() - 1);
+            } else if let Some(replies) = self.run_versioned(pending, budget).await {
+                done.extend(replies);
+                return;
+            } else {
+                skip.set(LOCKED_READS_AFTER_FAILURE);
+            }
+        }
         let owner = txn.unwrap_or_else(new_owner);
         // A pipeline's parts (not a transaction's body, nor a transaction holding its locks) let
         // blocked clients be served between their commands, as Redis does, but only after a
@@ -1399,6 +1506,68 @@ impl Batch<'_> {
         }
         held.release();
         done.extend(results.into_iter().flatten());
+    }
+
+    /// Runs the parts of a pipeline that only reads (every command
+    /// [`reads_named_keys_only`](ShardCmd::reads_named_keys_only)) without locks: one after
+    /// another as [`run_pending`](Self::run_pending) runs them, each but the last recording the
+    /// versions of the keys it read; then checks, from this thread, that none of those moved
+    /// (see `strata_shard::versions`). If none did, the replies are those of the whole pipeline
+    /// run at the moment its last part ran, in the order sent, and they are returned in
+    /// `pending`'s order. If one did, `pending` is left as it was, its commands marked
+    /// [`quiet`](ShardCmd::quiet), to run again the locked way: what they count (calls, keyspace
+    /// hits and misses, key-miss events) counts once.
+    async fn run_versioned(
+        &self,
+        pending: &mut Vec<Pending>,
+        budget: usize,
+    ) -> Option<Vec<ShardReplies>> {
+        let set = &self.state.shards;
+        let me = current_shard_id();
+        let mut order: Vec<usize> = (0..pending.len()).collect();
+        order.sort_by_key(|&i| pending[i].shard);
+        let mut results: Vec<Option<ShardReplies>> = (0..pending.len()).map(|_| None).collect();
+        for (k, &i) in order.iter().enumerate() {
+            let last = k + 1 == order.len();
+            let p = if last {
+                Progress::new(budget)
+            } else {
+                Progress::recording(budget)
+            };
+            let shard = pending[i].shard;
+            results[i] = Some(if Some(shard) == me {
+                p.finish_free(set, &pending[i].cmds, None).await
+            } else {
+                let cmds = std::mem::take(&mut pending[i].cmds);
+                let (replies, cmds) = run_free_on_as(set, shard, cmds, None, p).await;
+                pending[i].cmds = cmds;
+                replies
+            });
+        }
+        let unchanged = order.iter().all(|&i| {
+            let shard = pending[i].shard;
+            match (
+                &results[i].as_ref().and_then(|r| r.seen.as_ref()),
+                set.versions(shard),
+            ) {
+                (Some(seen), Some(v)) => v.unchanged(seen),
+                // The last part recorded nothing: it is the moment the others are checked at.
+                (None, _) => true,
+                (Some(_), None) => false,
+            }
+        });
+        with_shard(|s| {
+            s.stats.read_pipelines += 1;
+            s.stats.read_pipelines_rerun += u64::from(!unchanged);
+        });
+        if !unchanged {
+            for c in pending.iter_mut().flat_map(|p| p.cmds.iter_mut()) {
+                c.quiet = true;
+            }
+            return None;
+        }
+        pending.clear();
+        Some(results.into_iter().flatten().collect())
     }
 
     /// Runs a sub-batch of a transaction's body on its shard all at once: at once if no other
@@ -1912,6 +2081,7 @@ impl Batch<'_> {
                 && strata_commands::tracking::tracks_reads(self.session),
             seq: 0,
             counted: true,
+            quiet: false,
         }
     }
 
@@ -2562,6 +2732,7 @@ mod tests {
             key: 0,
             seq: 0,
             counted: true,
+            quiet: false,
         }
     }
 

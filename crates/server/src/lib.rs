@@ -236,6 +236,9 @@ async fn thread_loop(
     ready: mpsc::Sender<Result<(), String>>,
 ) {
     let mut shard = Shard::new(id, databases);
+    if let Some(versions) = state.shards.versions(id) {
+        shard.attach_versions(versions.clone());
+    }
     strata_commands::generic::apply_access_policy(&mut shard, &state.config);
     install(shard);
     dispatch::set_thread_state(state.clone());

@@ -58,6 +58,7 @@ use strata_core::{Dict, Drain, Entry, Object, Value, ValueRef};
 
 use crate::notify;
 use crate::park::Parked;
+use crate::versions::Versions;
 use crate::watch::{Watch, Watcher};
 
 /// Milliseconds since the Unix epoch.
@@ -226,6 +227,9 @@ struct Hooks {
     ready: VecDeque<Box<[u8]>>,
     /// WATCHed keys and the watches on them (see [`crate::watch`]).
     watched: HashMap<Box<[u8]>, Vec<Watcher>>,
+    /// The shard's key versions, bumped by every key event (see [`crate::versions`]); None with
+    /// one shard, where nothing reads them.
+    versions: Option<Arc<Versions>>,
 }
 
 thread_local! {
@@ -263,6 +267,7 @@ impl Hooks {
             parked: HashMap::new(),
             ready: VecDeque::new(),
             watched: HashMap::new(),
+            versions: None,
         }
     }
 
@@ -295,6 +300,7 @@ impl Hooks {
     /// [`emit`](Self::emit) without counting a change.
     #[inline]
     fn emit_uncounted(&mut self, kind: EventKind, key: &[u8]) {
+        self.bump(key);
         if self.listening() {
             self.notify(kind, key);
         }
@@ -335,9 +341,20 @@ impl Hooks {
         }
     }
 
+    /// Moves `key`'s version (see [`crate::versions`]).
+    #[inline]
+    fn bump(&self, key: &[u8]) {
+        if let Some(v) = &self.versions {
+            v.bump(self.index, key);
+        }
+    }
+
     /// A database-wide event: wakes every waiter; `changes` is added to `dirty`.
     fn emit_all(&mut self, kind: EventKind, changes: u64) {
         self.dirty += changes;
+        if let Some(v) = &self.versions {
+            v.bump_all();
+        }
         if kind == EventKind::Swapped {
             // The database holds other values now: every parked-on key may have become servable.
             for (key, q) in self.parked.iter_mut().filter(|(_, q)| !q.ready) {
@@ -930,6 +947,12 @@ impl Db {
         }
     }
 
+    /// Has every key event of this database move the shard's key versions (see
+    /// [`crate::versions`]).
+    pub(crate) fn attach_versions(&mut self, versions: Arc<Versions>) {
+        self.hooks.versions = Some(versions);
+    }
+
     /// The SELECT index of this database.
     pub fn index(&self) -> u32 {
         self.hooks.index
@@ -1059,6 +1082,18 @@ impl Db {
         self.dict.prefetch_entry(key);
     }
 
+    /// Keyspace hits and misses counted so far (see [`Db::set_lookups`]).
+    pub fn lookups(&self) -> (u64, u64) {
+        (self.stats.hits, self.stats.misses)
+    }
+
+    /// Puts the hit and miss counts back to what [`Db::lookups`] said: a read that is run again
+    /// after its first run was discarded counts once.
+    pub fn set_lookups(&mut self, (hits, misses): (u64, u64)) {
+        self.stats.hits = hits;
+        self.stats.misses = misses;
+    }
+
     /// Looks a key up for reading: expires it if due, touches its LRU clock, counts a hit or miss.
     pub fn get(&mut self, key: &[u8], now: i64) -> Option<&Entry> {
         let due = self.expire_if_needed(key, now);
@@ -1159,6 +1194,10 @@ impl Db {
     /// Inserts a prepared entry (SET, RENAME/MOVE/COPY destinations), replacing any previous one.
     /// Returns true if a live key was replaced (a replaced expired key counts as expired).
     pub fn insert_entry(&mut self, entry: Entry, now: i64) -> bool {
+        // Its events carry the key only if someone listens; its version moves either way.
+        if let Some(v) = &self.hooks.versions {
+            v.bump(self.hooks.index, entry.key());
+        }
         let key = self
             .hooks
             .listening()
@@ -1201,6 +1240,7 @@ impl Db {
     }
 
     /// Emits an event whose key was copied only if someone listens.
+    #[inline]
     fn emit_opt(&mut self, kind: EventKind, key: Option<&[u8]>) {
         match key {
             Some(k) => self.hooks.emit(kind, k),

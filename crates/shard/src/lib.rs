@@ -10,6 +10,7 @@
 //! * [`shard`]: the per-thread shard and its accessor.
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
 //! * [`tracking`]: client-side caching: who to tell when a key changes.
+//! * [`versions`]: key versions, so a read-only pipeline across shards needs no locks.
 //! * [`watch`]: WATCH's touched flags, set from the write path's events.
 
 pub mod chain;
@@ -24,6 +25,7 @@ pub mod park;
 pub mod set;
 pub mod shard;
 pub mod tracking;
+pub mod versions;
 pub mod watch;
 
 pub use db::{

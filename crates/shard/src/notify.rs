@@ -9,7 +9,7 @@
 //! events reach subscribers in the order the commands of one shard produced them, and a client that
 //! subscribes and then issues a command sees the command's events.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
@@ -127,9 +127,20 @@ thread_local! {
 #[inline]
 pub fn emit(class: u32, event: &'static str, key: &[u8], db: u32) {
     let flags = flags();
-    if flags & class != 0 {
+    if flags & class != 0 && !(class == KEY_MISS && QUIET_MISSES.get()) {
         push(flags, event, key, db);
     }
+}
+
+thread_local! {
+    /// Key misses raise no event on this thread while set (see [`quiet_misses`]).
+    static QUIET_MISSES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While `on`, key misses on this thread raise no "keymiss" event: a read run again after its
+/// first run was discarded (see `strata_server::dispatch`), whose misses were announced then.
+pub fn quiet_misses(on: bool) {
+    QUIET_MISSES.set(on);
 }
 
 #[cold]

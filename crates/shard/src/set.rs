@@ -33,6 +33,7 @@ use futures_util::task::AtomicWaker;
 use strata_core::slot::{key_slot, SLOTS};
 
 use crate::shard::{current_shard_id, with_shard, Shard};
+use crate::versions::Versions;
 
 /// A unit of work sent to a shard thread.
 pub type Job = Box<dyn FnOnce() + Send>;
@@ -101,6 +102,8 @@ pub struct ShardSet {
 struct Inner {
     mailboxes: Vec<Mailbox>,
     slot_owner: Box<[u16]>,
+    /// Each shard's key versions (see [`crate::versions`]); empty with one shard.
+    versions: Vec<Arc<Versions>>,
 }
 
 /// Per-thread outgoing buffers, one per destination, and the flusher's wake-up.
@@ -125,6 +128,11 @@ impl ShardSet {
             inner: Arc::new(Inner {
                 mailboxes: (0..n).map(|_| Mailbox::new()).collect(),
                 slot_owner,
+                versions: if n > 1 {
+                    (0..n).map(|_| Arc::new(Versions::default())).collect()
+                } else {
+                    Vec::new()
+                },
             }),
         };
         let inboxes = (0..n)
@@ -139,6 +147,11 @@ impl ShardSet {
     /// Number of shards.
     pub fn len(&self) -> usize {
         self.inner.mailboxes.len()
+    }
+
+    /// `shard`'s key versions (see [`crate::versions`]); None with one shard.
+    pub fn versions(&self, shard: usize) -> Option<&Arc<Versions>> {
+        self.inner.versions.get(shard)
     }
 
     /// Always false: a set has at least one shard.

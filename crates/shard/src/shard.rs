@@ -16,6 +16,7 @@ use strata_core::histogram::Histogram;
 use crate::db::{Db, FreeWait};
 use crate::locks::{LockId, LockTable, Mode, Owner};
 use crate::park::{Here, Parked};
+use crate::versions::Versions;
 
 /// Keys examined per database per active-expiry tick.
 pub const ACTIVE_EXPIRE_BUDGET: usize = 2000;
@@ -73,6 +74,9 @@ pub struct Shard {
     /// parked on that key while the move serves the waiters behind it (see `strata_server::moving`):
     /// that move takes it over instead of queueing for it. Cleared by the offering move.
     pub lock_handover: Option<LockHandover>,
+    /// This shard's key versions (see [`crate::versions`]): read-only pipelines that span shards
+    /// record them instead of taking locks. None with one shard.
+    pub versions: Option<Arc<Versions>>,
 }
 
 /// See [`Shard::lock_handover`].
@@ -104,7 +108,16 @@ impl Shard {
             recheck_after_part: false,
             running_client: 0,
             lock_handover: None,
+            versions: None,
         }
+    }
+
+    /// Has every key event of every database move `versions` (the shard set's for this shard).
+    pub fn attach_versions(&mut self, versions: Arc<Versions>) {
+        for db in &mut self.dbs {
+            db.attach_versions(versions.clone());
+        }
+        self.versions = Some(versions);
     }
 
     /// Number of databases.
@@ -480,6 +493,10 @@ pub struct ThreadStats {
     pub errors: Vec<(Box<[u8]>, u64)>,
     /// Error replies whose code found no room in `errors`.
     pub errors_untracked: u64,
+    /// Read-only pipelines across shards run without locks by this thread's connections, and
+    /// those of them whose key-version check failed, run again with locks (INFO strata).
+    pub read_pipelines: u64,
+    pub read_pipelines_rerun: u64,
 }
 
 /// Distinct error codes a thread counts one by one (the server's own are a dozen).
