@@ -230,6 +230,34 @@ fn test_a_pipeline_that_only_reads_sees_one_moment() {
                 );
             }
         });
+        // A lone multi-key read across shards is one moment too.
+        s.spawn(|| {
+            let mut c = server.conn();
+            let mut rounds = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) && rounds < 20 * ROUNDS {
+                rounds += 1;
+                let ints = |reply: Vec<u8>| -> Vec<i64> {
+                    Reply::decode(&reply)
+                        .as_array()
+                        .expect("MGET's array")
+                        .iter()
+                        .map(|r| {
+                            r.as_bytes()
+                                .map_or(-1, |b| std::str::from_utf8(b).unwrap().parse().unwrap())
+                        })
+                        .collect()
+                };
+                let seq = ints(c.call(&["MGET", &flag, &data]));
+                assert!(
+                    seq[1] >= seq[0],
+                    "MGET saw `{flag}` = {} and `{data}` = {}, written before it",
+                    seq[0],
+                    seq[1]
+                );
+                let pair = ints(c.call(&["MGET", &y, &x]));
+                assert_eq!(pair[0], pair[1], "MGET saw a transaction half done");
+            }
+        });
     });
 }
 
@@ -289,13 +317,13 @@ fn test_a_read_pipeline_run_again_counts_once() {
                 }
                 pipelines += 1;
             }
-            if info_field(&mut c, "strata", "read_pipelines_rerun") >= 5 || round == 99 {
+            if info_field(&mut c, "strata", "unlocked_reads_rerun") >= 5 || round == 99 {
                 break;
             }
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
-    let reruns = info_field(&mut admin, "strata", "read_pipelines_rerun");
+    let reruns = info_field(&mut admin, "strata", "unlocked_reads_rerun");
     assert!(
         reruns > 0,
         "no version check failed in {pipelines} pipelines"

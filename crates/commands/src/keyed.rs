@@ -44,10 +44,11 @@ enum Place<'a> {
     Tentative(Tentative<'a>),
 }
 
-/// A read-only command run optimistically across shards (see [`Optimistic`]): each shard's locks
-/// (`plan`, taken out once attempted) are taken in the message of the command's first read there.
-/// A shard that refuses sets `failed`, and the command never resumes: the dispatcher drops it and
-/// runs it again the ordinary way.
+/// A read-only command run optimistically across shards (see [`Optimistic`]): each shard's keys
+/// (`plan`, taken out once attempted) are checked for other commands' locks, and their versions
+/// recorded, in the message of the command's first read there ([`Optimistic::unlocked`]; locked
+/// at once instead with a locking [`Optimistic`]). A shard that refuses sets `failed`, and the
+/// command never resumes: the dispatcher drops it and runs it again the ordinary way.
 struct Tentative<'a> {
     lock: &'a mut Optimistic,
     plan: Vec<(usize, Option<LockSet>)>,
@@ -141,8 +142,8 @@ impl<'a> KeysCtx<'a> {
     }
 
     /// A context for a read-only command whose keys, on several shards (`plan`: each shard's
-    /// locks), are locked optimistically by `lock` as it reads them. `failed` is set if a shard
-    /// refuses; the command's future then never completes (see [`run_tentatively`]).
+    /// locks), are checked (or locked) optimistically by `lock` as it reads them. `failed` is set
+    /// if a shard refuses; the command's future then never completes (see [`run_tentatively`]).
     #[allow(clippy::too_many_arguments)]
     pub fn tentative(
         lock: &'a mut Optimistic,

@@ -1044,9 +1044,8 @@ pub struct InfoData {
     pub threads: usize,
     /// Per shard: message batches its mailbox received and wake-ups they cost (`ShardSet`).
     pub hops: Vec<(u64, u64)>,
-    /// Read-only pipelines across shards run without locks, and those run again with locks after
-    /// their key-version check failed.
-    pub read_pipelines: (u64, u64),
+    /// Reads across shards run without locks, and those of them run again the locked way.
+    pub unlocked_reads: (u64, u64),
     pub io_engine: String,
 }
 
@@ -1328,8 +1327,8 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 for (i, (batches, wakeups)) in d.hops.iter().enumerate() {
                     let _ = write!(out, "shard{i}:batches={batches},wakeups={wakeups}\r\n");
                 }
-                field!(out, "read_pipelines_unlocked", "{}", d.read_pipelines.0);
-                field!(out, "read_pipelines_rerun", "{}", d.read_pipelines.1);
+                field!(out, "unlocked_reads", "{}", d.unlocked_reads.0);
+                field!(out, "unlocked_reads_rerun", "{}", d.unlocked_reads.1);
             }
             _ => {}
         }
@@ -1408,7 +1407,7 @@ struct ShardInfo {
     lazyfree_pending: usize,
     errors: Vec<(Box<[u8]>, u64)>,
     errors_untracked: u64,
-    read_pipelines: (u64, u64),
+    unlocked_reads: (u64, u64),
 }
 
 /// A 40-hex-digit replication id, fixed for the life of the process.
@@ -1513,7 +1512,7 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
             misses: s.dbs().iter().map(|d| d.stats().misses).sum(),
             dirty: s.dbs().iter().map(|d| d.dirty()).sum(),
             lazyfree_pending: s.lazyfree_pending(),
-            read_pipelines: (s.stats.read_pipelines, s.stats.read_pipelines_rerun),
+            unlocked_reads: (s.stats.unlocked_reads, s.stats.unlocked_reads_rerun),
         })
         .await;
     let mut d = InfoData {
@@ -1536,8 +1535,8 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         d.keyspace_misses += s.misses;
         d.dirty += s.dirty;
         d.lazyfree_pending_objects += s.lazyfree_pending;
-        d.read_pipelines.0 += s.read_pipelines.0;
-        d.read_pipelines.1 += s.read_pipelines.1;
+        d.unlocked_reads.0 += s.unlocked_reads.0;
+        d.unlocked_reads.1 += s.unlocked_reads.1;
         for (total, st) in cmd.iter_mut().zip(&s.cmd) {
             total.calls += st.calls;
             total.usec += st.usec;

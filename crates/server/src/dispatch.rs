@@ -1557,8 +1557,8 @@ impl Batch<'_> {
             }
         });
         with_shard(|s| {
-            s.stats.read_pipelines += 1;
-            s.stats.read_pipelines_rerun += u64::from(!unchanged);
+            s.stats.unlocked_reads += 1;
+            s.stats.unlocked_reads_rerun += u64::from(!unchanged);
         });
         if !unchanged {
             for c in pending.iter_mut().flat_map(|p| p.cmds.iter_mut()) {
@@ -2210,8 +2210,9 @@ impl Batch<'_> {
         let lowest = plan.first().map(|(s, _)| *s);
         let databases = self.state.config.get_i64("databases").max(1) as usize;
         // A read of a few keys on several shards (MGET, EXISTS, SUNION…), outside a transaction:
-        // first try locking each shard in the message that reads it, one round trip in all (see
-        // `strata_shard::multi::Optimistic`); the ordinary way below if a shard refuses.
+        // first read each shard without locks, recording its keys' versions, one round trip in all
+        // (see `strata_shard::multi::Optimistic::unlocked`); the ordinary way below if a shard
+        // refuses (a lock of another command on its keys) or a version moved meanwhile.
         if parked.is_none()
             && whole_db.is_none()
             && plan.len() > 1
@@ -2226,7 +2227,7 @@ impl Batch<'_> {
             if !with_shard(|s| s.locks.is_idle()) {
                 strata_shard::set::run_inbox_now();
             }
-            let mut opt = strata_shard::multi::Optimistic::new(set, new_owner());
+            let mut opt = strata_shard::multi::Optimistic::unlocked(set);
             let failed = std::cell::Cell::new(false);
             let mark = out.buf.len();
             let mut cx = KeysCtx::tentative(
@@ -2241,8 +2242,12 @@ impl Batch<'_> {
             );
             let result = strata_commands::keyed::run_tentatively(f, &mut cx, &failed).await;
             drop(cx);
-            opt.release();
-            if let Some(result) = result {
+            let unchanged = opt.release();
+            with_shard(|s| {
+                s.stats.unlocked_reads += 1;
+                s.stats.unlocked_reads_rerun += u64::from(result.is_none() || !unchanged);
+            });
+            if let Some(result) = result.filter(|_| unchanged) {
                 let error = reply_error(out, result).map(|at| &out.buf[at..]);
                 record_logged(cmd, args, &self.session.info, start, error);
                 return None;

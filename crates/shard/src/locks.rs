@@ -241,6 +241,14 @@ impl LockSet {
         items
     }
 
+    /// Every key of the set, as (database, fingerprint), possibly repeated.
+    pub(crate) fn key_items(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.keys.iter().filter_map(|&(k, _)| match k {
+            LockKey::Key(db, fp) => Some((db, fp)),
+            LockKey::Db(_) => None,
+        })
+    }
+
     /// Every item, possibly repeated with weaker modes (enough to test for conflicts).
     fn iter(&self) -> impl Iterator<Item = (LockKey, LockMode)> + '_ {
         let dbs = self.dbs.iter().map(|&(db, m)| (LockKey::Db(db), m));

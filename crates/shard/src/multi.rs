@@ -20,6 +20,7 @@ use futures_channel::oneshot;
 use crate::locks::{new_owner, Grant, LockId, LockSet, Mode, Owner};
 use crate::set::ShardSet;
 use crate::shard::{current_shard_id, with_shard, Shard};
+use crate::versions::Seen;
 
 /// Locks held by one owner on one or more shards.
 pub struct MultiLock {
@@ -316,6 +317,8 @@ pub struct Optimistic {
     held: Vec<(usize, LockId)>,
     /// Requests sent and not settled yet.
     inflight: Vec<Arc<Mutex<Attempt>>>,
+    /// Reads without locks (see [`Optimistic::unlocked`]): what each shard's attempt saw.
+    unlocked: Option<Vec<(usize, Seen)>>,
 }
 
 /// The fate of one attempt, decided under its mutex by the shard or by a drop.
@@ -324,6 +327,8 @@ enum Attempt {
     Abandoned,
     /// Granted on that shard.
     Made(usize, LockId),
+    /// Read without locks on that shard, which saw these versions.
+    Read(usize, Seen),
     Refused,
 }
 
@@ -335,7 +340,19 @@ impl Optimistic {
             owner,
             held: Vec::new(),
             inflight: Vec::new(),
+            unlocked: None,
         }
+    }
+
+    /// For a read-only command: its attempts take no locks. Each runs only if no lock of another
+    /// command stands on its keys (so it never reads a transaction's half-done state) and records
+    /// the versions of those keys (see [`crate::versions`]); [`release`](Self::release) then says
+    /// whether none of them moved, that is whether the reads are those of one moment. Needs more
+    /// than one shard (a set with one has no versions: its attempts are refused).
+    pub fn unlocked(set: &ShardSet) -> Optimistic {
+        let mut opt = Optimistic::new(set, new_owner());
+        opt.unlocked = Some(Vec::new());
+        opt
     }
 
     /// The shard set.
@@ -361,11 +378,32 @@ impl Optimistic {
         self.inflight.push(state.clone());
         let owner = self.owner;
         let set = self.set.clone();
+        let unlocked = self.unlocked.is_some();
         async move {
             set.call(shard, move |s| {
                 let mut st = state_of_attempt(&state);
                 if matches!(*st, Attempt::Abandoned) {
                     return None;
+                }
+                if unlocked {
+                    let Some(v) = s.versions.clone() else {
+                        *st = Attempt::Refused;
+                        return None;
+                    };
+                    if !s.locks.may_run_set(None, &locks) {
+                        *st = Attempt::Refused;
+                        return None;
+                    }
+                    let mut seen = Seen {
+                        epoch: v.epoch(),
+                        keys: Vec::new(),
+                    };
+                    let r = f(s);
+                    for (db, fp) in locks.key_items() {
+                        v.record_fingerprint(db, fp, &mut seen);
+                    }
+                    *st = Attempt::Read(shard, seen);
+                    return Some(r);
                 }
                 match s.locks.try_acquire(owner, locks) {
                     Some(id) => {
@@ -386,10 +424,14 @@ impl Optimistic {
     /// Records the outcome of every attempt started so far (all of them must be done).
     pub fn settle(&mut self) {
         for state in std::mem::take(&mut self.inflight) {
-            if let Attempt::Made(shard, id) =
-                std::mem::replace(&mut *state_of_attempt(&state), Attempt::Abandoned)
-            {
-                self.held.push((shard, id));
+            match std::mem::replace(&mut *state_of_attempt(&state), Attempt::Abandoned) {
+                Attempt::Made(shard, id) => self.held.push((shard, id)),
+                Attempt::Read(shard, seen) => {
+                    if let Some(read) = &mut self.unlocked {
+                        read.push((shard, seen));
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -404,10 +446,16 @@ impl Optimistic {
     }
 
     /// Releases every lock: the local shard's at once, remote ones by message. Must not be called
-    /// inside [`with_shard`].
-    pub fn release(mut self) {
+    /// inside [`with_shard`]. For an [`unlocked`](Self::unlocked) read: true if none of the
+    /// versions its attempts saw has moved (its reads are those of this moment); always true
+    /// otherwise.
+    pub fn release(mut self) -> bool {
         self.settle();
         self.set.release_locks(std::mem::take(&mut self.held));
+        self.unlocked.take().is_none_or(|read| {
+            read.iter()
+                .all(|(shard, seen)| self.set.versions(*shard).is_some_and(|v| v.unchanged(seen)))
+        })
     }
 }
 

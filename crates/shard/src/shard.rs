@@ -493,10 +493,11 @@ pub struct ThreadStats {
     pub errors: Vec<(Box<[u8]>, u64)>,
     /// Error replies whose code found no room in `errors`.
     pub errors_untracked: u64,
-    /// Read-only pipelines across shards run without locks by this thread's connections, and
-    /// those of them whose key-version check failed, run again with locks (INFO strata).
-    pub read_pipelines: u64,
-    pub read_pipelines_rerun: u64,
+    /// Reads across shards run without locks by this thread's connections (read-only pipelines,
+    /// and lone read-only commands such as MGET), and those of them run again the locked way,
+    /// their key-version check failed or a key locked by another command (INFO strata).
+    pub unlocked_reads: u64,
+    pub unlocked_reads_rerun: u64,
 }
 
 /// Distinct error codes a thread counts one by one (the server's own are a dozen).

@@ -52,7 +52,13 @@ impl Versions {
     /// The stripe of `key` of database `db`.
     #[inline]
     fn stripe(db: u32, key: &[u8]) -> usize {
-        let h = crate::locks::fingerprint(key) ^ u64::from(db).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Self::stripe_of(db, crate::locks::fingerprint(key))
+    }
+
+    /// The stripe of the key of database `db` whose lock fingerprint is `fp`.
+    #[inline]
+    fn stripe_of(db: u32, fp: u64) -> usize {
+        let h = fp ^ u64::from(db).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (h >> (64 - STRIPES.trailing_zeros())) as usize
     }
 
@@ -79,6 +85,13 @@ impl Versions {
     #[inline]
     pub fn record(&self, db: u32, key: &[u8], seen: &mut Seen) {
         let i = Self::stripe(db, key);
+        seen.keys
+            .push((i as u16, self.stripes[i].load(Ordering::Acquire)));
+    }
+
+    /// [`record`](Self::record) for the key of `db` whose lock fingerprint is `fp`.
+    pub(crate) fn record_fingerprint(&self, db: u32, fp: u64, seen: &mut Seen) {
+        let i = Self::stripe_of(db, fp);
         seen.keys
             .push((i as u16, self.stripes[i].load(Ordering::Acquire)));
     }
