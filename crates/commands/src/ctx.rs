@@ -244,8 +244,9 @@ pub struct Session {
     pub caching: bool,
     /// In MONITOR mode (see `crate::monitor`).
     pub monitor: bool,
-    /// How many more read-only pipelines across shards run the locked way, without trying key
-    /// versions first: set after a version check failed (see `strata_server::dispatch`).
+    /// How many more reads across shards (read-only pipelines, lone multi-key reads) run the
+    /// locked way, without trying key versions first: set after one had to run again (see
+    /// `strata_server::dispatch`).
     pub locked_reads: Cell<u32>,
 }
 

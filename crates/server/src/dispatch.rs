@@ -419,8 +419,8 @@ fn prefetch(s: &mut Shard, cmds: &[ShardCmd]) {
     }
 }
 
-/// How many read-only pipelines across shards of a client take locks at once after one whose
-/// version check failed (see [`Batch::run_versioned`]).
+/// How many reads across shards (read-only pipelines, lone multi-key reads) of a client take
+/// locks at once after one that had to run again (see [`Batch::run_versioned`]).
 const LOCKED_READS_AFTER_FAILURE: u32 = 16;
 
 /// A sub-batch being run: replies so far and the next command.
@@ -2213,12 +2213,19 @@ impl Batch<'_> {
         // first read each shard without locks, recording its keys' versions, one round trip in all
         // (see `strata_shard::multi::Optimistic::unlocked`); the ordinary way below if a shard
         // refuses (a lock of another command on its keys) or a version moved meanwhile.
+        let skip = &self.session.locked_reads;
         if parked.is_none()
             && whole_db.is_none()
             && plan.len() > 1
             && nkeys <= strata_commands::keyed::SLICE
             && cmd.spec.flags.has(Flags::READONLY)
             && self.session.txn_owner.is_none()
+            && (skip.get() == 0 || {
+                // After a failed attempt, the next few reads take locks at once (see
+                // `run_pending`).
+                skip.set(skip.get() - 1);
+                false
+            })
         {
             // A lock still held here may belong to a command whose reply this client has seen,
             // its release waiting in this thread's inbox: run that first rather than abandon the
@@ -2252,6 +2259,7 @@ impl Batch<'_> {
                 record_logged(cmd, args, &self.session.info, start, error);
                 return None;
             }
+            skip.set(LOCKED_READS_AFTER_FAILURE);
             out.buf.truncate(mark);
         }
         let lock = set.lock_plan(owner, plan).await;

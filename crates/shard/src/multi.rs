@@ -398,11 +398,16 @@ impl Optimistic {
                         epoch: v.epoch(),
                         keys: Vec::new(),
                     };
+                    *st = Attempt::Read(shard, Seen::default());
+                    drop(st);
                     let r = f(s);
                     for (db, fp) in locks.key_items() {
                         v.record_fingerprint(db, fp, &mut seen);
                     }
-                    *st = Attempt::Read(shard, seen);
+                    // Abandoned meanwhile: nothing was held, nothing to give back.
+                    if let Attempt::Read(_, kept) = &mut *state_of_attempt(&state) {
+                        *kept = seen;
+                    }
                     return Some(r);
                 }
                 match s.locks.try_acquire(owner, locks) {
