@@ -1099,3 +1099,22 @@ fn watches_withdrawn_leave_no_memory_behind() {
     assert_eq!(c.call_decoded(&["UNWATCH"]), Reply::Simple(b"OK".to_vec()));
     memory_returns_near(&mut c, baseline, 4 << 20);
 }
+
+#[test]
+fn a_big_request_leaves_no_big_read_buffer_behind() {
+    // The read buffer grows to take a 3 MiB value; once the request is done the connection goes
+    // back to a small buffer, even though the requests after it keep arriving on it.
+    let strata = Server::strata(&["--threads", "1"]);
+    let mut c = strata.conn();
+    let baseline = info_u64(&mut c, "memory", "used_memory");
+    let big = "x".repeat(3 << 20);
+    assert_eq!(
+        c.call_decoded(&["SET", "big", &big]),
+        Reply::Simple(b"OK".to_vec())
+    );
+    assert_eq!(c.call_decoded(&["DEL", "big"]), Reply::Integer(1));
+    for _ in 0..10 {
+        assert_eq!(c.call_decoded(&["PING"]), Reply::Simple(b"PONG".to_vec()));
+    }
+    memory_returns_near(&mut c, baseline, 1 << 20);
+}

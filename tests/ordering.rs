@@ -163,6 +163,19 @@ fn keys_on_three_shards(prefix: &str) -> [String; 3] {
     [found[0].clone(), found[1].clone(), found[2].clone()]
 }
 
+/// An MGET reply's integers (-1 for a missing key).
+fn ints_of(reply: &[u8]) -> Vec<i64> {
+    Reply::decode(reply)
+        .as_array()
+        .expect("MGET's array")
+        .iter()
+        .map(|r| {
+            r.as_bytes()
+                .map_or(-1, |b| std::str::from_utf8(b).unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
 #[test]
 fn test_a_pipeline_that_only_reads_sees_one_moment() {
     // Reads of a pipeline run shard by shard without locks: what an earlier part read must still
@@ -210,16 +223,7 @@ fn test_a_pipeline_that_only_reads_sees_one_moment() {
                 let flag_v = int_of(&c.read_reply());
                 let data_v = int_of(&c.read_reply());
                 let x_v = int_of(&c.read_reply());
-                let pair = Reply::decode(&c.read_reply());
-                let pair: Vec<i64> = pair
-                    .as_array()
-                    .expect("MGET's array")
-                    .iter()
-                    .map(|r| {
-                        r.as_bytes()
-                            .map_or(-1, |b| std::str::from_utf8(b).unwrap().parse().unwrap())
-                    })
-                    .collect();
+                let pair = ints_of(&c.read_reply());
                 assert!(
                     data_v >= flag_v,
                     "read `{flag}` = {flag_v} and then `{data}` = {data_v}, written before it"
@@ -236,25 +240,14 @@ fn test_a_pipeline_that_only_reads_sees_one_moment() {
             let mut rounds = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) && rounds < 20 * ROUNDS {
                 rounds += 1;
-                let ints = |reply: Vec<u8>| -> Vec<i64> {
-                    Reply::decode(&reply)
-                        .as_array()
-                        .expect("MGET's array")
-                        .iter()
-                        .map(|r| {
-                            r.as_bytes()
-                                .map_or(-1, |b| std::str::from_utf8(b).unwrap().parse().unwrap())
-                        })
-                        .collect()
-                };
-                let seq = ints(c.call(&["MGET", &flag, &data]));
+                let seq = ints_of(&c.call(&["MGET", &flag, &data]));
                 assert!(
                     seq[1] >= seq[0],
                     "MGET saw `{flag}` = {} and `{data}` = {}, written before it",
                     seq[0],
                     seq[1]
                 );
-                let pair = ints(c.call(&["MGET", &y, &x]));
+                let pair = ints_of(&c.call(&["MGET", &y, &x]));
                 assert_eq!(pair[0], pair[1], "MGET saw a transaction half done");
             }
         });

@@ -211,9 +211,19 @@ async fn read_loop(
     let mut unfinished = 0usize;
     with_shard(|s| s.stats.connections_received += 1);
 
+    // The read buffer's allocation grew past KEEP_CAPACITY since it was last replaced. Its
+    // `capacity()` cannot say so once the requests at its front are split off: that counts only
+    // the room left after them, while the whole allocation stays alive behind the buffer.
+    let mut grown = false;
+
     'conn: while !info.killed.load(Ordering::Relaxed) {
-        if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
-            rbuf = BytesMut::with_capacity(READ_CHUNK);
+        if grown && rbuf.len() < READ_CHUNK {
+            // Drained (but for a partial request, moved over): a big request's buffer is not
+            // kept for the small ones that follow it.
+            let mut fresh = BytesMut::with_capacity(READ_CHUNK);
+            fresh.extend_from_slice(&rbuf);
+            rbuf = fresh;
+            grown = false;
         }
         // Grow toward a large announced argument by doubling, so memory follows the bytes that
         // actually arrive (amortised O(n) copying) rather than the length a client claims.
@@ -224,6 +234,7 @@ async fn read_loop(
         rbuf.reserve(want);
         let len = rbuf.len();
         let cap = rbuf.capacity();
+        grown |= cap > KEEP_CAPACITY;
         let (res, slice) = rd.read(rbuf.slice_mut(len..cap)).await;
         rbuf = slice.into_inner();
         let n = match res {
