@@ -93,6 +93,10 @@ pub struct KeysCtx<'a> {
     /// serves only from keys of its type and skips (stays blocked on) the others, instead of
     /// failing with WRONGTYPE as its first attempt does.
     pub woken: bool,
+    /// Run again after a first run that read everything was discarded (a read across shards
+    /// whose key versions moved): its reads count no keyspace hits or misses and raise no
+    /// key-miss events, as the first run's did (see [`Shard::quietly`]).
+    pub quiet: bool,
     place: Place<'a>,
 }
 
@@ -137,6 +141,7 @@ impl<'a> KeysCtx<'a> {
             databases,
             park: None,
             woken: false,
+            quiet: false,
             place,
         }
     }
@@ -180,7 +185,11 @@ impl<'a> KeysCtx<'a> {
             Place::Here(shard) => f(shard),
             Place::Across(lock) => {
                 let shard = lock.shard_set().shard_of_key(key);
-                lock.run(shard, f).await
+                if self.quiet {
+                    lock.run(shard, move |s| s.quietly(f)).await
+                } else {
+                    lock.run(shard, f).await
+                }
             }
             Place::Tentative(t) => {
                 let shard = t.lock.shard_set().shard_of_key(key);
@@ -213,6 +222,14 @@ impl<'a> KeysCtx<'a> {
         match &mut self.place {
             Place::Here(shard) => vec![((0..items.len()).collect(), op(shard, items))],
             Place::Across(lock) => {
+                let quiet = self.quiet;
+                let op = move |s: &mut Shard, items: &[I]| {
+                    if quiet {
+                        s.quietly(|s| op(s, items))
+                    } else {
+                        op(s, items)
+                    }
+                };
                 let mut parts = Vec::new();
                 for (n, slice) in items.chunks(SLICE).enumerate() {
                     let base = n * SLICE;

@@ -215,14 +215,10 @@ impl ShardCmd {
         if tracking {
             strata_shard::tracking::begin_command(self.client);
         }
-        let lookups = self.quiet.then(|| {
-            strata_shard::notify::quiet_misses(true);
-            shard.db(self.db).lookups()
-        });
-        let (failed, park) = match self.run {
+        let mut run = |shard: &mut Shard| match self.run {
             Run::Shard(handler) => {
                 let mut cx = ShardCtx {
-                    shard: &mut *shard,
+                    shard,
                     db: self.db,
                     args: &self.args,
                     out: &mut *out,
@@ -233,7 +229,7 @@ impl ShardCmd {
                 (failed, cx.park.take())
             }
             Run::Keys(handler) => {
-                let mut cx = KeysCtx::here(&mut *shard, self.db, &self.args, &mut *out, now);
+                let mut cx = KeysCtx::here(shard, self.db, &self.args, &mut *out, now);
                 cx.woken = self.parked.as_ref().is_some_and(|p| p.was_woken());
                 let r = run_here(handler, &mut cx);
                 let park = cx.park.take();
@@ -246,6 +242,11 @@ impl ShardCmd {
                 }
             }
         };
+        let (failed, park) = if self.quiet {
+            shard.quietly(run)
+        } else {
+            run(shard)
+        };
         if tracking {
             strata_shard::tracking::end_command();
             if self.track {
@@ -256,10 +257,6 @@ impl ShardCmd {
             }
         }
         let park = self.settle_park(shard, park, out);
-        if let Some(lookups) = lookups {
-            strata_shard::notify::quiet_misses(false);
-            shard.db_mut(self.db).set_lookups(lookups);
-        }
         // Its own time, without the blocked clients it serves next (as Redis times `call()`).
         let usec = (now_us() - start).max(0) as u64;
         if slowlog::logs(usec) && park.is_none() && !self.quiet {
@@ -2214,6 +2211,7 @@ impl Batch<'_> {
         // (see `strata_shard::multi::Optimistic::unlocked`); the ordinary way below if a shard
         // refuses (a lock of another command on its keys) or a version moved meanwhile.
         let skip = &self.session.locked_reads;
+        let mut quiet = false;
         if parked.is_none()
             && whole_db.is_none()
             && plan.len() > 1
@@ -2254,6 +2252,8 @@ impl Batch<'_> {
                 s.stats.unlocked_reads += 1;
                 s.stats.unlocked_reads_rerun += u64::from(result.is_none() || !unchanged);
             });
+            // Every read ran but a version moved: they counted, so the rerun counts nothing.
+            quiet = result.is_some();
             if let Some(result) = result.filter(|_| unchanged) {
                 let error = reply_error(out, result).map(|at| &out.buf[at..]);
                 record_logged(cmd, args, &self.session.info, start, error);
@@ -2265,6 +2265,7 @@ impl Batch<'_> {
         let lock = set.lock_plan(owner, plan).await;
         let mut cx = KeysCtx::across(&lock, db, args, out, start / 1000, databases);
         cx.woken = parked.is_some_and(|p| p.was_woken());
+        cx.quiet = quiet;
         let result = f(&mut cx).await;
         let mut park = cx.park.take();
         // A woken attempt may hold a reservation on its lowest shard (see `strata_shard::park`):

@@ -1083,13 +1083,13 @@ impl Db {
     }
 
     /// Keyspace hits and misses counted so far (see [`Db::set_lookups`]).
-    pub fn lookups(&self) -> (u64, u64) {
+    pub(crate) fn lookups(&self) -> (u64, u64) {
         (self.stats.hits, self.stats.misses)
     }
 
     /// Puts the hit and miss counts back to what [`Db::lookups`] said: a read that is run again
-    /// after its first run was discarded counts once.
-    pub fn set_lookups(&mut self, (hits, misses): (u64, u64)) {
+    /// after its first run was discarded counts once (see [`crate::Shard::quietly`]).
+    pub(crate) fn set_lookups(&mut self, (hits, misses): (u64, u64)) {
         self.stats.hits = hits;
         self.stats.misses = misses;
     }

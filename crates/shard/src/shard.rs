@@ -112,6 +112,19 @@ impl Shard {
         }
     }
 
+    /// Runs `f` without counting its keyspace hits and misses or raising key-miss events: for a
+    /// read run again after its first run, whose lookups counted, was discarded.
+    pub fn quietly<R>(&mut self, f: impl FnOnce(&mut Shard) -> R) -> R {
+        let lookups: Vec<(u64, u64)> = self.dbs.iter().map(Db::lookups).collect();
+        crate::notify::quiet_misses(true);
+        let r = f(self);
+        crate::notify::quiet_misses(false);
+        for (db, counts) in self.dbs.iter_mut().zip(lookups) {
+            db.set_lookups(counts);
+        }
+        r
+    }
+
     /// Has every key event of every database move `versions` (the shard set's for this shard).
     pub fn attach_versions(&mut self, versions: Arc<Versions>) {
         for db in &mut self.dbs {
