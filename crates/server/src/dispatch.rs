@@ -471,7 +471,7 @@ impl Progress {
     /// Records the versions of the keys `cmd` read (see [`Progress::seen`]).
     #[inline(never)]
     fn record(&mut self, s: &Shard, cmd: &ShardCmd) {
-        if let (Some(seen), Some(v)) = (&mut self.seen, &s.versions) {
+        if let (Some(seen), Some(v)) = (&mut self.seen, s.versions()) {
             cmd.record_versions(v, seen);
         }
     }
@@ -495,7 +495,7 @@ impl Progress {
         if self.next == 0 {
             prefetch(s, cmds);
             self.reserve(cmds.len());
-            if let (Some(seen), Some(v)) = (&mut self.seen, &s.versions) {
+            if let (Some(seen), Some(v)) = (&mut self.seen, s.versions()) {
                 seen.epoch = v.epoch();
             }
         }

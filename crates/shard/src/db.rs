@@ -953,6 +953,11 @@ impl Db {
         self.hooks.versions = Some(versions);
     }
 
+    /// The shard's key versions this database moves, if attached.
+    pub(crate) fn versions(&self) -> Option<&Versions> {
+        self.hooks.versions.as_deref()
+    }
+
     /// The SELECT index of this database.
     pub fn index(&self) -> u32 {
         self.hooks.index

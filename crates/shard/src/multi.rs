@@ -386,7 +386,7 @@ impl Optimistic {
                     return None;
                 }
                 if unlocked {
-                    let Some(v) = s.versions.clone() else {
+                    let Some(epoch) = s.versions().map(|v| v.epoch()) else {
                         *st = Attempt::Refused;
                         return None;
                     };
@@ -394,15 +394,17 @@ impl Optimistic {
                         *st = Attempt::Refused;
                         return None;
                     }
-                    let mut seen = Seen {
-                        epoch: v.epoch(),
-                        keys: Vec::new(),
-                    };
                     *st = Attempt::Read(shard, Seen::default());
                     drop(st);
                     let r = f(s);
-                    for (db, fp) in locks.key_items() {
-                        v.record_fingerprint(db, fp, &mut seen);
+                    let mut seen = Seen {
+                        epoch,
+                        keys: Vec::new(),
+                    };
+                    if let Some(v) = s.versions() {
+                        for (db, fp) in locks.key_items() {
+                            v.record_fingerprint(db, fp, &mut seen);
+                        }
                     }
                     // Abandoned meanwhile: nothing was held, nothing to give back.
                     if let Attempt::Read(_, kept) = &mut *state_of_attempt(&state) {

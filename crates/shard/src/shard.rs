@@ -74,9 +74,6 @@ pub struct Shard {
     /// parked on that key while the move serves the waiters behind it (see `strata_server::moving`):
     /// that move takes it over instead of queueing for it. Cleared by the offering move.
     pub lock_handover: Option<LockHandover>,
-    /// This shard's key versions (see [`crate::versions`]): read-only pipelines that span shards
-    /// record them instead of taking locks. None with one shard.
-    pub versions: Option<Arc<Versions>>,
 }
 
 /// See [`Shard::lock_handover`].
@@ -108,7 +105,6 @@ impl Shard {
             recheck_after_part: false,
             running_client: 0,
             lock_handover: None,
-            versions: None,
         }
     }
 
@@ -130,7 +126,12 @@ impl Shard {
         for db in &mut self.dbs {
             db.attach_versions(versions.clone());
         }
-        self.versions = Some(versions);
+    }
+
+    /// This shard's key versions (see [`crate::versions`]), which its databases move: reads
+    /// across shards record them instead of taking locks. None with one shard.
+    pub fn versions(&self) -> Option<&Versions> {
+        self.dbs.first().and_then(Db::versions)
     }
 
     /// Number of databases.

@@ -84,9 +84,7 @@ impl Versions {
     /// command that read it).
     #[inline]
     pub fn record(&self, db: u32, key: &[u8], seen: &mut Seen) {
-        let i = Self::stripe(db, key);
-        seen.keys
-            .push((i as u16, self.stripes[i].load(Ordering::Acquire)));
+        self.record_fingerprint(db, crate::locks::fingerprint(key), seen);
     }
 
     /// [`record`](Self::record) for the key of `db` whose lock fingerprint is `fp`.
