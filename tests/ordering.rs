@@ -266,10 +266,12 @@ fn info_field(c: &mut Conn, section: &str, field: &str) -> i64 {
 #[test]
 fn test_a_read_pipeline_run_again_counts_once() {
     // A writer keeps changing a key that a pipeline's first part (and an MGET) reads, so the
-    // version check of many of them fails and they run again with locks: the calls, keyspace hits
-    // and misses and key-miss events of every read still count once.
+    // version check of many of them fails and they run again with locks; some of its writes are
+    // MSETs over two shards, whose locks make a shard refuse an MGET's read after another shard
+    // has read. The calls, keyspace hits and misses and key-miss events of every read still count
+    // once.
     let server = Server::strata(&["--threads", &THREADS.to_string()]);
-    let [data, flag, _] = keys_on_three_shards("again");
+    let [data, flag, other] = keys_on_three_shards("again");
     let missing = format!("{data}-missing");
     let mut admin = server.conn();
     assert_eq!(
@@ -288,9 +290,11 @@ fn test_a_read_pipeline_run_again_counts_once() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 10_000_000 {
                 i += 1;
                 let mut bytes = Vec::new();
-                for _ in 0..16 {
+                for _ in 0..15 {
                     bytes.extend(encode_command(&["SET", &data, &i.to_string()]));
                 }
+                let i = i.to_string();
+                bytes.extend(encode_command(&["MSET", &data, &i, &other, &i]));
                 c.send_raw(&bytes);
                 for _ in 0..16 {
                     c.read_reply();

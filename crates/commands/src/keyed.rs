@@ -93,10 +93,11 @@ pub struct KeysCtx<'a> {
     /// serves only from keys of its type and skips (stays blocked on) the others, instead of
     /// failing with WRONGTYPE as its first attempt does.
     pub woken: bool,
-    /// Run again after a first run that read everything was discarded (a read across shards
-    /// whose key versions moved): its reads count no keyspace hits or misses and raise no
-    /// key-miss events, as the first run's did (see [`Shard::quietly`]).
-    pub quiet: bool,
+    /// Run again after a first run was discarded (a read across shards whose key versions moved,
+    /// or which a shard refused): the shards that first run read, on which this run's reads
+    /// count no keyspace hits or misses and raise no key-miss events, as the first run's did
+    /// there (see [`Shard::quietly`]). Empty for a first run.
+    pub quiet: Vec<usize>,
     place: Place<'a>,
 }
 
@@ -141,7 +142,7 @@ impl<'a> KeysCtx<'a> {
             databases,
             park: None,
             woken: false,
-            quiet: false,
+            quiet: Vec::new(),
             place,
         }
     }
@@ -185,7 +186,7 @@ impl<'a> KeysCtx<'a> {
             Place::Here(shard) => f(shard),
             Place::Across(lock) => {
                 let shard = lock.shard_set().shard_of_key(key);
-                if self.quiet {
+                if self.quiet.contains(&shard) {
                     lock.run(shard, move |s| s.quietly(f)).await
                 } else {
                     lock.run(shard, f).await
@@ -222,9 +223,9 @@ impl<'a> KeysCtx<'a> {
         match &mut self.place {
             Place::Here(shard) => vec![((0..items.len()).collect(), op(shard, items))],
             Place::Across(lock) => {
-                let quiet = self.quiet;
+                let quiet: std::sync::Arc<[usize]> = self.quiet.as_slice().into();
                 let op = move |s: &mut Shard, items: &[I]| {
-                    if quiet {
+                    if quiet.contains(&s.id) {
                         s.quietly(|s| op(s, items))
                     } else {
                         op(s, items)

@@ -2211,7 +2211,7 @@ impl Batch<'_> {
         // (see `strata_shard::multi::Optimistic::unlocked`); the ordinary way below if a shard
         // refuses (a lock of another command on its keys) or a version moved meanwhile.
         let skip = &self.session.locked_reads;
-        let mut quiet = false;
+        let mut quiet = Vec::new();
         if parked.is_none()
             && whole_db.is_none()
             && plan.len() > 1
@@ -2227,8 +2227,7 @@ impl Batch<'_> {
         {
             // A lock still held here may belong to a command whose reply this client has seen,
             // its release waiting in this thread's inbox: run that first rather than abandon the
-            // attempt over it (an abandoned attempt counts its reads' hits, misses and "keymiss"
-            // events again when it reruns).
+            // attempt over it (and pay for the read twice).
             if !with_shard(|s| s.locks.is_idle()) {
                 strata_shard::set::run_inbox_now();
             }
@@ -2247,13 +2246,14 @@ impl Batch<'_> {
             );
             let result = strata_commands::keyed::run_tentatively(f, &mut cx, &failed).await;
             drop(cx);
+            // Where it read, it counted: a rerun counts nothing there, whether a version moved
+            // or another shard refused.
+            quiet = opt.shards_read();
             let unchanged = opt.release();
             with_shard(|s| {
                 s.stats.unlocked_reads += 1;
                 s.stats.unlocked_reads_rerun += u64::from(result.is_none() || !unchanged);
             });
-            // Every read ran but a version moved: they counted, so the rerun counts nothing.
-            quiet = result.is_some();
             if let Some(result) = result.filter(|_| unchanged) {
                 let error = reply_error(out, result).map(|at| &out.buf[at..]);
                 record_logged(cmd, args, &self.session.info, start, error);

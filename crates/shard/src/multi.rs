@@ -443,6 +443,16 @@ impl Optimistic {
         }
     }
 
+    /// The shards on which an [`unlocked`](Self::unlocked) read's attempts have run so far (each
+    /// settled attempt that was not refused): where its reads counted keyspace hits and misses.
+    pub fn shards_read(&self) -> Vec<usize> {
+        self.unlocked
+            .iter()
+            .flatten()
+            .map(|&(shard, _)| shard)
+            .collect()
+    }
+
     /// Runs `f` on `shard`, whose locks this owner holds.
     pub async fn run<R: Send + 'static>(
         &self,
