@@ -1118,3 +1118,78 @@ fn a_big_request_leaves_no_big_read_buffer_behind() {
     }
     memory_returns_near(&mut c, baseline, 1 << 20);
 }
+
+/// The read buffer of the client named `name`, as CLIENT LIST shows it: qbuf + qbuf-free (its size),
+/// and the client's idle seconds.
+fn read_buffer_of(admin: &mut Conn, name: &str) -> (u64, u64) {
+    let list = admin.call_decoded(&["CLIENT", "LIST"]);
+    let text = String::from_utf8_lossy(list.as_bytes().expect("CLIENT LIST's text")).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))
+        .expect("the client's line");
+    let field = |f: &str| -> u64 {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{f}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{f} in {line}"))
+    };
+    (field("qbuf") + field("qbuf-free"), field("idle"))
+}
+
+#[test]
+fn read_buffers_shrink_after_a_big_request_and_are_freed_when_idle() {
+    // As Redis's query buffer: a fresh client's is 16 KiB; one a big request grew shrinks back
+    // once small requests follow; an idle client's (nothing buffered) is freed after 2 s, and the
+    // client is served as before once it sends again. The same checks against both servers.
+    let servers = [Server::redis(&[]), Server::strata(&["--threads", "2"])];
+    std::thread::scope(|s| {
+        for server in &servers {
+            s.spawn(move || {
+                let kind = server.kind().name();
+                let mut c = server.conn();
+                let mut admin = server.conn();
+                c.call(&["CLIENT", "SETNAME", "watched"]);
+                let (fresh, _) = read_buffer_of(&mut admin, "watched");
+                assert!(
+                    (16384..32768).contains(&fresh),
+                    "{kind}: fresh buffer {fresh}"
+                );
+
+                c.call(&["SET", "x", &"A".repeat(400_000)]);
+                let (grown, _) = read_buffer_of(&mut admin, "watched");
+                assert!(grown > 32768, "{kind}: grown buffer {grown}");
+                let start = Instant::now();
+                let mut shrunk = grown;
+                while shrunk >= grown && start.elapsed() < Duration::from_secs(5) {
+                    c.call(&["SET", "x", "small"]);
+                    shrunk = read_buffer_of(&mut admin, "watched").0;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                assert!(
+                    shrunk > 0 && shrunk < grown,
+                    "{kind}: {grown} became {shrunk}"
+                );
+
+                let start = Instant::now();
+                let idle = loop {
+                    let (size, idle) = read_buffer_of(&mut admin, "watched");
+                    if size == 0 || start.elapsed() > Duration::from_secs(15) {
+                        break (size, idle);
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                };
+                assert!(
+                    idle.0 == 0 && idle.1 >= 2,
+                    "{kind}: idle client's buffer {idle:?}"
+                );
+                assert_eq!(
+                    c.call_decoded(&["GET", "x"]),
+                    Reply::Bulk(Some(b"small".to_vec()))
+                );
+                let (again, _) = read_buffer_of(&mut admin, "watched");
+                assert!(again > 0, "{kind}: buffer in use again {again}");
+            });
+        }
+    });
+}

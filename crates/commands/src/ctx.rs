@@ -319,6 +319,9 @@ pub struct ClientInfo {
     pub last_active_ms: AtomicI64,
     /// Bytes buffered, unanswered (qbuf), for CLIENT LIST.
     pub qbuf: AtomicU64,
+    /// Room the read buffer has beyond `qbuf` (qbuf-free): 0 once an idle connection's buffer is
+    /// freed.
+    pub qbuf_free: AtomicU64,
     /// Output not yet written to the socket, in bytes (CLIENT LIST `omem`); mirrors the outbox so
     /// the connection's direct-write test is one load.
     pub omem: AtomicU64,
@@ -418,6 +421,7 @@ impl ClientInfo {
             last_cmd: AtomicUsize::new(usize::MAX),
             last_active_ms: AtomicI64::new(now),
             qbuf: AtomicU64::new(0),
+            qbuf_free: AtomicU64::new(0),
             omem: AtomicU64::new(0),
             obl: AtomicU64::new(0),
             oll: AtomicU64::new(0),

@@ -1586,7 +1586,9 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
     let live = clients.iter().filter(|c| !c.killed.load(Ordering::Relaxed));
     for c in live {
         d.connected_clients += 1;
-        d.max_input_buffer = d.max_input_buffer.max(c.qbuf.load(Ordering::Relaxed));
+        // The read buffer's size, as Redis counts its query buffer's allocation.
+        let input = c.qbuf.load(Ordering::Relaxed) + c.qbuf_free.load(Ordering::Relaxed);
+        d.max_input_buffer = d.max_input_buffer.max(input);
         d.max_output_buffer = d.max_output_buffer.max(c.omem.load(Ordering::Relaxed));
         d.blocked_clients += c.blocked.load(Ordering::Relaxed) as usize;
     }

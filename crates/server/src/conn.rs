@@ -14,12 +14,13 @@
 //! bounded by `client-output-buffer-limit`.
 //!
 //! Memory per connection is bounded: the query buffer by `client-query-buffer-limit` (the
-//! connection is closed beyond it, as Redis does), a request's arguments by the parser's limits,
+//! connection is closed beyond it, as Redis does; shrunk after a big request and freed while the
+//! client idles, see [`sweep_idle_inputs`]), a request's arguments by the parser's limits,
 //! replies by what one batch produces (and, with a hard `client-output-buffer-limit`, by that limit
 //! while the batch runs: see `dispatch::Progress`), and pushed output by the same setting.
 
 use std::cell::Cell;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::pin;
@@ -46,6 +47,12 @@ use crate::dispatch::Batch;
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request or reply are released once drained.
 const KEEP_CAPACITY: usize = 1024 * 1024;
+/// A read buffer larger than this (Redis's `PROTO_RESIZE_THRESHOLD`) shrinks to its recent peak
+/// when that peak uses less than half of it, weighed at most every [`RESIZE_EVERY_MS`].
+const RESIZE_THRESHOLD: usize = 32 * 1024;
+const RESIZE_EVERY_MS: i64 = 100;
+/// An empty read buffer is freed once its client has been idle this long (Redis: over 2 s).
+const IDLE_INPUT_MS: i64 = 2000;
 /// The batch's command list (24 bytes a command) is released after a pipeline of more commands
 /// than this, so an idle connection keeps at most 3 KiB of it.
 const KEEP_COMMANDS: usize = 128;
@@ -83,6 +90,67 @@ struct Local {
     busy: Cell<bool>,
     /// The reader, waiting for its reply to be written.
     reader: Cell<Option<Waker>>,
+    /// The reader waits for input with an empty buffer it may give up (see
+    /// [`sweep_idle_inputs`]): since this time of last activity (unix ms), 0 when not.
+    input_idle_since: Cell<i64>,
+    /// The sweep asks the reader to free its read buffer.
+    free_input: Cell<bool>,
+    /// The reader, waiting for input with an empty buffer; `input_waker_given` while it is there
+    /// (or was taken by the sweep, until the reader has freed its buffer).
+    input_waker: Cell<Option<Waker>>,
+    input_waker_given: Cell<bool>,
+}
+
+thread_local! {
+    /// This thread's connections, for [`sweep_idle_inputs`] (dead entries dropped as it meets
+    /// them), and where the last sweep stopped.
+    static CONNECTIONS: std::cell::RefCell<(Vec<std::rc::Weak<Local>>, usize)> =
+        const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
+
+/// Frees the read buffers of this thread's clients idle for over [`IDLE_INPUT_MS`] with nothing
+/// buffered, as Redis's client cron frees an idle client's query buffer (16 KiB each: a pool of
+/// idle connections costs almost nothing). Called on every cron tick (`hz` times a second); like
+/// Redis's, each tick visits a tenth of the clients (at least 64), so each is seen about once a
+/// second at the default `hz` and a tick's work is bounded.
+pub fn sweep_idle_inputs(now: i64) {
+    CONNECTIONS.with(|c| {
+        let (conns, cursor) = &mut *c.borrow_mut();
+        let mut visits = conns.len().div_ceil(10).max(64).min(conns.len());
+        while visits > 0 && !conns.is_empty() {
+            visits -= 1;
+            if *cursor >= conns.len() {
+                *cursor = 0;
+            }
+            let Some(local) = conns[*cursor].upgrade() else {
+                conns.swap_remove(*cursor);
+                continue;
+            };
+            *cursor += 1;
+            let since = local.input_idle_since.get();
+            if since > 0 && now - since > IDLE_INPUT_MS && !local.free_input.get() {
+                local.free_input.set(true);
+                if let Some(w) = local.input_waker.take() {
+                    w.wake();
+                }
+            }
+        }
+    });
+}
+
+/// Waits until `fd` has input (or is closed) without lending the runtime a buffer to read into:
+/// through a duplicate of the descriptor registered on its own for readiness, and closed after.
+async fn wait_readable(fd: RawFd) {
+    // SAFETY: `fd` is this connection's socket, open while its reader runs; `dup` returns a new
+    // descriptor that the stream below owns (and closes, also if registering it fails).
+    let dup = unsafe { libc::dup(fd) };
+    if dup < 0 {
+        return;
+    }
+    let std = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(dup) };
+    if let Ok(watch) = TcpStream::from_std(std) {
+        let _ = watch.readable(false).await;
+    }
 }
 
 impl Local {
@@ -162,6 +230,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>)
     let info = state.register_client(peer.to_string(), laddr, fd, now_ms());
     let (rd, wr) = stream.into_split();
     let local = Rc::new(Local::default());
+    CONNECTIONS.with(|c| c.borrow_mut().0.push(Rc::downgrade(&local)));
     let writer = monoio::spawn(write_loop(
         wr,
         fd,
@@ -211,19 +280,41 @@ async fn read_loop(
     let mut unfinished = 0usize;
     with_shard(|s| s.stats.connections_received += 1);
 
-    // The read buffer's allocation grew past KEEP_CAPACITY since it was last replaced. Its
-    // `capacity()` cannot say so once the requests at its front are split off: that counts only
-    // the room left after them, while the whole allocation stays alive behind the buffer.
-    let mut grown = false;
+    // The size of the read buffer's allocation, as far as seen since it was last replaced. Its
+    // `capacity()` cannot say once the requests at its front are split off: that counts only the
+    // room left after them, while the whole allocation stays alive behind the buffer.
+    let mut size = 0usize;
+    // The most it held at once since `weighed` (unix ms), when its size was last weighed
+    // against that peak.
+    let mut peak = 0usize;
+    let mut weighed = now_ms();
+    // A read waiting on the epoll engine takes nothing from the socket until it completes, so
+    // it can be dropped with its buffer; an io_uring receive in flight cannot.
+    let free_when_idle = state.io_engine == "epoll";
 
     'conn: while !info.killed.load(Ordering::Relaxed) {
-        if grown && rbuf.len() < READ_CHUNK {
+        if size > RESIZE_THRESHOLD && rbuf.len() < READ_CHUNK {
             // Drained (but for a partial request, moved over): a big request's buffer is not
-            // kept for the small ones that follow it.
-            let mut fresh = BytesMut::with_capacity(READ_CHUNK);
-            fresh.extend_from_slice(&rbuf);
-            rbuf = fresh;
-            grown = false;
+            // kept for the small ones that follow it — past KEEP_CAPACITY at once, else as Redis
+            // does, once the recent peak uses less than half of it.
+            let keep = if size > KEEP_CAPACITY {
+                Some(READ_CHUNK)
+            } else {
+                let now = now_ms();
+                (now - weighed >= RESIZE_EVERY_MS)
+                    .then(|| {
+                        weighed = now;
+                        std::mem::replace(&mut peak, rbuf.len()).max(rbuf.len())
+                    })
+                    .filter(|&recent| recent < size / 2)
+                    .map(|recent| recent.max(READ_CHUNK))
+            };
+            if let Some(keep) = keep {
+                let mut fresh = BytesMut::with_capacity(keep);
+                fresh.extend_from_slice(&rbuf);
+                rbuf = fresh;
+                size = 0;
+            }
         }
         // Grow toward a large announced argument by doubling, so memory follows the bytes that
         // actually arrive (amortised O(n) copying) rather than the length a client claims.
@@ -234,13 +325,53 @@ async fn read_loop(
         rbuf.reserve(want);
         let len = rbuf.len();
         let cap = rbuf.capacity();
-        grown |= cap > KEEP_CAPACITY;
-        let (res, slice) = rd.read(rbuf.slice_mut(len..cap)).await;
+        size = size.max(cap);
+        info.qbuf_free.store((cap - len) as u64, Ordering::Relaxed);
+        let read = {
+            let mut read = pin!(rd.read(rbuf.slice_mut(len..cap)));
+            if free_when_idle && len == 0 {
+                // Idle for long, the buffer is freed (see `sweep_idle_inputs`).
+                let since = info.last_active_ms.load(Ordering::Relaxed).max(1);
+                local.input_idle_since.set(since);
+                let read = poll_fn(|cx| {
+                    if let Poll::Ready(r) = read.as_mut().poll(cx) {
+                        Poll::Ready(Some(r))
+                    } else if local.free_input.get() {
+                        Poll::Ready(None)
+                    } else {
+                        // The task's waker stays the same: given once, until the sweep used it.
+                        if !local.input_waker_given.replace(true) {
+                            local.input_waker.set(Some(cx.waker().clone()));
+                        }
+                        Poll::Pending
+                    }
+                })
+                .await;
+                local.input_idle_since.set(0);
+                read
+            } else {
+                Some(read.await)
+            }
+        };
+        let Some((res, slice)) = read else {
+            // The pending read, dropped, took nothing from the socket; its buffer went with it.
+            // A new one is allocated once the client sends again.
+            local.free_input.set(false);
+            local.input_waker_given.set(false);
+            rbuf = BytesMut::new();
+            (size, peak) = (0, 0);
+            info.qbuf_free.store(0, Ordering::Relaxed);
+            wait_readable(fd).await;
+            continue;
+        };
         rbuf = slice.into_inner();
         let n = match res {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        peak = peak.max(rbuf.len());
+        info.qbuf_free
+            .store((cap - rbuf.len()) as u64, Ordering::Relaxed);
         if info.killed.load(Ordering::Relaxed) {
             break;
         }

@@ -311,6 +311,7 @@ async fn expire_loop(state: Arc<ServerState>) {
         let now = now_ms();
         let began = strata_shard::now_us();
         let backlog = !strata_shard::cron_paused() && with_shard(|s| s.cron(now));
+        conn::sweep_idle_inputs(now);
         let took = (strata_shard::now_us() - began).max(0) as u64;
         if strata_commands::latency::monitors(took) {
             strata_commands::latency::add_sample("expire-cycle", took);
