@@ -1193,3 +1193,33 @@ fn read_buffers_shrink_after_a_big_request_and_are_freed_when_idle() {
         }
     });
 }
+
+#[test]
+fn idle_clients_give_up_the_room_of_big_replies() {
+    // Eight clients each read a 900 KB value once and go idle: the room their replies took (kept
+    // for the next batch while they are active) is released once they have idled for 2 s.
+    let strata = Server::strata(&["--threads", "2"]);
+    let mut admin = strata.conn();
+    let big = "x".repeat(900_000);
+    admin.call(&["SET", "big", &big]);
+    let mut clients: Vec<Conn> = (0..8).map(|_| strata.conn()).collect();
+    // Measured once the admin and reader connections exist (and their buffers were allocated).
+    for c in &mut clients {
+        assert_eq!(c.call_decoded(&["PING"]), Reply::Simple(b"PONG".to_vec()));
+    }
+    let baseline = info_u64(&mut admin, "memory", "used_memory");
+    for c in &mut clients {
+        assert_eq!(
+            c.call_decoded(&["GET", "big"]),
+            Reply::Bulk(Some(big.clone().into_bytes()))
+        );
+    }
+    let held = info_u64(&mut admin, "memory", "used_memory");
+    assert!(held > baseline + 8 * 800_000, "{held} vs {baseline}");
+    // Idle for over 2 s, then the next tick frees them (memory_returns_near waits up to 10 s).
+    std::thread::sleep(Duration::from_secs(2));
+    memory_returns_near(&mut admin, baseline, 1 << 20);
+    for c in &mut clients {
+        assert_eq!(c.call_decoded(&["STRLEN", "big"]), Reply::Integer(900_000));
+    }
+}

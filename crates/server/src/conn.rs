@@ -355,10 +355,14 @@ async fn read_loop(
         };
         let Some((res, slice)) = read else {
             // The pending read, dropped, took nothing from the socket; its buffer went with it.
-            // A new one is allocated once the client sends again.
+            // A new one is allocated once the client sends again. (Nothing is pending in `out`:
+            // a batch's replies are sent, or waited for, before the next read.)
             local.free_input.set(false);
             local.input_waker_given.set(false);
             rbuf = BytesMut::new();
+            // The reply buffer too: empty between batches, it may have kept the room of a big
+            // reply (up to KEEP_CAPACITY).
+            out.buf = Vec::new();
             (size, peak) = (0, 0);
             info.qbuf_free.store(0, Ordering::Relaxed);
             wait_readable(fd).await;
