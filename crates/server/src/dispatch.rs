@@ -450,10 +450,14 @@ impl Progress {
         }
     }
 
-    /// A [`Progress`] that records the versions of the keys its commands read.
-    fn recording(budget: usize) -> Progress {
+    /// A [`Progress`] that records the versions of the keys its `n` commands read.
+    fn recording(budget: usize, n: usize) -> Progress {
         Progress {
-            seen: Some(Seen::default()),
+            // A key each, most of the time: no growing on the way.
+            seen: Some(Seen {
+                keys: Vec::with_capacity(n),
+                ..Seen::default()
+            }),
             ..Progress::new(budget)
         }
     }
@@ -1529,7 +1533,7 @@ impl Batch<'_> {
             let p = if last {
                 Progress::new(budget)
             } else {
-                Progress::recording(budget)
+                Progress::recording(budget, pending[i].cmds.len())
             };
             let shard = pending[i].shard;
             results[i] = Some(if Some(shard) == me {
