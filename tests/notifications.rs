@@ -111,6 +111,12 @@ fn script() -> Vec<Vec<String>> {
         vec!["MSET", "{m}a", "1", "{m}b", "2"],
         vec!["MSETNX", "{m}c", "1", "{m}d", "2"],
         vec!["MSETNX", "{m}c", "1", "{m}e", "2"],
+        // Across shards, in the arguments' order (each shard sets its share). (DEL, UNLINK and
+        // MSET split per shard as pipelined commands do: their events come shard by shard.)
+        vec!["MSETNX", d, "1", b, "2", c, "3"],
+        vec!["DEL", b],
+        vec!["DEL", c],
+        vec!["DEL", d],
         vec!["GETEX", a, "EX", "100"],
         vec!["GETEX", a, "PERSIST"],
         vec!["GETEX", a, "PERSIST"],
@@ -307,6 +313,7 @@ fn new_key_events_and_narrow_flag_sets_match_redis() {
 
 #[test]
 fn key_misses_match_redis() {
+    let far = spread("far", 4);
     let mut w = Watched::new("KEm");
     for cmd in [
         &["GET", "nokey"][..],
@@ -333,6 +340,9 @@ fn key_misses_match_redis() {
         &["SUNIONSTORE", "{x}d", "{x}s", "{x}m1", "{x}m2"],
         &["SDIFFSTORE", "{x}d", "{x}m1", "{x}s"],
         &["SINTERSTORE", "{x}d", "{x}s", "{x}m1"],
+        // Sources on several shards: their misses in the arguments' order.
+        &["SUNION", &far[3], &far[1], &far[0], &far[2]],
+        &["PFCOUNT", &far[2], &far[0], &far[3]],
         &["SINTERCARD", "2", "{x}m1", "{x}s"],
         &["SET", "{x}str", "v"],
         &["SINTER", "{x}str", "{x}m1"],

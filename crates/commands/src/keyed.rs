@@ -27,6 +27,7 @@ use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_resp::ReplyBuf;
 use strata_shard::multi::Optimistic;
+use strata_shard::notify::{self, Note};
 use strata_shard::{LockSet, MultiLock, Shard};
 
 use crate::args::Args;
@@ -224,17 +225,33 @@ impl<'a> KeysCtx<'a> {
             Place::Here(shard) => vec![((0..items.len()).collect(), op(shard, items))],
             Place::Across(lock) => {
                 let quiet: std::sync::Arc<[usize]> = self.quiet.as_slice().into();
+                // Keyspace events in the order of the items, as Redis emits them one key after
+                // another: each shard hands back the events of its share, and they are published
+                // from here, merged, before the command's locks go (so no later event on these
+                // keys can come first).
+                let ordered = notify::publishing();
                 let op = move |s: &mut Shard, items: &[I]| {
-                    if quiet.contains(&s.id) {
+                    let mark = if ordered { notify::pending() } else { 0 };
+                    let r = if quiet.contains(&s.id) {
                         s.quietly(|s| op(s, items))
                     } else {
                         op(s, items)
-                    }
+                    };
+                    let notes = if ordered {
+                        notify::take_since(mark)
+                    } else {
+                        Vec::new()
+                    };
+                    (r, notes)
                 };
                 let mut parts = Vec::new();
                 for (n, slice) in items.chunks(SLICE).enumerate() {
                     let base = n * SLICE;
-                    for (idx, r) in lock.scatter(slice, key, op.clone()).await {
+                    let mut done = lock.scatter(slice, key, op.clone()).await;
+                    if ordered {
+                        notify::publish(in_item_order(slice, key, &mut done));
+                    }
+                    for (idx, (r, _)) in done {
                         parts.push((idx.into_iter().map(|i| i + base).collect(), r));
                     }
                 }
@@ -254,11 +271,24 @@ impl<'a> KeysCtx<'a> {
                         None => per.push((shard, vec![i], vec![item.clone()])),
                     }
                 }
+                // The shares run at once: their events (key misses) in the items' order, as
+                // Across does, also when a shard refused (the shares that read counted them, and
+                // a rerun is quiet there).
+                let ordered = notify::publishing();
                 let mut runs = Vec::with_capacity(per.len());
                 for (shard, idx, mine) in per {
                     let op = op.clone();
-                    let run = move |s: &mut Shard| op(s, &mine);
-                    let fut: LocalBoxFuture<'static, Option<T>> = match t.take(shard) {
+                    let run = move |s: &mut Shard| {
+                        let mark = if ordered { notify::pending() } else { 0 };
+                        let r = op(s, &mine);
+                        let notes = if ordered {
+                            notify::take_since(mark)
+                        } else {
+                            Vec::new()
+                        };
+                        (r, notes)
+                    };
+                    let fut: LocalBoxFuture<'static, Option<(T, Vec<Note>)>> = match t.take(shard) {
                         Some(locks) => Box::pin(t.lock.attempt(shard, locks, run)),
                         None => {
                             let set = set.clone();
@@ -269,17 +299,56 @@ impl<'a> KeysCtx<'a> {
                 }
                 let done = futures_util::future::join_all(runs).await;
                 t.lock.settle();
-                let mut parts = Vec::with_capacity(done.len());
+                let mut read: Vec<Share<T>> = Vec::with_capacity(done.len());
+                let mut refused = false;
                 for (idx, r) in done {
                     match r {
-                        Some(r) => parts.push((idx, r)),
-                        None => return abandoned(t.failed).await,
+                        Some(r) => read.push((idx, r)),
+                        None => refused = true,
                     }
                 }
-                parts
+                if ordered {
+                    notify::publish(in_item_order(items, key, &mut read));
+                }
+                if refused {
+                    return abandoned(t.failed).await;
+                }
+                read.into_iter().map(|(idx, (r, _))| (idx, r)).collect()
             }
         }
     }
+}
+
+/// One shard's share of a scattered command: the indices of its items, its result and the events
+/// it emitted.
+type Share<T> = (Vec<usize>, (T, Vec<Note>));
+
+/// The events the shares of a scattered command emitted (`done`: per share, the indices of its
+/// items and its events, which it emitted in its items' order), merged in the order of `items`:
+/// each event goes with the first item at or after the last one matched in its share that has its
+/// key (an item may emit several), and events of equal position keep their share's order.
+fn in_item_order<I, T>(items: &[I], key: fn(&I) -> &Bytes, done: &mut [Share<T>]) -> Vec<Note> {
+    if done.len() < 2 {
+        return done
+            .iter_mut()
+            .flat_map(|(_, (_, notes))| std::mem::take(notes))
+            .collect();
+    }
+    let mut placed: Vec<(usize, Note)> = Vec::new();
+    for (idx, (_, notes)) in done.iter_mut() {
+        let mut at = 0;
+        for note in std::mem::take(notes) {
+            let found = (at..idx.len()).find(|&j| key(&items[idx[j]])[..] == note.key[..]);
+            // An event on no item of its share (none today) goes after them all.
+            let pos = found.map_or(usize::MAX, |j| {
+                at = j;
+                idx[j]
+            });
+            placed.push((pos, note));
+        }
+    }
+    placed.sort_by_key(|&(pos, _)| pos);
+    placed.into_iter().map(|(_, note)| note).collect()
 }
 
 /// Runs a read-only keyed command with a [`KeysCtx::tentative`] context: its result, or None if

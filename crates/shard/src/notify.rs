@@ -182,6 +182,36 @@ fn flush_pending() {
     });
 }
 
+/// True if events are published at all (K or E is on): worth keeping them in order.
+#[inline]
+pub fn publishing() -> bool {
+    flags() & (KEYSPACE | KEYEVENT) != 0
+}
+
+/// How many events this thread holds, not yet published: a mark for [`take_since`].
+pub fn pending() -> usize {
+    PENDING.with(|p| p.borrow().len())
+}
+
+/// Takes the events this thread emitted since [`pending`] returned `mark`, to be published
+/// elsewhere, in another order (see `strata_commands::keyed::KeysCtx::scatter`).
+pub fn take_since(mark: usize) -> Vec<Note> {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        let at = mark.min(p.len());
+        p.split_off(at)
+    })
+}
+
+/// Publishes `notes` from this thread, after anything it holds.
+pub fn publish(notes: Vec<Note>) {
+    if notes.is_empty() {
+        return;
+    }
+    PENDING.with(|p| p.borrow_mut().extend(notes));
+    flush_pending();
+}
+
 /// Takes this thread's buffered events.
 pub fn take() -> Vec<Note> {
     PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()))
