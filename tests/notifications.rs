@@ -111,12 +111,12 @@ fn script() -> Vec<Vec<String>> {
         vec!["MSET", "{m}a", "1", "{m}b", "2"],
         vec!["MSETNX", "{m}c", "1", "{m}d", "2"],
         vec!["MSETNX", "{m}c", "1", "{m}e", "2"],
-        // Across shards, in the arguments' order (each shard sets its share). (DEL, UNLINK and
-        // MSET split per shard as pipelined commands do: their events come shard by shard.)
+        // Across shards, in the arguments' order (each shard writes its share).
         vec!["MSETNX", d, "1", b, "2", c, "3"],
-        vec!["DEL", b],
-        vec!["DEL", c],
-        vec!["DEL", d],
+        vec!["MSET", c, "1", a, "2", d, "3", b, "4"],
+        vec!["UNLINK", b, "nokey", d],
+        vec!["DEL", c, b, a, d],
+        vec!["EXISTS", a, b, c, d],
         vec!["GETEX", a, "EX", "100"],
         vec!["GETEX", a, "PERSIST"],
         vec!["GETEX", a, "PERSIST"],

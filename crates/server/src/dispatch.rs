@@ -2001,13 +2001,20 @@ impl Batch<'_> {
     /// locking), so the command stays atomic. `route` asks in a pipeline, and for a lone write
     /// (one round trip, where the coordinator locks, then writes); a lone read runs optimistically
     /// in the coordinator, in one round trip and with less work. None (the coordinator runs it) inside a transaction,
+    /// while keyspace events are published (K or E in `notify-keyspace-events`),
     /// for a response policy other than sum, all-succeeded or concatenation (MSETNX's all-or-
     /// nothing), for more than [`SLICE`] keys, and for an argument list whose keys are not all its
     /// arguments (or all its odd ones, with a value after each: MSET); the coordinator then
     /// answers its errors too.
     fn split(&self, cmd: Resolved, args: &[Bytes], handler: KeysHandler) -> Option<Route> {
         let tips = cmd.spec.tips;
-        if self.session.txn_owner.is_some() || !tips.contains(&"request_policy:multi_shard") {
+        // With keyspace events published, the coordinator runs it: it publishes the shards'
+        // events in argument order (see `KeysCtx::scatter`), where split parts would publish
+        // theirs shard by shard.
+        if self.session.txn_owner.is_some()
+            || !tips.contains(&"request_policy:multi_shard")
+            || strata_shard::notify::publishing()
+        {
             return None;
         }
         let mut merge = if tips.contains(&"response_policy:agg_sum") {
