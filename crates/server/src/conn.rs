@@ -348,6 +348,10 @@ async fn read_loop(
                 })
                 .await;
                 local.input_idle_since.set(0);
+                if local.free_input.replace(false) {
+                    // The sweep took the waker (and, if input came first, asked in vain).
+                    local.input_waker_given.set(false);
+                }
                 read
             } else {
                 Some(read.await)
@@ -357,8 +361,6 @@ async fn read_loop(
             // The pending read, dropped, took nothing from the socket; its buffer went with it.
             // A new one is allocated once the client sends again. (Nothing is pending in `out`:
             // a batch's replies are sent, or waited for, before the next read.)
-            local.free_input.set(false);
-            local.input_waker_given.set(false);
             rbuf = BytesMut::new();
             // The reply buffer too: empty between batches, it may have kept the room of a big
             // reply (up to KEEP_CAPACITY).
