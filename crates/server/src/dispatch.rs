@@ -50,8 +50,8 @@ use strata_commands::{
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::versions::{Seen, Versions};
 use strata_shard::{
-    current_shard_id, new_owner, now_ms, now_us, with_shard, Grant, LockId, LockSet, LockTable,
-    Mode, Owner, Parked, Served, Shard, ShardSet,
+    current_shard_id, new_owner, notify, now_ms, now_us, with_shard, Grant, LockId, LockSet,
+    LockTable, Mode, Owner, Parked, Served, Shard, ShardSet,
 };
 
 type ShardHandler = fn(&mut ShardCtx<'_>) -> CmdResult;
@@ -2001,19 +2001,22 @@ impl Batch<'_> {
     /// locking), so the command stays atomic. `route` asks in a pipeline, and for a lone write
     /// (one round trip, where the coordinator locks, then writes); a lone read runs optimistically
     /// in the coordinator, in one round trip and with less work. None (the coordinator runs it) inside a transaction,
-    /// while keyspace events are published (K or E in `notify-keyspace-events`),
+    /// while their keyspace events are published (K or E, and g, $ or m in `notify-keyspace-events`),
     /// for a response policy other than sum, all-succeeded or concatenation (MSETNX's all-or-
     /// nothing), for more than [`SLICE`] keys, and for an argument list whose keys are not all its
     /// arguments (or all its odd ones, with a value after each: MSET); the coordinator then
     /// answers its errors too.
     fn split(&self, cmd: Resolved, args: &[Bytes], handler: KeysHandler) -> Option<Route> {
         let tips = cmd.spec.tips;
-        // With keyspace events published, the coordinator runs it: it publishes the shards'
-        // events in argument order (see `KeysCtx::scatter`), where split parts would publish
-        // theirs shard by shard.
+        // With their events published, the coordinator runs them: it publishes the shards' events
+        // in argument order (see `KeysCtx::scatter`), where split parts would publish theirs shard
+        // by shard. (These commands are DEL and UNLINK: 'g'; MSET: '$'; MGET, EXISTS and TOUCH:
+        // 'm'. Not for 'x' alone: lazy expiry's events stay in shard order rather than make
+        // every such command costlier under the common `Ex`.)
         if self.session.txn_owner.is_some()
             || !tips.contains(&"request_policy:multi_shard")
-            || strata_shard::notify::publishing()
+            || (notify::publishing()
+                && notify::enabled(notify::GENERIC | notify::STRING | notify::KEY_MISS))
         {
             return None;
         }
