@@ -153,6 +153,12 @@ pub fn run(config: Config) -> i32 {
         io_engine: engine.name(),
     });
 
+    // Before any thread listens: a client may be served, and signal us, as soon as one does (a
+    // SIGTERM that came first used to kill the process outright).
+    let signalled = state.clone();
+    if let Err(e) = ctrlc::set_handler(move || signalled.request_shutdown()) {
+        eprintln!("strata: can't install signal handlers: {e}");
+    }
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (id, inbox) in inboxes.into_iter().enumerate() {
         let (state, ready, addrs) = (state.clone(), ready_tx.clone(), addrs.clone());
@@ -177,10 +183,6 @@ pub fn run(config: Config) -> i32 {
                 return 1;
             }
         }
-    }
-    let signalled = state.clone();
-    if let Err(e) = ctrlc::set_handler(move || signalled.request_shutdown()) {
-        eprintln!("strata: can't install signal handlers: {e}");
     }
     let shown: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     println!(
