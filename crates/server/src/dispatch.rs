@@ -1189,9 +1189,12 @@ impl Batch<'_> {
                     // (A command routed here never parks: blocking commands take Route::Block.)
                     if !ran {
                         let cmds = [cmd];
-                        let r = Progress::new(usize::MAX)
-                            .finish_free(&self.state.shards, &cmds, owner)
-                            .await;
+                        let r = Box::pin(Progress::new(usize::MAX).finish_free(
+                            &self.state.shards,
+                            &cmds,
+                            owner,
+                        ))
+                        .await;
                         local.buf.extend_from_slice(&r.buf);
                     }
                     Slot::Local(start, local.buf.len())
@@ -1228,7 +1231,8 @@ impl Batch<'_> {
                 }
                 Route::Keys(cmd, args, f) => {
                     self.flush(&mut pending, &mut done).await;
-                    self.run_keys(&cmd, &args, f, &mut local).await;
+                    // Boxed, as the coordinator's other paths: see `flush`.
+                    Box::pin(self.run_keys(&cmd, &args, f, &mut local)).await;
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Split(parts, merge) => {
@@ -1280,7 +1284,7 @@ impl Batch<'_> {
                     None => {
                         self.flush(&mut pending, &mut done).await;
                         let began = now_us();
-                        self.run_exec(&mut local).await;
+                        Box::pin(self.run_exec(&mut local)).await;
                         // An aborted transaction (EXECABORT, a WATCHed key changed, EXEC without
                         // MULTI) counts as a failed EXEC, as in Redis.
                         let reply = &local.buf[start..];
@@ -1291,7 +1295,7 @@ impl Batch<'_> {
                 Route::Block(cmd, args, run, shard) => {
                     // A barrier: like Redis, later commands wait while it is blocked.
                     self.flush(&mut pending, &mut done).await;
-                    self.run_blocking(cmd, args, run, shard, &mut local).await;
+                    Box::pin(self.run_blocking(cmd, args, run, shard, &mut local)).await;
                     Slot::Local(start, local.buf.len())
                 }
             };
@@ -1398,7 +1402,12 @@ impl Batch<'_> {
     /// Each sub-batch may produce the replies the client's output limit still allows, less those
     /// the batch already has (see [`Progress`]); [`Batch::run`] closes a client that outgrew it.
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
-        self.run_pending(pending, done).await;
+        if !pending.is_empty() {
+            // Boxed (one allocation per flush that has work, at most one per batch on the
+            // common paths): inline, this future's kilobyte would be part of every connection's
+            // task for its whole life, idle or not. See "Connection memory" in the architecture.
+            Box::pin(self.run_pending(pending, done)).await;
+        }
         // A push that started a chain of moves across shards answers, and lets anything after it
         // run, once the whole chain has moved, as Redis serves the chain inside the push (see
         // `strata_shard::chain`). One load when no move is in flight. Not while a transaction
@@ -1662,8 +1671,10 @@ impl Batch<'_> {
             let info = self.session.info.clone();
             info.blocked.store(true, Ordering::Relaxed);
             let ms = (until - now_ms()).max(0) as u64;
-            let sleep = monoio::time::sleep(std::time::Duration::from_millis(ms));
-            futures_util::future::select(rx, std::pin::pin!(sleep)).await;
+            // Boxed: monoio's timer is 640 bytes aligned to 128, and held inline it would set the
+            // size and alignment of every future that awaits this one (each connection's task).
+            let sleep = Box::pin(monoio::time::sleep(std::time::Duration::from_millis(ms)));
+            futures_util::future::select(rx, sleep).await;
             info.blocked.store(false, Ordering::Relaxed);
             if peer_gone(&info) {
                 return;
@@ -2587,7 +2598,8 @@ async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -
             _ => (now + poll_ms, false),
         };
         let ms = (at - now).max(0) as u64;
-        let timer = pin!(monoio::time::sleep(std::time::Duration::from_millis(ms)));
+        // Boxed, as in `wait_unpaused`: inline, the timer would bloat every connection's task.
+        let timer = Box::pin(monoio::time::sleep(std::time::Duration::from_millis(ms)));
         match select(&mut events, timer).await {
             Either::Left((Either::Left(_), _)) => return Woke::Written,
             Either::Left((Either::Right((how, _)), _)) => return Woke::Unblocked(how),
