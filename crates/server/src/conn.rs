@@ -475,6 +475,11 @@ async fn read_loop(
                 strata_commands::tracking::disable(&mut session);
             }
             info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
+            // The room left is the allocation's, as Redis's `sdsavail`: the commands just split
+            // off the front are reclaimed by the next read (until then the buffer's view
+            // excludes them, and CLIENT LIST would show a buffer that shrank by a request).
+            info.qbuf_free
+                .store(size.saturating_sub(rbuf.len()) as u64, Ordering::Relaxed);
             // Replies wait for the end of the thread's round of ready connections, then go out
             // back to back, as Redis writes every reply of an event-loop iteration before it
             // sleeps: a client pipelining on many connections is woken once for a burst of replies

@@ -439,9 +439,10 @@ struct Progress {
 
 impl Progress {
     fn new(budget: usize) -> Progress {
+        let (out, ends) = spare::take_replies();
         Progress {
-            out: Vec::new(),
-            ends: Vec::new(),
+            out,
+            ends,
             next: 0,
             park: None,
             budget,
@@ -773,9 +774,9 @@ async fn run_free_on(
     owner: Option<Owner>,
     budget: usize,
 ) -> ShardReplies {
-    run_free_on_as(set, shard, cmds, owner, Progress::new(budget))
-        .await
-        .0
+    let (replies, cmds) = run_free_on_as(set, shard, cmds, owner, Progress::new(budget)).await;
+    spare::give_cmds(cmds);
+    replies
 }
 
 /// [`run_free_on`] starting from `p` (which may record versions), giving the commands back.
@@ -1005,9 +1006,12 @@ impl Pending {
         match pending.iter().position(|p| p.shard == shard) {
             Some(b) => b,
             None => {
+                if pending.capacity() == 0 {
+                    *pending = spare::take_pending();
+                }
                 pending.push(Pending {
                     shard,
-                    cmds: Vec::with_capacity(room),
+                    cmds: spare::take_cmds(room),
                     whole: false,
                 });
                 pending.len() - 1
@@ -1016,50 +1020,138 @@ impl Pending {
     }
 }
 
-/// The buffers a batch works in (the replies of the commands it runs on this thread, and the
-/// list of reply slots), handed back empty when it ends and kept per thread for the next batch:
-/// a lone command would otherwise allocate and free both on every request. Only small ones are
-/// kept, and only a few, so a huge pipeline's buffers are freed as before.
+/// The buffers a batch works in, handed back empty when it ends and kept per thread for the next
+/// batch: a lone command would otherwise allocate and free its reply buffer and slot list on every
+/// request, and one sent to another shard about ten buffers (the lists of sub-batches, of their
+/// replies and of where each was taken, its command list, its reply buffers). Those of a batch
+/// that sends nowhere are never taken, so a lone local command pays for two. Only small buffers
+/// are kept, and only a few, so a huge pipeline's are freed as before. A sub-batch's reply buffers
+/// are filled on the shard that runs it and come back with its replies: the thread that sent it
+/// keeps them for its next one.
 mod spare {
     use std::cell::RefCell;
 
-    use super::Slot;
+    use super::{Pending, ShardCmd, ShardReplies, Slot};
 
     /// Buffers of each kind kept per thread (batches of several connections can be in flight at
     /// once on a thread, each holding its own while it waits for other shards).
     const KEEP: usize = 8;
     /// Reply buffers that grew past this are freed rather than kept.
     const MAX_BYTES: usize = 16 * 1024;
-    /// Slot lists that grew past this many entries are freed rather than kept.
+    /// Lists that grew past this many entries are freed rather than kept.
     const MAX_SLOTS: usize = 1024;
 
     type Slots = Vec<(Slot, bool)>;
 
+    struct Pools {
+        bufs: Vec<Vec<u8>>,
+        slots: Vec<Slots>,
+        pending: Vec<Vec<Pending>>,
+        done: Vec<Vec<ShardReplies>>,
+        starts: Vec<Vec<usize>>,
+        replies: Vec<(Vec<u8>, Vec<usize>)>,
+        cmds: Vec<Vec<ShardCmd>>,
+    }
+
     thread_local! {
-        static SPARE: RefCell<(Vec<Vec<u8>>, Vec<Slots>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+        static SPARE: RefCell<Pools> = const {
+            RefCell::new(Pools {
+                bufs: Vec::new(),
+                slots: Vec::new(),
+                pending: Vec::new(),
+                done: Vec::new(),
+                starts: Vec::new(),
+                replies: Vec::new(),
+                cmds: Vec::new(),
+            })
+        };
+    }
+
+    /// Keeps `v` (emptied) in `pool` unless it grew past `max` entries or the pool is full.
+    #[inline]
+    fn keep<T>(pool: &mut Vec<Vec<T>>, mut v: Vec<T>, max: usize, n: usize) {
+        if v.capacity() <= max && pool.len() < n {
+            v.clear();
+            pool.push(v);
+        }
     }
 
     /// An empty reply buffer and an empty slot list, with whatever capacity they kept.
     pub(super) fn take() -> (Vec<u8>, Slots) {
         SPARE.with(|s| {
             let mut s = s.borrow_mut();
-            (s.0.pop().unwrap_or_default(), s.1.pop().unwrap_or_default())
+            (
+                s.bufs.pop().unwrap_or_default(),
+                s.slots.pop().unwrap_or_default(),
+            )
         })
     }
 
     /// Hands both back for the next batch (emptied here), unless they grew large.
-    pub(super) fn give(mut buf: Vec<u8>, mut slots: Slots) {
+    pub(super) fn give(buf: Vec<u8>, slots: Slots) {
         SPARE.with(|s| {
             let mut s = s.borrow_mut();
-            if buf.capacity() <= MAX_BYTES && s.0.len() < KEEP {
-                buf.clear();
-                s.0.push(buf);
-            }
-            if slots.capacity() <= MAX_SLOTS && s.1.len() < KEEP {
-                slots.clear();
-                s.1.push(slots);
-            }
+            keep(&mut s.bufs, buf, MAX_BYTES, KEEP);
+            keep(&mut s.slots, slots, MAX_SLOTS, KEEP);
         });
+    }
+
+    /// An empty list of sub-batches, when a batch opens its first.
+    pub(super) fn take_pending() -> Vec<Pending> {
+        SPARE.with(|s| s.borrow_mut().pending.pop().unwrap_or_default())
+    }
+
+    /// An empty list of sub-batch replies, when a batch runs its first sub-batch.
+    pub(super) fn take_done() -> Vec<ShardReplies> {
+        SPARE.with(|s| s.borrow_mut().done.pop().unwrap_or_default())
+    }
+
+    /// An empty list of positions in sub-batch replies, when a batch assembles its first.
+    pub(super) fn take_starts() -> Vec<usize> {
+        SPARE.with(|s| s.borrow_mut().starts.pop().unwrap_or_default())
+    }
+
+    /// Hands back the lists a batch that ran sub-batches took, and its sub-batches' reply buffers
+    /// (to the pool [`take_replies`] draws from).
+    #[inline(never)]
+    pub(super) fn give_lists(
+        pending: Vec<Pending>,
+        mut done: Vec<ShardReplies>,
+        starts: Vec<usize>,
+    ) {
+        SPARE.with(|s| {
+            let mut s = s.borrow_mut();
+            for r in done.drain(..) {
+                if r.buf.capacity() <= MAX_BYTES && r.ends.capacity() <= MAX_SLOTS {
+                    let (mut buf, mut ends) = (r.buf, r.ends);
+                    if s.replies.len() < 2 * KEEP {
+                        buf.clear();
+                        ends.clear();
+                        s.replies.push((buf, ends));
+                    }
+                }
+            }
+            keep(&mut s.pending, pending, MAX_SLOTS, KEEP);
+            keep(&mut s.done, done, MAX_SLOTS, KEEP);
+            keep(&mut s.starts, starts, MAX_SLOTS, KEEP);
+        });
+    }
+
+    /// An empty reply buffer and list of reply ends for a sub-batch.
+    pub(super) fn take_replies() -> (Vec<u8>, Vec<usize>) {
+        SPARE.with(|s| s.borrow_mut().replies.pop().unwrap_or_default())
+    }
+
+    /// An empty command list with room for `room` commands.
+    pub(super) fn take_cmds(room: usize) -> Vec<ShardCmd> {
+        let mut v = SPARE.with(|s| s.borrow_mut().cmds.pop().unwrap_or_default());
+        v.reserve(room);
+        v
+    }
+
+    /// Hands a sub-batch's command list back (its commands dropped here).
+    pub(super) fn give_cmds(v: Vec<ShardCmd>) {
+        SPARE.with(|s| keep(&mut s.borrow_mut().cmds, v, MAX_SLOTS, 2 * KEEP));
     }
 }
 
@@ -1085,6 +1177,7 @@ impl Batch<'_> {
             proto: self.session.proto,
         };
         slots.reserve(cmds.len());
+        // Taken from the spare ones once used (see `spare`).
         let mut pending: Vec<Pending> = Vec::new();
         let mut done: Vec<ShardReplies> = Vec::new();
         let mut starts: Vec<usize> = Vec::new();
@@ -1322,6 +1415,9 @@ impl Batch<'_> {
         self.assemble(&mut slots, &local, &done, &mut starts);
         self.out.proto = self.session.proto;
         spare::give(local.buf, slots);
+        if done.capacity() != 0 || pending.capacity() != 0 {
+            spare::give_lists(pending, done, starts);
+        }
     }
 
     /// Whether the replies so far outgrew the client's output limit (`limit`, see
@@ -1351,6 +1447,9 @@ impl Batch<'_> {
         done: &[ShardReplies],
         starts: &mut Vec<usize>,
     ) {
+        if starts.capacity() == 0 && !done.is_empty() {
+            *starts = spare::take_starts();
+        }
         starts.resize(done.len(), 0);
         let mut remote = |batch: usize, index: usize| {
             let r = &done[batch];
@@ -1421,6 +1520,9 @@ impl Batch<'_> {
     async fn run_pending(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
         if pending.is_empty() {
             return;
+        }
+        if done.capacity() == 0 {
+            *done = spare::take_done();
         }
         let atomic = pending.iter().any(|p| p.whole);
         let set = &self.state.shards;
