@@ -1502,10 +1502,7 @@ impl Batch<'_> {
     /// the batch already has (see [`Progress`]); [`Batch::run`] closes a client that outgrew it.
     async fn flush(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
         if !pending.is_empty() {
-            // Boxed (one allocation per flush that has work, at most one per batch on the
-            // common paths): inline, this future's kilobyte would be part of every connection's
-            // task for its whole life, idle or not. See "Connection memory" in the architecture.
-            Box::pin(self.run_pending(pending, done)).await;
+            self.run_pending(pending, done).await;
         }
         // A push that started a chain of moves across shards answers, and lets anything after it
         // run, once the whole chain has moved, as Redis serves the chain inside the push (see
@@ -1517,6 +1514,11 @@ impl Batch<'_> {
     }
 
     /// [`flush`](Self::flush)'s sub-batches.
+    ///
+    /// Only the commonest path, one sub-batch on another shard, is awaited inline; every other is
+    /// boxed where it is awaited. This future is part of each connection's task for its whole
+    /// life, idle or not (see "Connection memory" in docs/architecture.md), and mimalloc serves
+    /// blocks up to 1 KiB from its fastest path, so the boxes stay small.
     async fn run_pending(&self, pending: &mut Vec<Pending>, done: &mut Vec<ShardReplies>) {
         if pending.is_empty() {
             return;
@@ -1524,15 +1526,39 @@ impl Batch<'_> {
         if done.capacity() == 0 {
             *done = spare::take_done();
         }
-        let atomic = pending.iter().any(|p| p.whole);
-        let set = &self.state.shards;
-        let me = current_shard_id();
-        let txn = self.session.txn_owner;
         let budget = self
             .session
             .info
             .output_budget()
             .saturating_sub(done.iter().map(|r| r.buf.len()).sum());
+        if pending.len() == 1 && !pending[0].whole {
+            let p = pending.pop().expect("one sub-batch");
+            let set = &self.state.shards;
+            let txn = self.session.txn_owner;
+            let replies = if Some(p.shard) == current_shard_id() {
+                let r = Box::pin(Progress::new(budget).finish_free(set, &p.cmds, txn)).await;
+                spare::give_cmds(p.cmds);
+                r
+            } else {
+                run_free_on(set, p.shard, p.cmds, txn, budget).await
+            };
+            done.push(replies);
+            return;
+        }
+        Box::pin(self.run_parts(pending, done, budget)).await;
+    }
+
+    /// [`run_pending`](Self::run_pending) for a transaction's body, or several sub-batches.
+    async fn run_parts(
+        &self,
+        pending: &mut Vec<Pending>,
+        done: &mut Vec<ShardReplies>,
+        budget: usize,
+    ) {
+        let atomic = pending.iter().any(|p| p.whole);
+        let set = &self.state.shards;
+        let me = current_shard_id();
+        let txn = self.session.txn_owner;
         if pending.len() <= 1 {
             if let Some(p) = pending.pop() {
                 let replies = if atomic {
@@ -1557,7 +1583,7 @@ impl Batch<'_> {
             let skip = &self.session.locked_reads;
             if skip.get() > 0 {
                 skip.set(skip.get() - 1);
-            } else if let Some(replies) = self.run_versioned(pending, budget).await {
+            } else if let Some(replies) = Box::pin(self.run_versioned(pending, budget)).await {
                 done.extend(replies);
                 return;
             } else {
