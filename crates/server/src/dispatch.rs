@@ -1033,9 +1033,10 @@ mod spare {
 
     use super::{Pending, ShardCmd, ShardReplies, Slot};
 
-    /// Buffers of each kind kept per thread (batches of several connections can be in flight at
-    /// once on a thread, each holding its own while it waits for other shards).
-    const KEEP: usize = 8;
+    /// Buffers of each kind kept per thread: as many as batches a thread has in flight at once
+    /// on a busy server (each of its connections waiting for another shard holds its own), within
+    /// reason; with the size limits below, at most a few hundred KiB per thread.
+    const KEEP: usize = 32;
     /// Reply buffers that grew past this are freed rather than kept.
     const MAX_BYTES: usize = 16 * 1024;
     /// Lists that grew past this many entries are freed rather than kept.

@@ -306,6 +306,9 @@ impl Future for Flusher {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // Take the buffers out so delivering never runs while the thread-local is borrowed.
+        // Nothing posts meanwhile (delivering runs no job), and they go back afterwards, empty
+        // with their room (a delivered batch leaves the mailbox's spare vector in its place), so
+        // a turn's first message to a shard allocates nothing.
         let (set, mut bufs) = OUTGOING.with(|o| {
             let mut o = o.borrow_mut();
             let out = o.as_mut().expect("flusher without outgoing buffers");
@@ -316,8 +319,7 @@ impl Future for Flusher {
             {
                 out.flusher = Some(cx.waker().clone());
             }
-            let empty = (0..out.bufs.len()).map(|_| Vec::new()).collect();
-            (out.set.clone(), std::mem::replace(&mut out.bufs, empty))
+            (out.set.clone(), std::mem::take(&mut out.bufs))
         });
         FLUSH_SCHEDULED.set(false);
         for (dst, buf) in bufs.iter_mut().enumerate() {
@@ -325,6 +327,11 @@ impl Future for Flusher {
                 set.inner.mailboxes[dst].deliver(buf);
             }
         }
+        OUTGOING.with(|o| {
+            if let Some(out) = o.borrow_mut().as_mut() {
+                out.bufs = bufs;
+            }
+        });
         Poll::Pending
     }
 }
