@@ -1154,6 +1154,47 @@ mod spare {
     pub(super) fn give_cmds(v: Vec<ShardCmd>) {
         SPARE.with(|s| keep(&mut s.borrow_mut().cmds, v, MAX_SLOTS, 2 * KEEP));
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn replies(bytes: usize) -> ShardReplies {
+            ShardReplies {
+                buf: vec![b'x'; bytes],
+                ends: vec![bytes],
+                park: None,
+                seen: None,
+                overflow: false,
+            }
+        }
+
+        #[test]
+        fn pools_keep_small_buffers_emptied_and_never_more_than_their_bound() {
+            // A sub-batch's small reply buffer comes back empty with its room, for the next one.
+            give_lists(Vec::new(), vec![replies(100)], Vec::new());
+            let (buf, ends) = take_replies();
+            assert!(buf.is_empty() && buf.capacity() >= 100);
+            assert!(ends.is_empty() && ends.capacity() >= 1);
+            assert_eq!(take_replies().0.capacity(), 0, "one was kept, one taken");
+
+            // A huge reply's buffer is freed, not kept for the thread's lifetime.
+            give_lists(Vec::new(), vec![replies(MAX_BYTES + 1)], Vec::new());
+            assert_eq!(take_replies().0.capacity(), 0);
+
+            // However many batches hand theirs back at once, a pool holds a bounded number.
+            for _ in 0..10 * KEEP {
+                give_lists(Vec::new(), vec![replies(64), replies(64)], Vec::new());
+                give(vec![0; 64], Vec::new());
+            }
+            SPARE.with(|s| {
+                let s = s.borrow();
+                assert_eq!(s.replies.len(), 2 * KEEP);
+                assert_eq!(s.bufs.len(), KEEP);
+                assert!(s.done.len() <= KEEP && s.bufs.iter().all(|b| b.is_empty()));
+            });
+        }
+    }
 }
 
 /// Executes pipelined batches for one connection.
