@@ -1116,20 +1116,28 @@ mod spare {
     /// (to the pool [`take_replies`] draws from).
     #[inline(never)]
     pub(super) fn give_lists(
-        pending: Vec<Pending>,
+        mut pending: Vec<Pending>,
         mut done: Vec<ShardReplies>,
         starts: Vec<usize>,
     ) {
+        // What the lists hold (commands not run, what replies hold besides their buffers) is
+        // dropped before the pools are borrowed.
+        pending.clear();
+        for r in done.iter_mut() {
+            r.park = None;
+            r.seen = None;
+        }
         SPARE.with(|s| {
             let mut s = s.borrow_mut();
             for r in done.drain(..) {
-                if r.buf.capacity() <= MAX_BYTES && r.ends.capacity() <= MAX_SLOTS {
-                    let (mut buf, mut ends) = (r.buf, r.ends);
-                    if s.replies.len() < 2 * KEEP {
-                        buf.clear();
-                        ends.clear();
-                        s.replies.push((buf, ends));
-                    }
+                let (mut buf, mut ends) = (r.buf, r.ends);
+                if buf.capacity() <= MAX_BYTES
+                    && ends.capacity() <= MAX_SLOTS
+                    && s.replies.len() < 2 * KEEP
+                {
+                    buf.clear();
+                    ends.clear();
+                    s.replies.push((buf, ends));
                 }
             }
             keep(&mut s.pending, pending, MAX_SLOTS, KEEP);
@@ -1151,7 +1159,10 @@ mod spare {
     }
 
     /// Hands a sub-batch's command list back (its commands dropped here).
-    pub(super) fn give_cmds(v: Vec<ShardCmd>) {
+    pub(super) fn give_cmds(mut v: Vec<ShardCmd>) {
+        // Dropped before the pools are borrowed: a command holds `Arc`s (its client, a parked
+        // wait) whose last drop runs their destructors.
+        v.clear();
         SPARE.with(|s| keep(&mut s.borrow_mut().cmds, v, MAX_SLOTS, 2 * KEEP));
     }
 
