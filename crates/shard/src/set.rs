@@ -296,6 +296,9 @@ impl ShardSet {
     }
 }
 
+/// The most room (in messages) an outgoing buffer keeps from one turn to the next.
+const KEEP_JOBS: usize = 1024;
+
 /// Moves this thread's buffered messages to their mailboxes; see the module docs.
 pub struct Flusher {
     _private: (),
@@ -325,6 +328,10 @@ impl Future for Flusher {
         for (dst, buf) in bufs.iter_mut().enumerate() {
             if !buf.is_empty() {
                 set.inner.mailboxes[dst].deliver(buf);
+            }
+            if buf.capacity() > KEEP_JOBS {
+                // A burst's room is not kept for good.
+                *buf = Vec::new();
             }
         }
         OUTGOING.with(|o| {
