@@ -232,18 +232,13 @@ impl<'a> KeysCtx<'a> {
                 // keys can come first).
                 let ordered = notify::publishing();
                 let op = move |s: &mut Shard, items: &[I]| {
-                    let mark = if ordered { notify::pending() } else { 0 };
-                    let r = if quiet.contains(&s.id) {
-                        s.quietly(|s| op(s, items))
-                    } else {
-                        op(s, items)
-                    };
-                    let notes = if ordered {
-                        notify::take_since(mark)
-                    } else {
-                        Vec::new()
-                    };
-                    (r, notes)
+                    notify::collecting(ordered, || {
+                        if quiet.contains(&s.id) {
+                            s.quietly(|s| op(s, items))
+                        } else {
+                            op(s, items)
+                        }
+                    })
                 };
                 let mut parts = Vec::new();
                 for (n, slice) in items.chunks(SLICE).enumerate() {
@@ -279,16 +274,7 @@ impl<'a> KeysCtx<'a> {
                 let mut runs = Vec::with_capacity(per.len());
                 for (shard, idx, mine) in per {
                     let op = op.clone();
-                    let run = move |s: &mut Shard| {
-                        let mark = if ordered { notify::pending() } else { 0 };
-                        let r = op(s, &mine);
-                        let notes = if ordered {
-                            notify::take_since(mark)
-                        } else {
-                            Vec::new()
-                        };
-                        (r, notes)
-                    };
+                    let run = move |s: &mut Shard| notify::collecting(ordered, || op(s, &mine));
                     let fut: LocalBoxFuture<'static, Option<(T, Vec<Note>)>> = match t.take(shard) {
                         Some(locks) => Box::pin(t.lock.attempt(shard, locks, run)),
                         None => {

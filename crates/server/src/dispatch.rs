@@ -1612,17 +1612,10 @@ impl Batch<'_> {
         let set = &self.state.shards;
         let me = current_shard_id();
         let txn = self.session.txn_owner;
-        if pending.len() <= 1 {
-            if let Some(p) = pending.pop() {
-                let replies = if atomic {
-                    self.run_whole(p, budget).await
-                } else if Some(p.shard) == me {
-                    Progress::new(budget).finish_free(set, &p.cmds, txn).await
-                } else {
-                    run_free_on(set, p.shard, p.cmds, txn, budget).await
-                };
-                done.push(replies);
-            }
+        if pending.len() == 1 {
+            // One sub-batch here is a transaction's body (`run_pending` ran any other).
+            let p = pending.pop().expect("one sub-batch");
+            done.push(self.run_whole(p, budget).await);
             return;
         }
         if !atomic

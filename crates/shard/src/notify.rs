@@ -189,18 +189,29 @@ pub fn publishing() -> bool {
 }
 
 /// How many events this thread holds, not yet published: a mark for [`take_since`].
-pub fn pending() -> usize {
+fn pending() -> usize {
     PENDING.with(|p| p.borrow().len())
 }
 
 /// Takes the events this thread emitted since [`pending`] returned `mark`, to be published
 /// elsewhere, in another order (see `strata_commands::keyed::KeysCtx::scatter`).
-pub fn take_since(mark: usize) -> Vec<Note> {
+fn take_since(mark: usize) -> Vec<Note> {
     PENDING.with(|p| {
         let mut p = p.borrow_mut();
         let at = mark.min(p.len());
         p.split_off(at)
     })
+}
+
+/// Runs `f` and, if `collect`, takes the events it emitted on this thread (to be published
+/// elsewhere with [`publish`]); without, they stay queued as usual and the list is empty.
+pub fn collecting<R>(collect: bool, f: impl FnOnce() -> R) -> (R, Vec<Note>) {
+    if !collect {
+        return (f(), Vec::new());
+    }
+    let mark = pending();
+    let r = f();
+    (r, take_since(mark))
 }
 
 /// Publishes `notes` from this thread, after anything it holds.
