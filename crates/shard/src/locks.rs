@@ -986,7 +986,8 @@ impl LockTable {
             }
             if item.is_unused() {
                 Self::forget(&mut self.keyed, o);
-            } else {
+            } else if item.queue.is_some() {
+                // Only a waiter can have been held up by what left.
                 work.push((key, mode));
             }
         }
@@ -1125,9 +1126,11 @@ impl LockTable {
                 for (item, m) in &req.items {
                     if let Some(state) = self.items.get_mut(item) {
                         state.dequeue(id, *m, req.reentrant);
+                        // Leaving the queue may unblock later requests on this item, if any.
+                        if state.queue.is_some() {
+                            work.push((*item, *m));
+                        }
                     }
-                    // Leaving the queue may unblock later requests on this item.
-                    work.push((*item, *m));
                 }
                 self.hold(&req);
                 callbacks.extend(req.on_grant.take());
