@@ -642,7 +642,8 @@ async fn acquire_here(shards: &ShardSet, owner: Owner, set: LockSet) -> LockId {
 
 /// The lock set of every command of a sub-batch.
 fn batch_lock_set(cmds: &[ShardCmd]) -> LockSet {
-    let mut set = LockSet::new();
+    // Most commands lock one key; the items' list takes the databases too, in the same room.
+    let mut set = LockSet::with_capacity(cmds.len());
     for c in cmds {
         c.add_locks(&mut set);
     }

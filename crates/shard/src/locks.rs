@@ -176,6 +176,15 @@ impl LockSet {
         Self::default()
     }
 
+    /// An empty set with room for `keys` keys (and the databases that come with them) before it
+    /// reallocates: a pipeline part knows how many commands it locks for.
+    pub fn with_capacity(keys: usize) -> Self {
+        LockSet {
+            keys: Vec::with_capacity(keys + 2),
+            ..Self::default()
+        }
+    }
+
     fn add(&mut self, item: LockKey, mode: LockMode) {
         match item {
             LockKey::Db(db) => match self.dbs.iter_mut().find(|(d, _)| *d == db) {
