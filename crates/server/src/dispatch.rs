@@ -710,7 +710,8 @@ fn run_if_free(
     Some(p.done())
 }
 
-/// [`run_locked_here`] on another shard: one message there, one back.
+/// [`run_locked_here`] on another shard: one message there, one back. The commands come back
+/// with the replies, to be dropped (their arguments freed) on the thread that allocated them.
 async fn run_locked_on(
     set: &ShardSet,
     shard: usize,
@@ -729,7 +730,7 @@ async fn run_locked_on(
         Box::new(move || {
             if release {
                 if let Some(r) = with_shard(|s| run_if_free(s, &cmds, owner, budget)) {
-                    shards.reply(origin, tx, (0, r));
+                    shards.reply(origin, tx, (0, r, cmds));
                     return;
                 }
             }
@@ -749,22 +750,23 @@ async fn run_locked_on(
                 Ok((id, run_part(s, &cmds, id, release, between, budget)))
             });
             match ran {
-                Ok(result) => shards.reply(origin, tx, result),
+                Ok((id, replies)) => shards.reply(origin, tx, (id, replies, cmds)),
                 Err(id) => {
                     monoio::spawn(async move {
                         let _ = grx.await;
-                        let result = (
-                            id,
-                            with_shard(|s| run_part(s, &cmds, id, release, between, budget)),
-                        );
-                        shards.reply(origin, tx, result);
+                        let replies =
+                            with_shard(|s| run_part(s, &cmds, id, release, between, budget));
+                        shards.reply(origin, tx, (id, replies, cmds));
                     });
                 }
             }
         }),
     );
-    rx.await
-        .expect("shard thread exited with a sub-batch pending")
+    let (id, replies, cmds) = rx
+        .await
+        .expect("shard thread exited with a sub-batch pending");
+    spare::give_cmds(cmds);
+    (id, replies)
 }
 
 /// A sub-batch on another shard, outside any lock context: one message there, one back.
