@@ -44,6 +44,13 @@
 //! Cancellation: [`LockTable::cancel`] withdraws a queued request (granting whatever it was holding
 //! up) or releases a granted one, and ignores an unknown id, so a coordinator that is dropped at any
 //! point can always be undone.
+//!
+//! Light holds: a request granted at once on keys that are not in the table and that no other light
+//! request may hold keeps its key holds in its own list, counted in a per-shard filter, instead of
+//! table items (see `Light`). Every check consults both; before a request that is not light is
+//! checked, held or queued, the light requests holding its keys become ordinary items
+//! (`materialize`). So the rules above only ever see items, and a light hold is only a cheaper way
+//! of holding the same lock: nobody waits for a key held light.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
