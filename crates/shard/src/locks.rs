@@ -92,6 +92,14 @@ impl LockKey {
     }
 }
 
+/// A 64-bit hash of the key of database `db` whose [`fingerprint`] is `fp`: the fingerprint with
+/// the database mixed in (one multiply). The lock table's items, its filter of light holds and the
+/// key versions (`crate::versions`) all index by it.
+#[inline]
+pub(crate) fn key_hash(db: u32, fp: u64) -> u64 {
+    fp ^ u64::from(db).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 /// A key's lock fingerprint: the same for the same bytes everywhere in the process.
 pub fn fingerprint(key: &[u8]) -> u64 {
     use std::hash::BuildHasher;
@@ -567,18 +575,17 @@ impl std::hash::Hasher for ItemHasher {
 
 impl std::hash::Hash for LockKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
         state.write_u64(match *self {
-            LockKey::Key(db, fp) => fp ^ u64::from(db).wrapping_mul(MIX),
+            LockKey::Key(db, fp) => key_hash(db, fp),
             // Databases in the top bits (the table's tag) and the low ones (its index) alike.
-            LockKey::Db(db) => (u64::from(db) + 1).wrapping_mul(MIX).rotate_left(32) ^ 0xdb,
+            LockKey::Db(db) => key_hash(db.wrapping_add(1), 0).rotate_left(32) ^ 0xdb,
         })
     }
 }
 
 /// The filter slot of a key item.
 fn filter_slot(db: u32, fp: u64) -> usize {
-    ((fp ^ u64::from(db).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 48) as usize
+    (key_hash(db, fp) >> 48) as usize
 }
 
 /// The lock table of one shard.
@@ -694,10 +701,7 @@ impl LockTable {
     /// `mode`. A filter load when no light hold shares the key's slot; else a scan of the light
     /// requests (at most [`LIGHT_MAX_TOTAL`] keys).
     fn light_conflicts(&self, item: LockKey, mode: LockMode, a: Owner, b: Owner) -> bool {
-        let LockKey::Key(db, fp) = item else {
-            return false;
-        };
-        if self.light_keys == 0 || self.filter[filter_slot(db, fp)] == 0 {
+        if !self.maybe_light(item) {
             return false;
         }
         self.lights.iter().any(|l| {

@@ -180,7 +180,12 @@ impl ShardSet {
             let mut o = o.borrow_mut();
             match o.as_mut() {
                 Some(out) if Arc::ptr_eq(&out.set.inner, &self.inner) => {
-                    out.bufs[shard].push(job);
+                    // The flusher takes the buffers out only while it delivers, which runs no
+                    // job and so posts nothing.
+                    out.bufs
+                        .get_mut(shard)
+                        .expect("nothing posts while this thread's messages are delivered")
+                        .push(job);
                     if !FLUSH_SCHEDULED.get() {
                         FLUSH_SCHEDULED.set(true);
                         if let Some(w) = &out.flusher {

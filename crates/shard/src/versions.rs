@@ -58,8 +58,7 @@ impl Versions {
     /// The stripe of the key of database `db` whose lock fingerprint is `fp`.
     #[inline]
     fn stripe_of(db: u32, fp: u64) -> usize {
-        let h = fp ^ u64::from(db).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> (64 - STRIPES.trailing_zeros())) as usize
+        (crate::locks::key_hash(db, fp) >> (64 - STRIPES.trailing_zeros())) as usize
     }
 
     /// A key event for `key` of `db` (on the owning thread only).
