@@ -17,6 +17,7 @@ mod maxmemory;
 mod monitor;
 mod multi;
 mod notifications;
+mod obuf;
 mod ordering;
 mod pause;
 mod protocol;

@@ -328,6 +328,10 @@ pub struct ClientInfo {
     /// Bytes of the chunk being written (`obl`) and chunks queued behind it (`oll`).
     pub obl: AtomicU64,
     pub oll: AtomicU64,
+    /// Output has been at or over the soft limit since a time the outbox keeps (its clock is
+    /// running); lets the owner's writer, waiting on a full socket, arm its re-check timer when a
+    /// push starts the clock.
+    soft_armed: AtomicBool,
     pub no_evict: AtomicBool,
     /// Closed or being closed (CLIENT KILL, an output limit, shutdown): no more output is accepted
     /// and the owner is shutting the connection down. Mirrors the outbox's flag for lock-free reads.
@@ -425,6 +429,7 @@ impl ClientInfo {
             omem: AtomicU64::new(0),
             obl: AtomicU64::new(0),
             oll: AtomicU64::new(0),
+            soft_armed: AtomicBool::new(false),
             no_evict: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
@@ -684,6 +689,7 @@ impl ClientInfo {
         ob.pending = 0;
         ob.in_flight = 0;
         ob.soft_since = None;
+        self.soft_armed.store(false, Ordering::Relaxed);
         self.mirror(ob);
         self.killed.store(true, Ordering::Relaxed);
     }
@@ -712,12 +718,19 @@ impl ClientInfo {
         let used = ob.pending;
         let hard = limit.hard > 0 && used >= limit.hard;
         let soft = limit.soft > 0 && used >= limit.soft;
+        self.soft_armed.store(soft, Ordering::Relaxed);
         if !soft {
             ob.soft_since = None;
             return hard;
         }
         let since = *ob.soft_since.get_or_insert(now);
         hard || now - since > (limit.soft_seconds as i64).saturating_mul(1000)
+    }
+
+    /// Owner only: output is over the soft limit and its clock is running (see
+    /// [`ClientInfo::check_output_limits`] for when it runs out). One load.
+    pub fn soft_limit_armed(&self) -> bool {
+        self.soft_armed.load(Ordering::Relaxed)
     }
 }
 

@@ -546,10 +546,17 @@ fn hincrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
 // ===== HRANDFIELD =====
 
 /// The most picks HRANDFIELD, SRANDMEMBER and ZRANDMEMBER with a negative count answer (for an
-/// existing key). Redis builds whatever reply is asked for (a count near 2^63 exhausts its
-/// memory); Strata refuses counts past this with `ERR value is out of range` rather than allocate
-/// an unbounded reply.
+/// existing key) to a client without an output limit. Redis builds whatever reply is asked for (a
+/// count near 2^63 exhausts its memory); Strata refuses counts past this with `ERR value is out of
+/// range` rather than allocate an unbounded reply. With a hard `client-output-buffer-limit` any
+/// count runs, as in Redis, and stops where the reply passes the limit: the client is closed and
+/// the reply dropped, as Redis stops the command for a client it is closing.
 pub const MAX_RANDOM_PICKS: u64 = 1 << 24;
+
+/// Whether a reply of `picks` repeated random picks may be started (see [`MAX_RANDOM_PICKS`]).
+pub fn picks_allowed(picks: u64, out: &ReplyBuf) -> bool {
+    picks <= MAX_RANDOM_PICKS || out.room.is_some()
+}
 
 /// A small xorshift generator seeded from the shard's, so the hash can be borrowed meanwhile.
 fn rng(seed: u64) -> impl FnMut() -> u64 {
@@ -620,12 +627,13 @@ fn hrandfield(cx: &mut ShardCtx<'_>) -> CmdResult {
     if picks == 0 {
         out.array(0);
     } else if !distinct {
-        if picks > MAX_RANDOM_PICKS {
+        if !picks_allowed(picks, out) {
             return Err(CmdError::msg("ERR value is out of range"));
         }
         reply_picks(out, picks as usize, withvalues);
         h.random_repeated(picks as usize, &mut rand, |k, v| {
-            reply_pair(out, k, v, withvalues)
+            reply_pair(out, k, v, withvalues);
+            !out.over_room()
         });
     } else if picks >= h.len() as u64 {
         reply_picks(out, h.len(), withvalues);

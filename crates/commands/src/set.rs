@@ -257,13 +257,16 @@ fn srandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
     let size = s.len() as u64;
     if count < 0 {
         let n = count.unsigned_abs();
-        if n > crate::hash::MAX_RANDOM_PICKS {
+        if !crate::hash::picks_allowed(n, out) {
             return Err(CmdError::msg("ERR value is out of range"));
         }
         out.array(n as usize);
         for _ in 0..n {
             if let Some(m) = s.random(&mut rand) {
                 reply_member(out, m);
+            }
+            if out.over_room() {
+                break;
             }
         }
         return Ok(());

@@ -582,13 +582,14 @@ impl Hash {
         out
     }
 
-    /// Calls `f` with `count` random pairs, repeats allowed (HRANDFIELD with a negative count):
-    /// a listpack is indexed once so that each pick is O(1), as for a table.
+    /// Calls `f` with `count` random pairs, repeats allowed (HRANDFIELD with a negative count),
+    /// until it returns false: a listpack is indexed once so that each pick is O(1), as for a
+    /// table.
     pub fn random_repeated(
         &self,
         count: usize,
         rand: &mut dyn FnMut() -> u64,
-        mut f: impl FnMut(&[u8], &[u8]),
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) {
         if self.is_empty() {
             return;
@@ -598,14 +599,18 @@ impl Hash {
                 let pairs: Vec<_> = p.iter().collect();
                 for _ in 0..count {
                     let (k, v) = pairs[(rand() % pairs.len() as u64) as usize];
-                    f(k, v);
+                    if !f(k, v) {
+                        return;
+                    }
                 }
             }
             Rep::Big(t) => {
                 for _ in 0..count {
                     if let Some(c) = t.random(rand) {
                         let (k, v) = c.parts();
-                        f(k, v);
+                        if !f(k, v) {
+                            return;
+                        }
                     }
                 }
             }
@@ -962,8 +967,15 @@ mod tests {
                 assert_eq!(h.get(k), Some(v));
                 seen.insert(k.to_vec());
                 picks += 1;
+                true
             });
             assert_eq!(picks, n * 30);
+            let mut stopped = 0;
+            h.random_repeated(n * 30, &mut r, |_, _| {
+                stopped += 1;
+                stopped < 7
+            });
+            assert_eq!(stopped, 7, "picking stops when asked to");
             assert_eq!(seen.len(), n, "every field comes up with 30x oversampling");
         }
     }

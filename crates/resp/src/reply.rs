@@ -24,6 +24,12 @@ pub enum Protocol {
 pub struct ReplyBuf {
     pub buf: Vec<u8>,
     pub proto: Protocol,
+    /// The length `buf` may reach before the client is closed for its output limit (its
+    /// `client-output-buffer-limit` hard limit, less what it has not read yet); None without a
+    /// limit. A reply that runs past it is dropped whole, so a command building a huge reply may
+    /// stop as soon as [`ReplyBuf::over_room`] says so, as Redis stops one for a client it is
+    /// closing.
+    pub room: Option<usize>,
 }
 
 impl ReplyBuf {
@@ -31,7 +37,14 @@ impl ReplyBuf {
         Self {
             buf: Vec::new(),
             proto,
+            room: None,
         }
+    }
+
+    /// Whether the replies so far ran past [`ReplyBuf::room`]: the client will be closed and
+    /// none of them sent.
+    pub fn over_room(&self) -> bool {
+        self.room.is_some_and(|r| self.buf.len() > r)
     }
 
     /// `+OK`

@@ -553,13 +553,16 @@ async fn reply(out: &mut ReplyBuf, fd: RawFd, info: &ClientInfo, local: &Local) 
 }
 
 /// Waits until the client is closed or the reader has finished, or (with `on_output`) output is
-/// queued or the writer was nudged (settings changed), or `deadline` (unix ms) has passed.
+/// queued or the writer was nudged (settings changed), or `deadline` (unix ms) has passed, or —
+/// without a deadline — a push took the output over the soft limit, whose time the caller must
+/// then watch (traffic may stop right after: the limit must still run out).
 async fn wait_event(info: &ClientInfo, local: &Local, on_output: bool, deadline: Option<i64>) {
     let signal = poll_fn(|cx| {
         info.register_waker(cx.waker());
         if local.reader_done.get()
             || info.killed.load(Ordering::Relaxed)
             || (on_output && (info.output_pending() || info.take_nudge()))
+            || (deadline.is_none() && info.soft_limit_armed())
         {
             Poll::Ready(())
         } else {

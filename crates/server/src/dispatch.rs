@@ -481,6 +481,16 @@ impl Progress {
         }
     }
 
+    /// How long the sub-batch's reply buffer may grow before the client is closed (see
+    /// [`ReplyBuf::room`]).
+    fn room(&self) -> Option<usize> {
+        match (self.overflow, self.budget) {
+            (true, _) => Some(0),
+            (false, usize::MAX) => None,
+            (false, b) => Some(b),
+        }
+    }
+
     /// Records where the reply just written to `out` ends, dropping every reply once they add up
     /// to more than the budget.
     fn end_reply(&mut self, out: &mut Vec<u8>) {
@@ -506,6 +516,7 @@ impl Progress {
         }
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
+        out.room = self.room();
         while let Some(cmd) = cmds.get(self.next) {
             if !cmd.may_run(&s.locks, owner) {
                 break;
@@ -536,6 +547,7 @@ impl Progress {
         self.reserve(cmds.len());
         let mut out = ReplyBuf::new(Protocol::Resp2);
         out.buf = std::mem::take(&mut self.out);
+        out.room = self.room();
         for cmd in cmds {
             if cmd.seq >= until && s.serving_between().is_some() {
                 // A command of a later part comes before this one in the pipeline: from here on,
@@ -568,6 +580,7 @@ impl Progress {
             with_shard(|s| {
                 let mut out = ReplyBuf::new(Protocol::Resp2);
                 out.buf = std::mem::take(&mut self.out);
+                out.room = self.room();
                 self.exec(s, cmd, &mut out);
                 self.out = out.buf;
                 s.locks.release(id);
@@ -1228,9 +1241,12 @@ impl Batch<'_> {
         // shard form a sub-batch like those for other shards.
         let single = cmds.len() == 1;
         let (buf, mut slots) = spare::take();
+        let limit = self.session.info.output_budget();
         let mut local = ReplyBuf {
             buf,
             proto: self.session.proto,
+            // Past this the batch has outgrown the limit whatever else it holds (see `outgrown`).
+            room: (limit != usize::MAX).then_some(limit),
         };
         slots.reserve(cmds.len());
         // Taken from the spare ones once used (see `spare`).
@@ -1239,8 +1255,8 @@ impl Batch<'_> {
         let mut starts: Vec<usize> = Vec::new();
 
         let monitoring = monitor::active();
-        // The client's output limit: past it, it is closed and nothing more runs (see `Progress`).
-        let limit = self.session.info.output_budget();
+        // The client's output limit (`limit`, above): past it, it is closed and nothing more runs
+        // (see `Progress`).
         let mut cmds = cmds.drain(..);
         while let Some(args) = cmds.next() {
             if self.session.close_after_reply {

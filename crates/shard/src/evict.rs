@@ -417,9 +417,6 @@ impl Shard {
         }
         if done.keys > 0 {
             EVICTIONS.fetch_add(done.keys as u64, Ordering::Relaxed);
-            // The freed bytes count at once, not at this thread's next 64 KiB step: the next
-            // command's look at the excess must see them, or it evicts again.
-            crate::memory::publish_local();
         }
         if done.keys > 0 || done.exhausted {
             publish_candidates(self);

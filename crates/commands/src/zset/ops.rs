@@ -1171,10 +1171,9 @@ pub fn zrandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
         return Ok(());
     }
     if l < 0 {
-        // Repetitions allowed: `count` independent picks, built element by element. Past
-        // MAX_RANDOM_PICKS the reply could not be held in memory (Redis runs out of it), so
-        // Strata refuses, as HRANDFIELD does.
-        if l.unsigned_abs() > crate::hash::MAX_RANDOM_PICKS {
+        // Repetitions allowed: `count` independent picks, built element by element, up to
+        // MAX_RANDOM_PICKS or the client's output limit, as for HRANDFIELD.
+        if !crate::hash::picks_allowed(l.unsigned_abs(), cx.out) {
             return Err(CmdError::msg("ERR value is out of range"));
         }
         let count = l.unsigned_abs() as usize;
@@ -1182,6 +1181,9 @@ pub fn zrandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
         for _ in 0..count {
             if let Some((m, s)) = z.get(rand(size)) {
                 emit(cx.out, m, s);
+            }
+            if cx.out.over_room() {
+                break;
             }
         }
         return Ok(());
