@@ -327,6 +327,7 @@ fn client_unblock_ends_a_blocked_command_or_wait_as_redis_does() {
         } else {
             id
         };
+        admin.call(&["CONFIG", "RESETSTAT"]);
         let mut seen = vec![admin.call(&["CLIENT", "UNBLOCK", &id])];
         for (cmd, how) in [
             (vec!["BLPOP", k.as_str(), "0"], None),
@@ -359,6 +360,43 @@ fn client_unblock_ends_a_blocked_command_or_wait_as_redis_does() {
             &["WAIT", "1", "10"],
         ] {
             seen.push(admin.call(bad));
+        }
+        // A command ended by CLIENT UNBLOCK counts as a failed call, also when it answers as on
+        // timeout, and an UNBLOCKED error as an error reply, as Redis 7.0 counts them (INFO
+        // errorstats, commandstats, stats).
+        let mut stats = |section: &str| {
+            let text = Reply::decode(&admin.call(&["INFO", section]));
+            String::from_utf8_lossy(text.as_bytes().unwrap_or_default()).into_owned()
+        };
+        let (errors, commands, totals) =
+            (stats("errorstats"), stats("commandstats"), stats("stats"));
+        for line in errors.lines().filter(|l| l.starts_with("errorstat_")) {
+            seen.push(line.as_bytes().to_vec());
+        }
+        // In name order (the servers list them in different orders).
+        let mut calls: Vec<&str> = commands
+            .lines()
+            .filter(|l| {
+                ["blpop", "bzpopmin", "blmove", "wait"]
+                    .iter()
+                    .any(|c| l.starts_with(&format!("cmdstat_{c}:")))
+            })
+            .collect();
+        calls.sort_unstable();
+        for line in calls {
+            // Calls and failures, not the times.
+            let (name, fields) = line.split_once(':').unwrap_or_default();
+            let kept: Vec<&str> = fields
+                .split(',')
+                .filter(|f| !f.starts_with("usec"))
+                .collect();
+            seen.push(format!("{name}:{}", kept.join(",")).into_bytes());
+        }
+        for line in totals
+            .lines()
+            .filter(|l| l.starts_with("total_error_replies:"))
+        {
+            seen.push(line.trim().as_bytes().to_vec());
         }
         seen
     });

@@ -1717,6 +1717,13 @@ fn wait<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                     "UNBLOCKED client unblocked via CLIENT UNBLOCK",
                 ));
             }
+            if how == crate::ctx::UNBLOCK_TIMEOUT {
+                // Redis 7.0 counts a command ended by CLIENT UNBLOCK as a failed call even when
+                // it answers as on timeout (no error reply).
+                if let crate::table::Lookup::Found(me) = crate::table().resolve(cx.args) {
+                    strata_shard::with_shard(|s| s.stats.cmd_mut(me.id).failed_calls += 1);
+                }
+            }
         }
         cx.out.int(0);
         Ok(())

@@ -2705,6 +2705,15 @@ impl Batch<'_> {
                 Woke::Gone => return,
                 Woke::Unblocked(how) => {
                     out.proto = self.session.proto;
+                    // Redis 7.0 counts a command ended by CLIENT UNBLOCK as a failed call (its
+                    // call was counted when it parked), also when it answers as on timeout; the
+                    // UNBLOCKED error is an error reply too (INFO errorstats).
+                    with_shard(|s| {
+                        s.stats.cmd_mut(cmd.id).failed_calls += 1;
+                        if how == UNBLOCK_ERROR {
+                            s.stats.count_error(b"UNBLOCKED");
+                        }
+                    });
                     if how == UNBLOCK_ERROR {
                         out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
                     } else {
