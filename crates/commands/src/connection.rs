@@ -652,7 +652,9 @@ fn client_setinfo(cx: &mut ConnCtx<'_>) -> CmdResult {
             .into(),
         ));
     }
-    *slot.lock().unwrap_or_else(|e| e.into_inner()) = (!value.is_empty()).then(|| value.clone());
+    // A copy, not a slice of the read buffer the whole of which it would keep alive.
+    *slot.lock().unwrap_or_else(|e| e.into_inner()) =
+        (!value.is_empty()).then(|| Bytes::copy_from_slice(value));
     cx.out.ok();
     Ok(())
 }

@@ -132,7 +132,8 @@ fn watch<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let mut new = Vec::new();
         for key in &cx.args[1..] {
             if seen.insert(key) {
-                new.push((db, key.clone()));
+                // A copy: a WATCH may last, and a slice would pin the connection's read buffer.
+                new.push((db, Bytes::copy_from_slice(key)));
             }
         }
         on_their_shards(&set, new.iter().cloned(), move |s, keys| {

@@ -79,7 +79,9 @@ fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
             s.extend_from_slice(format!("... ({} more bytes)", a.len() - MAX_ARG_BYTES).as_bytes());
             out.push(Bytes::from(s));
         } else {
-            out.push(a.clone());
+            // A copy: the argument is a slice of the connection's read buffer, which an entry
+            // kept for long must not hold on to (it would pin the whole buffer).
+            out.push(Bytes::copy_from_slice(a));
         }
     }
     out

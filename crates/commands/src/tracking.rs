@@ -234,7 +234,8 @@ pub fn client_tracking(cx: &mut ConnCtx<'_>) -> CmdResult {
             opts.noloop = true;
         } else if a.eq_ignore_ascii_case(b"prefix") && more {
             j += 1;
-            prefixes.push(args[j].clone());
+            // A copy: kept while tracking lasts, it must not pin the connection's read buffer.
+            prefixes.push(Bytes::copy_from_slice(&args[j]));
         } else {
             return Err(CmdError::Syntax);
         }
