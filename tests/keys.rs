@@ -772,13 +772,7 @@ fn pipelined(conn: &mut Conn, n: usize, command: impl Fn(usize) -> Vec<String>, 
 
 /// One numeric field of INFO.
 fn info_u64(conn: &mut Conn, section: &str, name: &str) -> u64 {
-    let reply = conn.call_decoded(&["INFO", section]);
-    let text =
-        String::from_utf8_lossy(reply.as_bytes().expect("INFO is a bulk string")).into_owned();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("INFO has no numeric {name}"))
+    conn.info_u64(section, name)
 }
 
 /// Waits (bounded) until `used_memory` is back within `slack` bytes of `baseline`.

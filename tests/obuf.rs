@@ -9,14 +9,11 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{Conn, Kind, Server};
 
-fn info_u64(conn: &mut Conn, name: &str) -> u64 {
-    let reply = conn.call_decoded(&["INFO", "memory"]);
-    let text =
-        String::from_utf8_lossy(reply.as_bytes().expect("INFO is a bulk string")).into_owned();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("INFO has no numeric {name}"))
+fn set_limit(conn: &mut Conn, limit: &str) {
+    assert_eq!(
+        conn.call(&["CONFIG", "SET", "client-output-buffer-limit", limit]),
+        b"+OK\r\n"
+    );
 }
 
 /// The CLIENT LIST line of the client named `name`, if it is connected.
@@ -46,12 +43,7 @@ fn the_soft_output_limit_runs_out_after_the_traffic_has_stopped() {
     for server in [Server::redis(&[]), Server::strata(&["--threads", "2"])] {
         let name = server.kind().name();
         let mut admin = server.conn();
-        admin.call(&[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "pubsub 0 100000 2",
-        ]);
+        set_limit(&mut admin, "pubsub 0 100000 2");
         let mut sub = server.conn();
         assert_eq!(sub.call(&["CLIENT", "SETNAME", "slowsub"]), b"+OK\r\n");
         sub.send(&["SUBSCRIBE", "foo"]);
@@ -103,17 +95,12 @@ fn a_client_closed_at_its_hard_limit_gives_its_memory_back_at_once() {
         let name = server.kind().name();
         let mut r = server.conn();
         r.call(&["CONFIG", "SET", "latency-tracking", "no"]);
-        r.call(&[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "normal 100000 0 0",
-        ]);
+        set_limit(&mut r, "normal 100000 0 0");
         let item = "x".repeat(1000);
         for _ in 0..150 {
             r.call(&["LPUSH", "mylist", &item]);
         }
-        let before = info_u64(&mut r, "used_memory");
+        let before = r.info_u64("memory", "used_memory");
         let mut big = server.conn();
         assert_eq!(big.call(&["CLIENT", "SETNAME", "mybiglist"]), b"+OK\r\n");
         big.send(&["LRANGE", "mylist", "0", "-1"]);
@@ -126,7 +113,7 @@ fn a_client_closed_at_its_hard_limit_gives_its_memory_back_at_once() {
             assert!(Instant::now() < deadline, "{name}: still listed");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let after = info_u64(&mut r, "used_memory");
+        let after = r.info_u64("memory", "used_memory");
         assert!(
             after < before + 10_000,
             "{name}: used_memory {after} after the client was closed, {before} before"
@@ -158,12 +145,7 @@ fn a_huge_random_pick_stops_at_the_output_limit() {
     for server in [Server::redis(&[]), Server::strata(&["--threads", "2"])] {
         let name = server.kind().name();
         let mut admin = server.conn();
-        admin.call(&[
-            "CONFIG",
-            "SET",
-            "client-output-buffer-limit",
-            "normal 1000000 0 0",
-        ]);
+        set_limit(&mut admin, "normal 1000000 0 0");
         for (fill, pick) in picks {
             admin.call(fill);
             let mut c = server.conn();

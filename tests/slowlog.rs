@@ -230,13 +230,7 @@ fn what_a_server_keeps_from_a_command_does_not_pin_its_read_buffer() {
     use crate::harness::{Conn, Server};
 
     fn used(c: &mut Conn) -> i64 {
-        let reply = c.call_decoded(&["INFO", "memory"]);
-        let text =
-            String::from_utf8_lossy(reply.as_bytes().expect("INFO is a bulk string")).into_owned();
-        text.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("used_memory")
+        c.info_u64("memory", "used_memory") as i64
     }
 
     for server in [Server::redis(&[]), Server::strata(&["--threads", "2"])] {

@@ -487,6 +487,17 @@ impl Conn {
         Reply::decode(&self.call(args))
     }
 
+    /// The numeric field `name` of INFO `section`; panics if there is none.
+    pub fn info_u64(&mut self, section: &str, name: &str) -> u64 {
+        let reply = self.call_decoded(&["INFO", section]);
+        let text =
+            String::from_utf8_lossy(reply.as_bytes().expect("INFO is a bulk string")).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("INFO has no numeric {name}"))
+    }
+
     /// Returns the raw bytes of exactly one complete reply (RESP2 or RESP3, nested aggregates included);
     /// panics with the partial bytes if none arrives within [`TIMEOUT`] or the connection closes.
     pub fn read_reply(&mut self) -> Vec<u8> {
