@@ -774,6 +774,21 @@ impl Deadlines {
         }
     }
 
+    /// Under memory pressure (the process is over `maxmemory`): starts a compaction as soon as the
+    /// stale hints (of keys deleted, evicted or given another TTL) are more than a sixteenth of the
+    /// live ones plus 16, rather than when they outnumber twice the live ones plus 1024, and moves
+    /// up to `n` hints of it. Stale hints are memory no key accounts for: left in place, every
+    /// eviction would leave the process that much over the limit and the next command would evict
+    /// again (Redis deletes a key's expiry with the key). Each compaction frees at least a
+    /// seventeenth of what it moves, so its cost stays proportional to what it frees. True while a
+    /// compaction is unfinished.
+    fn reclaim(&mut self, dict: &Dict, volatile: usize, n: usize) -> bool {
+        if self.old.is_empty() && self.heap.len() > volatile + volatile / 16 + 16 {
+            self.old = std::mem::take(&mut self.heap);
+        }
+        self.compact(dict, n)
+    }
+
     /// Moves up to `n` hints from the old heap, keeping the live ones. True while some remain.
     fn compact(&mut self, dict: &Dict, n: usize) -> bool {
         for _ in 0..n {
@@ -1402,6 +1417,12 @@ impl Db {
         self.ttl.compact(&self.dict, n)
     }
 
+    /// Frees stale expiry hints for a process over `maxmemory` (see `Deadlines::reclaim`), moving
+    /// up to `n` hints. True while a compaction is unfinished.
+    pub fn reclaim_hints(&mut self, n: usize) -> bool {
+        self.ttl.reclaim(&self.dict, self.volatile, n)
+    }
+
     /// Number of expiry hints held (live and stale).
     pub fn hints_len(&self) -> usize {
         self.ttl.len()
@@ -1962,6 +1983,33 @@ mod tests {
         // Every key still expires: the compaction kept the live hints.
         assert_eq!(db.active_expire(1_001, usize::MAX).1, n as usize);
         assert!(db.is_empty());
+    }
+
+    #[test]
+    fn reclaiming_under_memory_pressure_frees_the_hints_of_keys_gone_and_keeps_the_live_ones() {
+        // 600 volatile keys, 500 of them deleted: their hints stay (fewer than the 1024 stale
+        // hints that start a compaction otherwise) until the process is over `maxmemory`.
+        let mut db = Db::default();
+        for i in 0..600u32 {
+            db.set(&i.to_le_bytes(), Value::Int(1), Some(1_000 + i as i64), 0);
+        }
+        for i in 0..500u32 {
+            assert!(db.delete(&i.to_le_bytes(), 0));
+        }
+        assert_eq!((db.volatile_len(), db.hints_len()), (100, 600));
+        assert!(
+            !db.reclaim_hints(4096),
+            "a compaction of 600 hints ends in one call"
+        );
+        assert_eq!((db.volatile_len(), db.hints_len()), (100, 100));
+        // Few stale hints: nothing starts (the cost stays proportional to what is freed).
+        for i in 500..510u32 {
+            assert!(db.delete(&i.to_le_bytes(), 0));
+        }
+        assert!(!db.reclaim_hints(4096));
+        assert_eq!(db.hints_len(), 100);
+        // The live ones still expire.
+        assert_eq!(db.active_expire(2_000, usize::MAX).1, 90);
     }
 
     #[test]

@@ -138,6 +138,10 @@ pub fn set_samples(n: usize) {
     SAMPLES.store(n.clamp(1, MAX_SAMPLES), Ordering::Relaxed);
 }
 
+/// Expiry hints a shard may move per database, freeing stale ones, before it evicts (see
+/// [`Shard::evict_share`]).
+const RECLAIM_HINTS: usize = 4096;
+
 /// Sets `maxmemory-eviction-tenacity` (0..100).
 pub fn set_tenacity(t: u32) {
     TENACITY.store(t.min(100), Ordering::Relaxed);
@@ -584,8 +588,14 @@ pub fn settle() -> Outcome {
 }
 
 impl Shard {
-    /// Evicts this shard's share of the current excess (another shard's [`perform`] asks).
+    /// Evicts this shard's share of the current excess (another shard's [`perform`] asks), after
+    /// freeing the stale expiry hints that no key accounts for (see [`crate::Db::reclaim_hints`]).
     pub fn evict_share(&mut self, now: i64) {
+        if excess() > 0 {
+            for db in &mut self.dbs {
+                db.reclaim_hints(RECLAIM_HINTS);
+            }
+        }
         let excess = excess();
         if excess > 0 && !crate::db::expiry_held(now) {
             let limit = time_limit_us(TENACITY.load(Ordering::Relaxed));
