@@ -138,8 +138,8 @@ pub fn set_samples(n: usize) {
     SAMPLES.store(n.clamp(1, MAX_SAMPLES), Ordering::Relaxed);
 }
 
-/// Expiry hints a shard may move per database, freeing stale ones, before it evicts (see
-/// [`Shard::evict_share`]).
+/// Expiry hints a shard may move (counting each taken out and each kept), freeing stale ones,
+/// before it evicts (see [`Shard::evict_share`]).
 const RECLAIM_HINTS: usize = 4096;
 
 /// Sets `maxmemory-eviction-tenacity` (0..100).
@@ -592,8 +592,12 @@ impl Shard {
     /// freeing the stale expiry hints that no key accounts for (see [`crate::Db::reclaim_hints`]).
     pub fn evict_share(&mut self, now: i64) {
         if excess() > 0 {
+            let mut budget = RECLAIM_HINTS;
             for db in &mut self.dbs {
-                db.reclaim_hints(RECLAIM_HINTS);
+                if budget == 0 {
+                    break;
+                }
+                budget = budget.saturating_sub(db.reclaim_hints(budget));
             }
         }
         let excess = excess();
