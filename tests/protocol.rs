@@ -490,3 +490,80 @@ fn auth_then_a_long_command_in_the_same_write() {
     assert!(Reply::decode(&c.read_reply()).as_pairs().is_some());
     assert_eq!(c.read_reply(), b"+OK\r\n");
 }
+
+#[test]
+fn options_match_up_to_their_first_nul_byte_as_in_redis() {
+    // Redis matches options with `strcasecmp`, which stops at a NUL byte: `NX\0junk` is NX.
+    // Command and subcommand names are looked up by their whole length and do not match so.
+    let mut d = Diff::new();
+    let runs: &[&[&[u8]]] = &[
+        &[b"SET", b"k", b"v", b"NX\0zz"],
+        &[b"SET", b"k", b"w", b"XX\0", b"EX\0junk", b"100", b"GET\0"],
+        &[b"TTL", b"k"],
+        &[b"SET", b"k", b"v", b"N\0X"],
+        &[b"EXPIRE", b"k", b"50", b"GT\0"],
+        &[b"TTL", b"k"],
+        &[b"ZADD", b"z", b"CH\0", b"1", b"a", b"2", b"b"],
+        &[b"ZADD", b"z", b"INCR\0x", b"5", b"a"],
+        &[b"ZRANGE", b"z", b"0", b"-1", b"WITHSCORES\0"],
+        &[
+            b"ZRANGE",
+            b"z",
+            b"(1",
+            b"+inf",
+            b"BYSCORE\0",
+            b"LIMIT\0",
+            b"0",
+            b"1",
+        ],
+        &[
+            b"ZUNIONSTORE",
+            b"z2",
+            b"1",
+            b"z",
+            b"WEIGHTS\0",
+            b"2",
+            b"AGGREGATE\0",
+            b"MAX\0q",
+        ],
+        &[b"ZRANGE", b"z2", b"0", b"-1", b"WITHSCORES"],
+        &[b"RPUSH", b"l", b"a", b"b", b"a"],
+        &[b"LPOS", b"l", b"a", b"RANK\0x", b"2"],
+        &[b"LINSERT", b"l", b"BEFORE\0", b"b", b"c"],
+        &[b"LMOVE", b"l", b"l2", b"LEFT\0", b"RIGHT\0x"],
+        &[b"LRANGE", b"l", b"0", b"-1"],
+        &[b"HSET", b"h", b"f", b"1"],
+        &[b"HRANDFIELD", b"h", b"1", b"WITHVALUES\0"],
+        &[
+            b"SCAN", b"0", b"MATCH\0", b"h*", b"COUNT\0", b"100", b"TYPE\0", b"hash",
+        ],
+        &[
+            b"SORT", b"l2", b"ALPHA\0", b"DESC\0", b"LIMIT\0", b"0", b"5",
+        ],
+        &[b"BITCOUNT", b"k", b"0", b"1", b"BIT\0"],
+        &[b"GEOADD", b"g", b"NX\0", b"13.36", b"38.11", b"p"],
+        &[
+            b"GEOSEARCH",
+            b"g",
+            b"FROMLONLAT\0",
+            b"13.3",
+            b"38.1",
+            b"BYRADIUS\0",
+            b"50",
+            b"KM\0",
+            b"ASC\0",
+        ],
+        &[b"OBJECT", b"ENCODING\0", b"k"],
+        &[b"CLIENT", b"NO-EVICT", b"on\0x"],
+        &[b"CLIENT", b"REPLY", b"ON\0"],
+        &[b"CLIENT", b"LIST", b"TYPE", b"normal\0x", b"ID", b"999999"],
+        &[b"CLIENT", b"TRACKING", b"on\0", b"BCAST\0", b"NOLOOP\0"],
+        &[b"CLIENT", b"TRACKING", b"off\0x"],
+        &[b"COPY", b"k", b"k2", b"REPLACE\0"],
+        &[b"FLUSHDB", b"ASYNC\0"],
+        &[b"DBSIZE"],
+    ];
+    for args in runs {
+        d.run(args);
+    }
+}

@@ -58,10 +58,10 @@ impl<'a> Args<'a> {
         parse_f64(self.next_bytes()?).ok_or(CmdError::NotFloat)
     }
 
-    /// Consumes the next argument if it equals `word` ignoring ASCII case.
+    /// Consumes the next argument if it is the option `word` (see [`eq_ci`]).
     pub fn eat(&mut self, word: &str) -> bool {
         match self.peek() {
-            Some(a) if a.eq_ignore_ascii_case(word.as_bytes()) => {
+            Some(a) if eq_ci(a, word) => {
                 self.pos += 1;
                 true
             }
@@ -121,9 +121,14 @@ pub fn c_strtol(a: &[u8]) -> i64 {
     v
 }
 
-/// True when `a` equals `word` ignoring ASCII case.
+/// True when the argument `a` is the option `word`: equal ignoring ASCII case, up to `a`'s first
+/// NUL byte. Redis matches options with `strcasecmp`, which stops there, so `"NX\0junk"` is NX.
+/// (Command and subcommand names are looked up by their whole length and do not match so.)
 pub fn eq_ci(a: &[u8], word: &str) -> bool {
-    a.eq_ignore_ascii_case(word.as_bytes())
+    let w = word.as_bytes();
+    a.len() >= w.len()
+        && a[..w.len()].eq_ignore_ascii_case(w)
+        && a.get(w.len()).is_none_or(|&b| b == 0)
 }
 
 #[cfg(test)]
@@ -144,6 +149,19 @@ mod tests {
         assert_eq!(a.next_f64(), Ok(1.5));
         assert!(a.finish().is_ok());
         assert_eq!(a.next_bytes(), Err(CmdError::Syntax));
+    }
+
+    #[test]
+    fn options_match_up_to_a_nul_byte_as_strcasecmp_does() {
+        assert!(eq_ci(b"nx", "NX"));
+        assert!(eq_ci(b"Nx\0junk", "NX"));
+        assert!(eq_ci(b"NX\0", "NX"));
+        assert!(!eq_ci(b"N\0X", "NX"));
+        assert!(!eq_ci(b"NXX", "NX"));
+        assert!(!eq_ci(b"N", "NX"));
+        assert!(!eq_ci(b"", "NX"));
+        let v: Vec<Bytes> = ["WITHSCORES\0x"].iter().map(|s| Bytes::from(*s)).collect();
+        assert!(Args::new(&v, 0).eat("withscores"));
     }
 
     #[test]

@@ -683,17 +683,19 @@ enum ClientType {
 
 impl ClientType {
     fn parse(name: &[u8]) -> Result<ClientType, CmdError> {
-        Ok(match name.to_ascii_lowercase().as_slice() {
-            b"normal" => ClientType::Normal,
-            b"slave" | b"replica" => ClientType::Replica,
-            b"master" => ClientType::Master,
-            b"pubsub" => ClientType::PubSub,
-            _ => {
-                return Err(CmdError::Msg(
-                    format!("ERR Unknown client type '{}'", crate::error::echo(name)).into(),
-                ))
-            }
-        })
+        Ok(
+            match crate::args::c_string(name).to_ascii_lowercase().as_slice() {
+                b"normal" => ClientType::Normal,
+                b"slave" | b"replica" => ClientType::Replica,
+                b"master" => ClientType::Master,
+                b"pubsub" => ClientType::PubSub,
+                _ => {
+                    return Err(CmdError::Msg(
+                        format!("ERR Unknown client type '{}'", crate::error::echo(name)).into(),
+                    ))
+                }
+            },
+        )
     }
 
     fn of(c: &ClientInfo) -> ClientType {

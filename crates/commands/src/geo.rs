@@ -1044,7 +1044,7 @@ async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant) -> CmdResult {
 fn stores_elsewhere(args: &[Bytes]) -> bool {
     let mut first: Option<&Bytes> = None;
     for (i, a) in args.iter().enumerate().skip(2) {
-        if a.eq_ignore_ascii_case(b"store") || a.eq_ignore_ascii_case(b"storedist") {
+        if crate::args::eq_ci(a, "store") || crate::args::eq_ci(a, "storedist") {
             if let Some(k) = args.get(i + 1) {
                 match first {
                     None => first = Some(k),

@@ -405,7 +405,7 @@ impl KeySpec {
 }
 
 fn matches(arg: &[u8], keyword: &str) -> bool {
-    arg.eq_ignore_ascii_case(keyword.as_bytes())
+    crate::args::eq_ci(arg, keyword)
 }
 
 /// Key resolution for a whole command: its specs plus its optional parser.
@@ -691,7 +691,10 @@ mod tests {
         let mut i = 2;
         let mut store = None;
         while i < args.len() {
-            let skip = match args[i].to_ascii_lowercase().as_slice() {
+            let skip = match crate::args::c_string(&args[i])
+                .to_ascii_lowercase()
+                .as_slice()
+            {
                 b"limit" => 2,
                 b"by" | b"get" => 1,
                 b"store" => {

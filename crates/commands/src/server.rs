@@ -970,7 +970,7 @@ pub fn info_sections(args: &[Bytes]) -> Vec<&'static str> {
         mark(&|_, default| default);
     }
     for a in args {
-        let a = String::from_utf8_lossy(a).to_ascii_lowercase();
+        let a = String::from_utf8_lossy(crate::args::c_string(a)).to_ascii_lowercase();
         match a.as_str() {
             "default" => mark(&|_, default| default),
             "all" | "everything" => mark(&|_, _| true),

@@ -76,7 +76,7 @@ const LCS_KEYS: &[KeySpec] = &[KeySpec::range(1, 1, 1, RO.or(ACCESS))];
 /// SET's exact key flags: with GET the old value is read and returned (RW access), otherwise it is
 /// just replaced (OW), as Redis's `setGetKeys` reports them.
 fn set_keys(args: &[bytes::Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
-    let get = args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+    let get = args.iter().skip(3).any(|a| crate::args::eq_ci(a, "get"));
     found(
         1,
         if get {

@@ -200,7 +200,7 @@ pub fn client_tracking(cx: &mut ConnCtx<'_>) -> CmdResult {
     while j < args.len() {
         let a = &args[j];
         let more = j + 1 < args.len();
-        if a.eq_ignore_ascii_case(b"redirect") && more {
+        if crate::args::eq_ci(a, "redirect") && more {
             j += 1;
             if redir != 0 {
                 return Err(CmdError::Msg(
@@ -224,15 +224,15 @@ pub fn client_tracking(cx: &mut ConnCtx<'_>) -> CmdResult {
                     ))
                 }
             }
-        } else if a.eq_ignore_ascii_case(b"bcast") {
+        } else if crate::args::eq_ci(a, "bcast") {
             opts.bcast = true;
-        } else if a.eq_ignore_ascii_case(b"optin") {
+        } else if crate::args::eq_ci(a, "optin") {
             opts.optin = true;
-        } else if a.eq_ignore_ascii_case(b"optout") {
+        } else if crate::args::eq_ci(a, "optout") {
             opts.optout = true;
-        } else if a.eq_ignore_ascii_case(b"noloop") {
+        } else if crate::args::eq_ci(a, "noloop") {
             opts.noloop = true;
-        } else if a.eq_ignore_ascii_case(b"prefix") && more {
+        } else if crate::args::eq_ci(a, "prefix") && more {
             j += 1;
             // A copy: kept while tracking lasts, it must not pin the connection's read buffer.
             prefixes.push(Bytes::copy_from_slice(&args[j]));
@@ -242,12 +242,12 @@ pub fn client_tracking(cx: &mut ConnCtx<'_>) -> CmdResult {
         j += 1;
     }
     let mode = &args[2];
-    if mode.eq_ignore_ascii_case(b"off") {
+    if crate::args::eq_ci(mode, "off") {
         disable(cx.session);
         cx.out.ok();
         return Ok(());
     }
-    if !mode.eq_ignore_ascii_case(b"on") {
+    if !crate::args::eq_ci(mode, "on") {
         return Err(CmdError::Syntax);
     }
     let err = |m: &str| Err(CmdError::Msg(format!("ERR {m}").into()));
@@ -335,14 +335,14 @@ pub fn client_caching(cx: &mut ConnCtx<'_>) -> CmdResult {
         return Err(CmdError::Msg("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled".into()));
     };
     let v = &cx.args[2];
-    if v.eq_ignore_ascii_case(b"yes") {
+    if crate::args::eq_ci(v, "yes") {
         if !t.opts.optin {
             return Err(CmdError::Msg(
                 "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."
                     .into(),
             ));
         }
-    } else if v.eq_ignore_ascii_case(b"no") {
+    } else if crate::args::eq_ci(v, "no") {
         if !t.opts.optout {
             return Err(CmdError::Msg(
                 "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."
