@@ -1490,6 +1490,9 @@ fn total_system_memory() -> usize {
 
 async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
     let server: &ServerState = cx.server;
+    // Read before the gathering below allocates its copies of every shard's statistics (tens of
+    // KB at the peak): the report is of what the server holds, not of the report's own scratch.
+    let used_memory = crate::memory::used_memory();
     let shards = cx
         .shards()
         .call_all(|s| ShardInfo {
@@ -1619,7 +1622,7 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     d.maxclients = config.get_i64("maxclients");
-    d.used_memory = crate::memory::used_memory();
+    d.used_memory = used_memory;
     d.used_memory_peak = PEAK_MEMORY
         .fetch_max(d.used_memory, Ordering::Relaxed)
         .max(d.used_memory);
