@@ -12,14 +12,19 @@
 //!
 //! Invariants: each table's length is 0 or a power of two; `len` counts the entries reachable from
 //! both tables; while rehashing, buckets of table 0 below `rehash_idx` are empty and every new entry
-//! goes to table 1; the table grows when `len` would exceed its bucket count (load factor 1) and
-//! shrinks when fewer than 1/8 of the buckets would be used.
+//! goes to table 1; the table grows when `len` would exceed its bucket count (load factor 1; up to
+//! 1.618 while [`Dict::insert_bounded`]'s caller refuses the memory) and shrinks when fewer than
+//! 1/8 of the buckets would be used.
 
 use std::hash::BuildHasher;
 
 use crate::entry::Entry;
 
 const MIN_BUCKETS: usize = 4;
+
+/// The load (entries per bucket, in thousandths) past which the table grows even when
+/// [`Dict::insert_bounded`]'s check refuses: Redis's HASHTABLE_MAX_LOAD_FACTOR, 1.618.
+pub const FORCE_GROW_LOAD_PERMILLE: usize = 1618;
 
 /// A cache prefetch hint; no effect on the program's results, and a no-op off x86_64.
 #[inline(always)]
@@ -180,7 +185,21 @@ impl Dict {
     }
 
     /// Inserts `entry`, returning the entry it replaced (same key), if any.
-    pub fn insert(&mut self, mut entry: Entry) -> Option<Entry> {
+    pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
+        self.insert_bounded(entry, |_| true)
+    }
+
+    /// [`Dict::insert`], asking `may_grow` before the table grows while its load is at most
+    /// [`FORCE_GROW_LOAD_PERMILLE`]: given the bytes the new table would take, it answers whether they may
+    /// be allocated. Refused, the entry goes in without a resize (chains get longer). Redis's
+    /// `dictExpandAllowed` rule: near `maxmemory`, doubling a big table (64 MB for 8M keys) would
+    /// evict that much data to make room for an index, so the table grows only once the load makes
+    /// lookups slow.
+    pub fn insert_bounded(
+        &mut self,
+        mut entry: Entry,
+        may_grow: impl FnOnce(usize) -> bool,
+    ) -> Option<Entry> {
         self.rehash_step();
         if let Some(link) = self.link_mut(entry.key()) {
             // Swap the entry in place, keeping the chain behind it.
@@ -190,7 +209,14 @@ impl Dict {
             return Some(old);
         }
         if self.rehash_idx.is_none() && self.len >= self.tables[0].len() {
-            self.start_resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
+            let size = (self.len + 1).next_power_of_two().max(MIN_BUCKETS);
+            let forced = self.len * 1000 > self.tables[0].len() * FORCE_GROW_LOAD_PERMILLE;
+            if self.tables[0].is_empty()
+                || forced
+                || may_grow(size * std::mem::size_of::<Option<Entry>>())
+            {
+                self.start_resize(size);
+            }
         }
         let hash = self.hash(entry.key()) as usize;
         let t = &mut self.tables[if self.rehash_idx.is_some() { 1 } else { 0 }];
@@ -489,6 +515,44 @@ mod tests {
         }
         assert_eq!(total, 10_000);
         assert_eq!(g.free(100), 0);
+    }
+
+    #[test]
+    fn a_refused_growth_waits_until_the_load_passes_the_force_limit() {
+        let mut d = Dict::new();
+        for i in 0..64 {
+            d.insert(e(&format!("k{i}"), i));
+        }
+        d.rehash_for(1000);
+        assert_eq!(d.tables[0].len(), 64);
+        let mut asked = Vec::new();
+        for i in 64..104 {
+            d.insert_bounded(e(&format!("k{i}"), i), |bytes| {
+                asked.push(bytes);
+                false
+            });
+        }
+        // Refused at every insert from 64 entries on (128 buckets, 8 bytes each), up to a load of
+        // 1.618 (104 entries in 64 buckets): still one table of 64 buckets, all keys reachable.
+        assert_eq!(asked, vec![128 * 8; 40]);
+        assert_eq!(d.tables[0].len(), 64);
+        assert!(!d.is_rehashing());
+        assert_eq!(d.len(), 104);
+        // Past 1.618 the table grows without asking.
+        d.insert_bounded(e("k104", 0), |_| panic!("asked past the force limit"));
+        assert!(d.is_rehashing());
+        assert_eq!(d.tables[1].len(), 128);
+        for i in 0..105 {
+            assert!(d.get(format!("k{i}").as_bytes()).is_some());
+        }
+        // Allowed, a table at load 1 grows as before.
+        let mut d = Dict::new();
+        for i in 0..8 {
+            d.insert(e(&format!("k{i}"), i));
+        }
+        d.rehash_for(1000);
+        d.insert_bounded(e("k8", 8), |bytes| bytes == 16 * 8);
+        assert!(d.is_rehashing());
     }
 
     #[test]

@@ -1236,7 +1236,7 @@ impl Db {
                 notify::emit(notify::NEW, "new", entry.key(), index);
             }
         }
-        let old = self.dict.insert(entry);
+        let old = self.dict.insert_bounded(entry, crate::evict::room_for);
         // The hint goes in after the entry, so a compaction step it triggers sees the key live.
         if let Some((at, hint)) = deadline {
             self.volatile += 1;

@@ -164,6 +164,21 @@ pub fn excess() -> usize {
     }
 }
 
+/// Whether `bytes` more may be allocated without going over `maxmemory` (always, without a
+/// limit): asked before a keyspace table doubles (Redis's `overMaxmemoryAfterAlloc`), so that an
+/// index's growth does not evict data.
+pub fn room_for(bytes: usize) -> bool {
+    match maxmemory() {
+        0 => true,
+        max => {
+            crate::memory::used_memory()
+                .saturating_sub(crate::db::lazyfree_pending_bytes())
+                .saturating_add(bytes)
+                <= max.min(usize::MAX as u64) as usize
+        }
+    }
+}
+
 /// How long one call of [`perform`] may evict, from `maxmemory-eviction-tenacity` (Redis's
 /// curve: 50 µs per step up to 10, then 15% more per step, no limit at 100).
 pub fn time_limit_us(tenacity: u32) -> u64 {
