@@ -123,7 +123,8 @@ pub fn c_strtol(a: &[u8]) -> i64 {
 
 /// True when the argument `a` is the option `word`: equal ignoring ASCII case, up to `a`'s first
 /// NUL byte. Redis matches options with `strcasecmp`, which stops there, so `"NX\0junk"` is NX.
-/// (Command and subcommand names are looked up by their whole length and do not match so.)
+/// (Command and subcommand names are not options: Redis hashes them over their whole length, so
+/// `GET\0x` finds GET only by a chance of its random hash seed; Strata never matches them.)
 pub fn eq_ci(a: &[u8], word: &str) -> bool {
     let w = word.as_bytes();
     a.len() >= w.len()
