@@ -172,3 +172,40 @@ fn a_huge_random_pick_stops_at_the_output_limit() {
         assert_eq!(c.call(pick), b"-ERR value is out of range\r\n");
     }
 }
+
+/// A client may send a whole pipeline before it reads a reply (redis-py does): 16 MB of GETs,
+/// more than the socket buffers between client and server hold either way, whose replies (75 MB)
+/// the client reads only once it has sent them all. Redis keeps reading and buffers the replies;
+/// a server that stopped reading until its replies had left would leave both sides waiting for
+/// ever (Strata did: the write below timed out).
+#[test]
+fn a_pipeline_larger_than_the_socket_buffers_is_read_before_its_replies_are() {
+    use std::io::{Read, Write};
+    const N: usize = 700_000;
+    for server in [
+        Server::redis(&[]),
+        Server::strata(&["--threads", "1"]),
+        Server::strata(&["--threads", "2"]),
+    ] {
+        let name = server.kind().name();
+        let value = "v".repeat(100);
+        assert_eq!(server.conn().call(&["SET", "k", &value]), b"+OK\r\n");
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+        stream.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        let commands: Vec<u8> = get.iter().copied().cycle().take(get.len() * N).collect();
+        stream
+            .write_all(&commands)
+            .unwrap_or_else(|e| panic!("{name}: the pipeline was not read: {e}"));
+        let reply = format!("$100\r\n{value}\r\n");
+        let mut replies = vec![0u8; reply.len() * N];
+        stream
+            .read_exact(&mut replies)
+            .unwrap_or_else(|e| panic!("{name}: the replies did not all come: {e}"));
+        assert!(
+            replies.chunks(reply.len()).all(|r| r == reply.as_bytes()),
+            "{name}: a reply differs"
+        );
+    }
+}

@@ -372,7 +372,13 @@ async fn read_loop(
         };
         rbuf = slice.into_inner();
         let n = match res {
-            Ok(0) | Err(_) => break,
+            Ok(0) => {
+                // The client closed its side: what it was sent still goes out before the
+                // connection ends (it may be reading still, after a half-close).
+                flushed(info, local, info.written() + info.omem.load(Ordering::Relaxed)).await;
+                break;
+            }
+            Err(_) => break,
             Ok(n) => n,
         };
         peak = peak.max(rbuf.len());
@@ -451,7 +457,7 @@ async fn read_loop(
             }
             // A pipeline held back by CLIENT PAUSE: answer what ran, then run the rest.
             while let Some(mut rest) = session.deferred.take() {
-                if !reply(&mut out, fd, info, local).await {
+                if !reply(&mut out, fd, info, local, false).await {
                     break 'conn;
                 }
                 local.busy.set(true);
@@ -491,7 +497,9 @@ async fn read_loop(
             if !out.is_empty() && session.pubsub.total() == 0 && !session.monitor {
                 round_end().await;
             }
-            let replied = reply(&mut out, fd, info, local).await;
+            // A connection about to close (QUIT) waits for its last reply to leave; any other
+            // goes on reading while the writer drains what the socket did not take.
+            let replied = reply(&mut out, fd, info, local, session.close_after_reply).await;
             // Invalidations of this client's own writes follow the replies (see tracking).
             if let Some(t) = &session.tracking {
                 t.release();
@@ -515,9 +523,21 @@ async fn read_loop(
 }
 
 /// Sends the batch's replies in `out`: straight to the socket when nothing is pending (the common
-/// case, one `send`), else through the outbox, waiting until they have been written. False if the
-/// client is closed.
-async fn reply(out: &mut ReplyBuf, fd: RawFd, info: &ClientInfo, local: &Local) -> bool {
+/// case, one `send`), else through the outbox, which the writer drains; with `wait`, returns only
+/// once they have been written. False if the client is closed.
+///
+/// Without `wait` the reader goes on reading, as Redis does: a client may send a pipeline larger
+/// than the socket buffers before it reads a reply (redis-py sends a whole pipeline, then reads),
+/// and a reader that waited for its replies to leave would never read the rest of it, while the
+/// client, blocked sending it, never reads: both would wait for ever. What a client does not read
+/// is bounded as in Redis, by `client-output-buffer-limit` and `maxmemory-clients`.
+async fn reply(
+    out: &mut ReplyBuf,
+    fd: RawFd,
+    info: &ClientInfo,
+    local: &Local,
+    wait: bool,
+) -> bool {
     if info.killed.load(Ordering::Relaxed) {
         return false;
     }
@@ -539,6 +559,12 @@ async fn reply(out: &mut ReplyBuf, fd: RawFd, info: &ClientInfo, local: &Local) 
     let Some(mark) = info.queue_reply(rest, direct, now_ms()) else {
         return false;
     };
+    !wait || flushed(info, local, mark).await
+}
+
+/// Waits until the output up to `mark` (a [`ClientInfo::written`] count) has been written, or the
+/// client is closed, or the writer stopped; false in the last two cases.
+async fn flushed(info: &ClientInfo, local: &Local, mark: u64) -> bool {
     poll_fn(|cx| {
         if local.writer_done.get() || info.killed.load(Ordering::Relaxed) || info.written() >= mark
         {
