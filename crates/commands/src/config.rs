@@ -32,6 +32,8 @@ pub enum Kind {
     KeyspaceEvents,
     /// `latency-tracking-info-percentiles`: numbers from 0 to 100, space-separated.
     Percentiles,
+    /// `maxmemory-clients`: a byte size, or a percentage of `maxmemory` (`10%`).
+    MemoryOrPercent,
 }
 
 /// One setting.
@@ -130,6 +132,13 @@ pub static SPECS: &[ConfigSpec] = &[
         Kind::Memory,
         true,
         "memory limit (0: none); over it, keys are evicted per maxmemory-policy, else commands that may grow memory are refused",
+    ),
+    spec(
+        "maxmemory-clients",
+        "0",
+        Kind::MemoryOrPercent,
+        true,
+        "limit on the memory all clients hold together (bytes, or N% of maxmemory; 0: none); at it, the largest clients are closed, except CLIENT NO-EVICT ones",
     ),
     spec(
         "maxmemory-policy",
@@ -720,6 +729,7 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
             v.to_string()
         }
         Kind::Percentiles => normalize_percentiles(value)?,
+        Kind::MemoryOrPercent => crate::client_evict::format(crate::client_evict::parse(value)?),
         Kind::Memory => parse_memory(value)
             .ok_or_else(|| "argument must be a memory value".to_string())?
             .to_string(),
@@ -757,6 +767,7 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
     use strata_shard::evict;
     match spec.name {
         "maxmemory" => evict::set_maxmemory(value.parse().unwrap_or(0)),
+        "maxmemory-clients" => crate::client_evict::set(value),
         "maxmemory-policy" => {
             evict::set_policy(evict::Policy::parse(value).unwrap_or(evict::Policy::NoEviction))
         }

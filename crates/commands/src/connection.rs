@@ -759,8 +759,9 @@ fn client_list(cx: &mut ConnCtx<'_>) -> CmdResult {
 /// One CLIENT LIST line (without its newline): Redis 7.0's fields in Redis's order, then 7.2's
 /// `lib-name` and `lib-ver`. Output not yet written to the socket is `omem` bytes: `obl` of the
 /// chunk being written and `oll` chunks queued behind it; the read buffer holds `qbuf` bytes and
-/// has `qbuf-free` more room. Buffer fields Strata does not track the way Redis does (rbs, rbp,
-/// multi-mem) read 0.
+/// has `qbuf-free` more room; `multi-mem` is the MULTI queue and WATCHed keys; `tot-mem` all of it
+/// with subscriptions and tracking prefixes ([`ClientInfo::tot_mem`]). The reply buffer fields
+/// Strata does not keep the way Redis does (rbs, rbp) read 0.
 pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> String {
     let text = |m: &std::sync::Mutex<Option<Bytes>>| {
         m.lock()
@@ -812,10 +813,11 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
         .entries()
         .get(c.last_cmd.load(Ordering::Relaxed))
         .map_or("NULL", |e| e.name);
-    let tot_mem = (qbuf + qbuf_free + omem) as usize + argv_mem + std::mem::size_of::<ClientInfo>();
+    let tot_mem = c.tot_mem() as usize + argv_mem;
+    let multi_mem = c.multi_mem.load(Ordering::Relaxed);
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \
-         ssub={} multi={multi} qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem=0 rbs=0 \
+         ssub={} multi={multi} qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={multi_mem} rbs=0 \
          rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
          redir={} resp={} lib-name={} lib-ver={}",
         c.id,

@@ -248,6 +248,8 @@ pub struct Session {
     /// locked way, without trying key versions first: set after one had to run again (see
     /// `strata_server::dispatch`).
     pub locked_reads: Cell<u32>,
+    /// What the MULTI queue and the WATCHed keys were counted for so far (`crate::client_evict`).
+    pub mem: crate::client_evict::Counted,
 }
 
 impl Session {
@@ -271,6 +273,7 @@ impl Session {
             caching: false,
             monitor: false,
             locked_reads: Cell::new(0),
+            mem: Default::default(),
         }
     }
 
@@ -362,6 +365,14 @@ pub struct ClientInfo {
     pub closing: AtomicBool,
     /// CLIENT TRACKING's REDIRECT client id (0: none), for CLIENT LIST `redir`.
     pub tracking_redir: AtomicU64,
+    /// Bytes of the MULTI queue and the WATCHed keys (CLIENT LIST `multi-mem`), and of the
+    /// subscriptions and tracking prefixes; the owner publishes them after each batch (see
+    /// `crate::client_evict`).
+    pub multi_mem: AtomicU64,
+    pub aux_mem: AtomicU64,
+    /// What this client adds to the clients' total that `maxmemory-clients` limits
+    /// (`crate::client_evict`); `u64::MAX` once the connection is gone.
+    pub(crate) mem_published: AtomicU64,
     outbox: Mutex<Outbox>,
     /// The owning connection's writer: woken by pushes, kills and configuration changes.
     waker: AtomicWaker,
@@ -444,11 +455,28 @@ impl ClientInfo {
             monitor: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             tracking_redir: AtomicU64::new(0),
+            multi_mem: AtomicU64::new(0),
+            aux_mem: AtomicU64::new(0),
+            mem_published: AtomicU64::new(0),
             outbox: Mutex::new(Outbox::default()),
             waker: AtomicWaker::new(),
             nudged: AtomicBool::new(false),
             limits,
         }
+    }
+
+    /// The memory the client holds (CLIENT LIST `tot-mem` without the arguments of the command
+    /// being run, which are part of the read buffer): its read buffer, output not yet written, MULTI
+    /// queue, WATCHed keys, subscriptions, tracking prefixes and the handle itself. What
+    /// `maxmemory-clients` weighs.
+    pub fn tot_mem(&self) -> u64 {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        load(&self.qbuf)
+            + load(&self.qbuf_free)
+            + load(&self.omem)
+            + load(&self.multi_mem)
+            + load(&self.aux_mem)
+            + std::mem::size_of::<ClientInfo>() as u64
     }
 
     /// Total subscriptions (channels, patterns and shard channels): non-zero means the client is in
@@ -708,6 +736,10 @@ impl ClientInfo {
         self.omem.store(ob.pending, Ordering::Relaxed);
         self.obl.store(ob.in_flight, Ordering::Relaxed);
         self.oll.store(ob.queue.len() as u64, Ordering::Relaxed);
+        // Pushes from other threads grow a subscriber's output: the clients' total follows.
+        if crate::client_evict::enabled() {
+            crate::client_evict::refresh(self);
+        }
     }
 
     /// Redis's `checkClientOutputBufferLimits`: at or over the hard limit, or at or over the soft

@@ -121,6 +121,7 @@ pub fn configuration_markdown() -> String {
             Kind::OutputBufferLimit => "class hard soft seconds, ...".into(),
             Kind::KeyspaceEvents => "event classes".into(),
             Kind::Percentiles => "numbers 0..100".into(),
+            Kind::MemoryOrPercent => "bytes, or N% of maxmemory".into(),
         };
         s.push_str(&format!(
             "| `{}` | `{}` | {} | {} | {} | {} |\n",

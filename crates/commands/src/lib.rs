@@ -6,6 +6,7 @@
 //! (and its tests) only: [`table`] collects every family listed in [`FAMILIES`].
 
 pub mod args;
+pub mod client_evict;
 pub mod config;
 pub mod ctx;
 pub mod digest;

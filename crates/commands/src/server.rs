@@ -836,7 +836,11 @@ fn config_set<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         cx.shards()
             .call_all(move |s| crate::generic::apply_access_policy(s, &server.config))
             .await;
-        cx.out.ok();
+        // A lower `maxmemory-clients` (or `maxmemory`, for a percentage) evicts clients at once;
+        // if this client is one of them, it gets no reply, as in Redis.
+        if !crate::client_evict::configured(cx.server, Some(&cx.session.info)) {
+            cx.out.ok();
+        }
         Ok(())
     })
 }
@@ -899,6 +903,7 @@ fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
             .await;
         PEAK_MEMORY.store(crate::memory::used_memory(), Ordering::Relaxed);
         strata_shard::evict::reset_stats();
+        crate::client_evict::reset_stats();
         *RATES.lock().unwrap_or_else(|e| e.into_inner()) = None;
         cx.out.ok();
         Ok(())
@@ -1235,8 +1240,7 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "rejected_connections", "{}", d.rejected_connections);
                 field!(out, "expired_keys", "{}", d.expired_keys);
                 field!(out, "evicted_keys", "{}", d.evicted_keys);
-                // No client is ever evicted (maxmemory-clients is not implemented).
-                field!(out, "evicted_clients", "0");
+                field!(out, "evicted_clients", "{}", crate::client_evict::evicted());
                 let (total, current) = strata_shard::evict::exceeded_ms(strata_shard::now_us());
                 field!(out, "total_eviction_exceeded_time", "{}", total);
                 field!(out, "current_eviction_exceeded_time", "{}", current);

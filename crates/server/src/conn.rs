@@ -36,6 +36,7 @@ use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf, Splitable};
 use monoio::net::TcpStream;
 use strata_commands::args::eq_ci;
+use strata_commands::client_evict;
 use strata_commands::connection::is_authenticated;
 use strata_commands::ctx::Output;
 use strata_commands::{ClientInfo, ServerState, Session};
@@ -244,6 +245,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>)
     info.wake();
     writer.await;
     info.close();
+    client_evict::forget(&info);
     state.unregister_client(info.id);
 }
 
@@ -375,15 +377,27 @@ async fn read_loop(
             Ok(0) => {
                 // The client closed its side: what it was sent still goes out before the
                 // connection ends (it may be reading still, after a half-close).
-                flushed(info, local, info.written() + info.omem.load(Ordering::Relaxed)).await;
+                flushed(
+                    info,
+                    local,
+                    info.written() + info.omem.load(Ordering::Relaxed),
+                )
+                .await;
                 break;
             }
             Err(_) => break,
             Ok(n) => n,
         };
         peak = peak.max(rbuf.len());
+        info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
         info.qbuf_free
             .store((cap - rbuf.len()) as u64, Ordering::Relaxed);
+        // maxmemory-clients: a client whose input alone takes the clients past the limit is
+        // evicted before any of it runs.
+        if client_evict::enabled() {
+            client_evict::refresh(info);
+            client_evict::check(state, Some(info));
+        }
         if info.killed.load(Ordering::Relaxed) {
             break;
         }
@@ -506,6 +520,15 @@ async fn read_loop(
             }
             if !replied {
                 break 'conn;
+            }
+            // What the batch left the client holding (MULTI queue, WATCHes, subscriptions), and
+            // maxmemory-clients after it, as Redis checks after each command.
+            client_evict::publish_session(&mut session);
+            if client_evict::enabled() {
+                client_evict::refresh(info);
+                if client_evict::check(state, Some(info)) {
+                    break 'conn;
+                }
             }
             info.last_active_ms.store(now_ms(), Ordering::Relaxed);
             if session.close_after_reply {
