@@ -467,3 +467,54 @@ fn a_big_argument_is_held_in_a_buffer_of_about_its_size() {
         }
     }
 }
+
+/// A request of many arguments that never ends counts what it has sent (CLIENT LIST `argv-mem`,
+/// `tot-mem`), and such clients are evicted by `maxmemory-clients` before `maxmemory` evicts any
+/// key, as Redis evicts clients first (Redis's "input buffer of a dead client" test, shortened).
+#[test]
+fn clients_holding_unfinished_requests_are_evicted_before_keys() {
+    for server in three_servers() {
+        let name = server.kind().name();
+        let mut admin = server.conn();
+        assert_eq!(admin.call(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+        for j in 0..20 {
+            admin.call(&["SETRANGE", &j.to_string(), "100000", "x"]);
+        }
+        let arg = format!("$1000\r\n{}\r\n", "x".repeat(1000));
+        let request = format!("*250\r\n{}", arg.repeat(200));
+        let mut dead = vec![named(&server, "dead0")];
+        dead[0].send_raw(request.as_bytes());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let line = client_line(&mut admin, "dead0").expect("connected");
+            if field(&line, "argv-mem") >= 190_000 {
+                assert!(field(&line, "tot-mem") >= 190_000, "{name}: {line}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: {line}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let used = admin.info_u64("memory", "used_memory");
+        admin.call(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+        admin.call(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            &(used + 3_000_000).to_string(),
+        ]);
+        admin.call(&["CONFIG", "SET", "maxmemory-clients", "1mb"]);
+        for i in 1..12 {
+            let mut c = named(&server, &format!("dead{i}"));
+            c.send_raw(request.as_bytes());
+            dead.push(c);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while admin.info_u64("stats", "evicted_clients") == 0 {
+            assert!(Instant::now() < deadline, "{name}: no client evicted");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(admin.info_u64("stats", "evicted_keys"), 0, "{name}");
+        assert_eq!(admin.call(&["DBSIZE"]), b":20\r\n", "{name}");
+        admin.call(&["CONFIG", "SET", "maxmemory", "0"]);
+    }
+}

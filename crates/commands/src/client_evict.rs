@@ -135,6 +135,10 @@ pub fn forget(info: &ClientInfo) {
     if old != GONE {
         TOTAL.fetch_sub(old as i64, Ordering::Relaxed);
     }
+    let evicted = info.mem_evicted.swap(0, Ordering::Relaxed);
+    if evicted != 0 {
+        strata_shard::evict::clients_closing(-(evicted as i64));
+    }
 }
 
 /// What a session holds beyond its buffers, counted as its commands add it: the MULTI queue and
@@ -218,6 +222,13 @@ fn evict(server: &ServerState, limit: u64, me: Option<&ClientInfo>) -> bool {
             "Evicting client: {}",
             crate::connection::client_line(c, strata_shard::now_ms(), 0, server.table)
         );
+        // Until its connection has closed, its memory is not what key eviction should free.
+        if c.mem_evicted
+            .compare_exchange(0, mem.max(1), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            strata_shard::evict::clients_closing(mem.max(1) as i64);
+        }
         c.kill();
         EVICTED.fetch_add(1, Ordering::Relaxed);
         total -= mem;

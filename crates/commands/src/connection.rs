@@ -813,7 +813,10 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> 
         .entries()
         .get(c.last_cmd.load(Ordering::Relaxed))
         .map_or("NULL", |e| e.name);
+    // `tot_mem` counts a partly read request; the command running (CLIENT LIST itself, for the
+    // caller) is added to both.
     let tot_mem = c.tot_mem() as usize + argv_mem;
+    let argv_mem = argv_mem + c.argv_mem.load(Ordering::Relaxed) as usize;
     let multi_mem = c.multi_mem.load(Ordering::Relaxed);
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \

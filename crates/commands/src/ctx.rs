@@ -370,9 +370,17 @@ pub struct ClientInfo {
     /// `crate::client_evict`).
     pub multi_mem: AtomicU64,
     pub aux_mem: AtomicU64,
+    /// Bytes of a partly read request's arguments the parser holds outside the read buffer
+    /// (CLIENT LIST `argv-mem` of a client in the middle of sending one).
+    pub argv_mem: AtomicU64,
+    /// The connection's reply buffers: those of the batch being run, or the room the buffer
+    /// keeps between batches (CLIENT LIST `tot-mem`, as Redis counts its reply buffer).
+    pub reply_mem: AtomicU64,
     /// What this client adds to the clients' total that `maxmemory-clients` limits
     /// (`crate::client_evict`); `u64::MAX` once the connection is gone.
     pub(crate) mem_published: AtomicU64,
+    /// Its size when `maxmemory-clients` evicted it: memory on its way out until it closes.
+    pub(crate) mem_evicted: AtomicU64,
     outbox: Mutex<Outbox>,
     /// The owning connection's writer: woken by pushes, kills and configuration changes.
     waker: AtomicWaker,
@@ -456,8 +464,11 @@ impl ClientInfo {
             closing: AtomicBool::new(false),
             tracking_redir: AtomicU64::new(0),
             multi_mem: AtomicU64::new(0),
+            argv_mem: AtomicU64::new(0),
+            reply_mem: AtomicU64::new(0),
             aux_mem: AtomicU64::new(0),
             mem_published: AtomicU64::new(0),
+            mem_evicted: AtomicU64::new(0),
             outbox: Mutex::new(Outbox::default()),
             waker: AtomicWaker::new(),
             nudged: AtomicBool::new(false),
@@ -466,13 +477,15 @@ impl ClientInfo {
     }
 
     /// The memory the client holds (CLIENT LIST `tot-mem` without the arguments of the command
-    /// being run, which are part of the read buffer): its read buffer, output not yet written, MULTI
-    /// queue, WATCHed keys, subscriptions, tracking prefixes and the handle itself. What
-    /// `maxmemory-clients` weighs.
+    /// being run, which are part of the read buffer): its read buffer and a partly read request's
+    /// arguments, the running batch's replies and output not yet written, MULTI queue, WATCHed keys, subscriptions, tracking
+    /// prefixes and the handle itself. What `maxmemory-clients` weighs.
     pub fn tot_mem(&self) -> u64 {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         load(&self.qbuf)
             + load(&self.qbuf_free)
+            + load(&self.argv_mem)
+            + load(&self.reply_mem)
             + load(&self.omem)
             + load(&self.multi_mem)
             + load(&self.aux_mem)

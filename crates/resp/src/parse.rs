@@ -95,6 +95,8 @@ pub struct RequestParser {
     scanned: usize,
     /// Bytes the bulk argument being read still lacked when `next` last returned.
     missing: usize,
+    /// Bytes of `args` (what a partly read request holds outside the buffer).
+    held: usize,
 }
 
 impl RequestParser {
@@ -106,7 +108,14 @@ impl RequestParser {
             args: Vec::new(),
             scanned: 0,
             missing: 0,
+            held: 0,
         }
+    }
+
+    /// Bytes of the arguments of a partly read request the parser holds (taken out of the
+    /// buffer already): CLIENT LIST's `argv-mem` of a client in the middle of sending one.
+    pub fn held_bytes(&self) -> usize {
+        self.held
     }
 
     /// Takes effect from the next header line read (`CONFIG SET proto-max-bulk-len`).
@@ -166,10 +175,12 @@ impl RequestParser {
             }
             let mut arg = buf.split_to(framed).freeze();
             arg.truncate(len);
+            self.held += len;
             self.args.push(arg);
             self.bulk_len = None;
             self.pending_args -= 1;
         }
+        self.held = 0;
         Ok(Some(std::mem::take(&mut self.args)))
     }
 
@@ -511,6 +522,17 @@ mod tests {
     fn error(input: &[u8], unauth: bool) -> String {
         let (_, error) = parse_cut(input, &[], ParseLimits::default(), unauth);
         error.unwrap_or_else(|| panic!("no error for {:?}", String::from_utf8_lossy(input)))
+    }
+
+    #[test]
+    fn a_partly_read_request_counts_the_arguments_it_holds() {
+        let mut p = RequestParser::new(ParseLimits::default());
+        let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$4\r\nwo"[..]);
+        assert_eq!(p.next(&mut buf, false).unwrap(), None);
+        assert_eq!(p.held_bytes(), 8);
+        buf.extend_from_slice(b"rld\r\n");
+        assert!(p.next(&mut buf, false).unwrap().is_some());
+        assert_eq!(p.held_bytes(), 0);
     }
 
     #[test]

@@ -337,7 +337,9 @@ async fn read_loop(
         let len = rbuf.len();
         let cap = rbuf.capacity();
         size = size.max(cap);
-        info.qbuf_free.store((cap - len) as u64, Ordering::Relaxed);
+        // The allocation's room, as at the end of a batch (the view's capacity leaves out what
+        // was split off its front, which stays allocated).
+        info.qbuf_free.store((size - len) as u64, Ordering::Relaxed);
         let read = {
             let mut read = pin!(rd.read(rbuf.slice_mut(len..cap)));
             if free_when_idle && len == 0 {
@@ -378,6 +380,7 @@ async fn read_loop(
             out.buf = Vec::new();
             (size, peak) = (0, 0);
             info.qbuf_free.store(0, Ordering::Relaxed);
+            info.reply_mem.store(0, Ordering::Relaxed);
             wait_readable(fd).await;
             continue;
         };
@@ -400,13 +403,7 @@ async fn read_loop(
         peak = peak.max(rbuf.len());
         info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
         info.qbuf_free
-            .store((cap - rbuf.len()) as u64, Ordering::Relaxed);
-        // maxmemory-clients: a client whose input alone takes the clients past the limit is
-        // evicted before any of it runs.
-        if client_evict::enabled() {
-            client_evict::refresh(info);
-            client_evict::check(state, Some(info));
-        }
+            .store(size.saturating_sub(rbuf.len()) as u64, Ordering::Relaxed);
         if info.killed.load(Ordering::Relaxed) {
             break;
         }
@@ -459,6 +456,17 @@ async fn read_loop(
                 break 'conn;
             }
             info.qbuf.store(buffered as u64, Ordering::Relaxed);
+            info.argv_mem
+                .store(parser.held_bytes() as u64, Ordering::Relaxed);
+            // maxmemory-clients: a client whose input alone takes the clients past the limit
+            // (one huge argument, or a request of many never finished) is evicted before any of
+            // it runs.
+            if client_evict::enabled() {
+                client_evict::refresh(info);
+                if client_evict::check(state, Some(info)) {
+                    break 'conn;
+                }
+            }
 
             if !cmds.is_empty() {
                 local.busy.set(true);
@@ -492,6 +500,18 @@ async fn read_loop(
                 .run(&mut rest)
                 .await;
                 local.busy.set(false);
+            }
+            // What the batch left the client holding (its replies, MULTI queue, WATCHes,
+            // subscriptions), counted before the replies wait for the end of the round, and
+            // maxmemory-clients after it, as Redis updates a client's memory after each command.
+            client_evict::publish_session(&mut session);
+            if client_evict::enabled() {
+                info.reply_mem
+                    .store(out.buf.capacity() as u64, Ordering::Relaxed);
+                client_evict::refresh(info);
+                if client_evict::check(state, Some(info)) {
+                    break 'conn;
+                }
             }
             if let Some(e) = fatal {
                 with_shard(|s| s.stats.count_error(e.0.as_bytes()));
@@ -530,14 +550,11 @@ async fn read_loop(
             if !replied {
                 break 'conn;
             }
-            // What the batch left the client holding (MULTI queue, WATCHes, subscriptions), and
-            // maxmemory-clients after it, as Redis checks after each command.
-            client_evict::publish_session(&mut session);
+            // The replies are the socket's or the outbox's now: the reply buffer keeps its room.
+            info.reply_mem
+                .store(out.buf.capacity() as u64, Ordering::Relaxed);
             if client_evict::enabled() {
                 client_evict::refresh(info);
-                if client_evict::check(state, Some(info)) {
-                    break 'conn;
-                }
             }
             info.last_active_ms.store(now_ms(), Ordering::Relaxed);
             if session.close_after_reply {

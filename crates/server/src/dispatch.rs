@@ -1278,6 +1278,11 @@ impl Batch<'_> {
                     self.wait_unpaused(write).await;
                 }
             }
+            // maxmemory-clients before keys, as Redis's processCommand evicts clients first: the
+            // batch's replies so far count as this client's.
+            if strata_commands::client_evict::enabled() && self.evicted(&local, &done) {
+                return;
+            }
             // maxmemory: eviction before every command, as Redis's processCommand does, and
             // whether it left the process out of memory. One load and a branch when no limit is
             // set. Inside EXEC the queued commands are not checked again (EXEC itself was).
@@ -1496,6 +1501,31 @@ impl Batch<'_> {
     /// [`ClientInfo::output_budget`]); if so the client is closed and nothing of this batch is
     /// sent, as Redis closes a client whose reply takes it past its hard limit and stops reading
     /// its commands. What already ran stays done; nothing after it runs.
+    /// `maxmemory-clients` before a command: publishes the replies the batch holds so far as the
+    /// client's and evicts clients if the total is over the limit. True if this client was
+    /// evicted: it is closed, and nothing more of the batch runs or is sent (as `outgrown`).
+    #[cold]
+    fn evicted(&mut self, local: &ReplyBuf, done: &[ShardReplies]) -> bool {
+        if self.session.info.killed.load(Ordering::Relaxed) {
+            // Evicted (or killed) by another client meanwhile: nothing more runs.
+            self.out.buf.clear();
+            return true;
+        }
+        let bytes = done
+            .iter()
+            .fold(local.buf.capacity() + self.out.buf.capacity(), |n, r| {
+                n.saturating_add(r.buf.capacity())
+            });
+        let info = &self.session.info;
+        info.reply_mem.store(bytes as u64, Ordering::Relaxed);
+        strata_commands::client_evict::refresh(info);
+        let gone = strata_commands::client_evict::check(self.state, Some(info));
+        if gone {
+            self.out.buf.clear();
+        }
+        gone
+    }
+
     fn outgrown(&mut self, limit: usize, local: &ReplyBuf, done: &[ShardReplies]) -> bool {
         let bytes = local.buf.len() + self.out.buf.len();
         let over = done.iter().any(|r| r.overflow)

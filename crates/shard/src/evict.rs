@@ -153,15 +153,26 @@ pub fn set_shards(n: usize) {
 }
 
 /// Bytes used beyond `maxmemory` (0 when under it or when no limit is set). Values already taken
-/// out of the dataset and queued for the background freeing do not count: they are on their way
-/// out, and counting them would make every command until they are freed evict again.
+/// out of the dataset and queued for the background freeing do not count, nor clients evicted by
+/// `maxmemory-clients` whose connections are closing: they are on their way out, and counting
+/// them would make every command until they are freed evict again (keys, for clients' memory).
 pub fn excess() -> usize {
     match maxmemory() {
         0 => 0,
         max => crate::memory::used_memory()
             .saturating_sub(crate::db::lazyfree_pending_bytes())
+            .saturating_sub(CLIENTS_CLOSING.load(Ordering::Relaxed).max(0) as usize)
             .saturating_sub(max.min(usize::MAX as u64) as usize),
     }
+}
+
+/// Memory of clients evicted and not closed yet (see [`excess`]).
+static CLIENTS_CLOSING: AtomicI64 = AtomicI64::new(0);
+
+/// Adds (an evicted client) or takes back (its connection closed) `bytes` of client memory on
+/// its way out.
+pub fn clients_closing(bytes: i64) {
+    CLIENTS_CLOSING.fetch_add(bytes, Ordering::Relaxed);
 }
 
 /// Whether `bytes` more may be allocated without going over `maxmemory` (always, without a
@@ -173,6 +184,7 @@ pub fn room_for(bytes: usize) -> bool {
         max => {
             crate::memory::used_memory()
                 .saturating_sub(crate::db::lazyfree_pending_bytes())
+                .saturating_sub(CLIENTS_CLOSING.load(Ordering::Relaxed).max(0) as usize)
                 .saturating_add(bytes)
                 <= max.min(usize::MAX as u64) as usize
         }
