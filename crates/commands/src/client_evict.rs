@@ -150,11 +150,27 @@ pub struct Counted {
     queued_bytes: u64,
     watched: usize,
     watched_bytes: u64,
+    /// Something non-zero was published: the next batch must publish (zeros, if need be).
+    published: bool,
 }
 
 /// Owner only, after a batch: publishes what `session` holds beyond its buffers into its
-/// [`ClientInfo`] (CLIENT LIST `multi-mem`, `tot-mem`). O(what the batch added).
+/// [`ClientInfo`] (CLIENT LIST `multi-mem`, `tot-mem`). O(what the batch added); a load or four
+/// for a session that holds none of it and published none before (the common case).
+#[inline]
 pub fn publish_session(session: &mut Session) {
+    if session.multi.is_none()
+        && session.watched.is_empty()
+        && session.tracking.is_none()
+        && session.pubsub.total() == 0
+        && !session.mem.published
+    {
+        return;
+    }
+    publish_held(session);
+}
+
+fn publish_held(session: &mut Session) {
     let c = &mut session.mem;
     let queue = session.multi.as_deref().unwrap_or_default();
     if queue.len() < c.queued {
@@ -176,10 +192,13 @@ pub fn publish_session(session: &mut Session) {
     let entries =
         session.pubsub.total() + session.tracking.as_ref().map_or(0, |t| t.prefixes.len());
     let info = &session.info;
-    info.multi_mem
-        .store(c.queued_bytes + c.watched_bytes, Ordering::Relaxed);
-    info.aux_mem
-        .store(entries as u64 * ENTRY_OVERHEAD, Ordering::Relaxed);
+    let (multi, aux) = (
+        c.queued_bytes + c.watched_bytes,
+        entries as u64 * ENTRY_OVERHEAD,
+    );
+    c.published = multi != 0 || aux != 0;
+    info.multi_mem.store(multi, Ordering::Relaxed);
+    info.aux_mem.store(aux, Ordering::Relaxed);
 }
 
 /// Evicts clients if the total has reached the limit (see the module docs). True if `me` was

@@ -401,7 +401,6 @@ async fn read_loop(
             Ok(n) => n,
         };
         peak = peak.max(rbuf.len());
-        info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
         info.qbuf_free
             .store(size.saturating_sub(rbuf.len()) as u64, Ordering::Relaxed);
         if info.killed.load(Ordering::Relaxed) {
