@@ -550,11 +550,7 @@ fn a_pipeline_of_writes_stops_at_the_limit() {
 /// written where Redis keeps about half.
 #[test]
 fn eviction_of_keys_with_a_ttl_makes_room_without_emptying_the_database() {
-    for server in [
-        Server::redis(&[]),
-        Server::strata(&["--threads", "1"]),
-        Server::strata(&["--threads", "2"]),
-    ] {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let mut c = server.conn();
         c.call(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
@@ -593,11 +589,7 @@ fn a_keyspace_table_does_not_grow_into_the_limit_by_evicting_keys() {
     // 4096 keys fill a table of 4096 buckets (one shard); the next new key would double it, 64 KB
     // more, past a limit 10 KB away. Redis (dictExpandAllowed) lets the table run fuller instead of
     // evicting keys to make room for an index; it grows anyway past a load of 1.618.
-    for server in [
-        Server::redis(&[]),
-        Server::strata(&["--threads", "1"]),
-        Server::strata(&["--threads", "2"]),
-    ] {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let mut c = server.conn();
         // As Redis's test does: no per-command latency histograms appearing along the way.

@@ -3,7 +3,9 @@
 //! limit gives its memory back at once (INFO `used_memory` is exact), and a huge random pick
 //! (HRANDFIELD, SRANDMEMBER, ZRANDMEMBER with a negative count) stops at the limit instead of
 //! building its whole reply. Each is one of Redis 7.0.15's own `obuf-limits` tests, which its
-//! suite only runs against a server it starts itself.
+//! suite only runs against a server it starts itself. Also: a pipeline larger than the socket
+//! buffers, sent before any reply is read, and `maxmemory-clients` (client eviction, Redis's
+//! `client-eviction` and `maxmemory` units), side by side with redis-server.
 
 use std::time::{Duration, Instant};
 
@@ -186,11 +188,7 @@ fn a_huge_random_pick_stops_at_the_output_limit() {
 fn a_pipeline_larger_than_the_socket_buffers_is_read_before_its_replies_are() {
     use std::io::{Read, Write};
     const N: usize = 700_000;
-    for server in [
-        Server::redis(&[]),
-        Server::strata(&["--threads", "1"]),
-        Server::strata(&["--threads", "2"]),
-    ] {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let value = "v".repeat(100);
         assert_eq!(server.conn().call(&["SET", "k", &value]), b"+OK\r\n");
@@ -219,15 +217,6 @@ fn a_pipeline_larger_than_the_socket_buffers_is_read_before_its_replies_are() {
 }
 
 // ===== maxmemory-clients =====
-
-/// Redis, Strata with one thread and Strata with two.
-fn three_servers() -> [Server; 3] {
-    [
-        Server::redis(&[]),
-        Server::strata(&["--threads", "1"]),
-        Server::strata(&["--threads", "2"]),
-    ]
-}
 
 /// Waits up to 5 s for the client named `name` to leave CLIENT LIST; false if it stays.
 fn leaves(admin: &mut Conn, name: &str) -> bool {
@@ -282,7 +271,7 @@ fn maxmemory_clients_settings_match_redis() {
 /// CLIENT NO-EVICT client holding as much stays (its memory still counts).
 #[test]
 fn maxmemory_clients_evicts_a_client_sending_a_huge_argument_unless_no_evict() {
-    for server in three_servers() {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let mut admin = evicting_admin(&server, "1mb");
         let mut big = named(&server, "big");
@@ -320,7 +309,7 @@ fn maxmemory_clients_evicts_a_client_sending_a_huge_argument_unless_no_evict() {
 /// percentage is of `maxmemory`.
 #[test]
 fn maxmemory_clients_evicts_the_largest_clients_first() {
-    for server in three_servers() {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let mut admin = evicting_admin(&server, "0");
         let sizes = [
@@ -370,7 +359,7 @@ fn maxmemory_clients_evicts_the_largest_clients_first() {
 /// subscriptions, and output a subscriber does not read.
 #[test]
 fn maxmemory_clients_counts_transactions_subscriptions_and_unread_output() {
-    for server in three_servers() {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let mut admin = evicting_admin(&server, "1mb");
         let mut txn = named(&server, "txn");
@@ -443,7 +432,7 @@ fn maxmemory_clients_counts_transactions_subscriptions_and_unread_output() {
 /// 512 KB (then 1 MB, once the next read needed room) did not.
 #[test]
 fn a_big_argument_is_held_in_a_buffer_of_about_its_size() {
-    for server in three_servers() {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let mut admin = server.conn();
         for size in [100_000usize, 300_000, 3_000_000] {
@@ -473,7 +462,7 @@ fn a_big_argument_is_held_in_a_buffer_of_about_its_size() {
 /// key, as Redis evicts clients first (Redis's "input buffer of a dead client" test, shortened).
 #[test]
 fn clients_holding_unfinished_requests_are_evicted_before_keys() {
-    for server in three_servers() {
+    for server in Server::redis_and_stratas() {
         let name = server.kind().name();
         let mut admin = server.conn();
         assert_eq!(admin.call(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");

@@ -113,6 +113,16 @@ pub struct Server {
 }
 
 impl Server {
+    /// redis-server, Strata with one thread and Strata with two: a behaviour that must not depend
+    /// on the thread count, next to Redis's.
+    pub fn redis_and_stratas() -> [Server; 3] {
+        [
+            Server::redis(&[]),
+            Server::strata(&["--threads", "1"]),
+            Server::strata(&["--threads", "2"]),
+        ]
+    }
+
     /// Starts the strata binary built by cargo for this test target:
     /// `strata --port P --bind 127.0.0.1 --dir <private temp dir> <extra_args...>`.
     pub fn strata(extra_args: &[&str]) -> Server {
