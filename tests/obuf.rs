@@ -507,3 +507,28 @@ fn clients_holding_unfinished_requests_are_evicted_before_keys() {
         admin.call(&["CONFIG", "SET", "maxmemory", "0"]);
     }
 }
+
+/// A connection does not keep the room of its largest reply: twenty clients that each read a
+/// 100 KB value hold about what they held before (Redis keeps at most 16 KiB of reply buffer per
+/// client; Strata kept up to 1 MiB each, which also counted against `maxmemory-clients`).
+#[test]
+fn a_big_reply_leaves_no_big_reply_buffer_behind() {
+    for server in Server::redis_and_stratas() {
+        let name = server.kind().name();
+        let mut admin = server.conn();
+        admin.call(&["SET", "big", &"x".repeat(100_000)]);
+        let mut clients: Vec<Conn> = (0..20).map(|_| server.conn()).collect();
+        for c in &mut clients {
+            c.call(&["PING"]);
+        }
+        let before = admin.info_u64("memory", "used_memory");
+        for c in &mut clients {
+            assert_eq!(c.call(&["GET", "big"]).len(), 100_011, "{name}");
+        }
+        let after = admin.info_u64("memory", "used_memory");
+        assert!(
+            after < before + 20 * 32 * 1024,
+            "{name}: used_memory {after} after twenty 100 KB replies, {before} before"
+        );
+    }
+}

@@ -48,6 +48,11 @@ use crate::dispatch::Batch;
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request or reply are released once drained.
 const KEEP_CAPACITY: usize = 1024 * 1024;
+/// A reply buffer larger than this is freed once its replies have gone rather than kept for the
+/// next batch: Redis keeps at most 16 KiB of reply buffer per client between commands, and a
+/// connection keeping the room of its largest reply (up to 1 MiB) made a pool of clients that
+/// now and then read a big value hold that much each.
+const KEEP_REPLY: usize = 16 * 1024;
 /// A read buffer larger than this (Redis's `PROTO_RESIZE_THRESHOLD`) shrinks to its recent peak
 /// when that peak uses less than half of it, weighed at most every [`RESIZE_EVERY_MS`].
 const RESIZE_THRESHOLD: usize = 32 * 1024;
@@ -375,8 +380,8 @@ async fn read_loop(
             // A new one is allocated once the client sends again. (Nothing is pending in `out`:
             // a batch's replies are sent, or handed to the outbox, before the next read.)
             rbuf = BytesMut::new();
-            // The reply buffer too: empty between batches, it may have kept the room of a big
-            // reply (up to KEEP_CAPACITY).
+            // The reply buffer too: empty between batches, it may have kept some room (up to
+            // KEEP_REPLY).
             out.buf = Vec::new();
             (size, peak) = (0, 0);
             info.qbuf_free.store(0, Ordering::Relaxed);
@@ -598,7 +603,7 @@ async fn reply(
     with_shard(|s| s.stats.net_output_bytes += sent as u64);
     if sent == len {
         out.buf.clear();
-        if out.buf.capacity() > KEEP_CAPACITY {
+        if out.buf.capacity() > KEEP_REPLY {
             out.buf = Vec::new();
         }
         return true;
