@@ -201,6 +201,16 @@ fn publish_held(session: &mut Session) {
     info.aux_mem.store(aux, Ordering::Relaxed);
 }
 
+/// `info`'s size brought up to date, then [`check`]: what a connection does after it read and
+/// after it ran a batch. False at once without a limit. True if `info` was evicted.
+pub fn settle(server: &ServerState, info: &ClientInfo) -> bool {
+    if !enabled() {
+        return false;
+    }
+    refresh(info);
+    check(server, Some(info))
+}
+
 /// Evicts clients if the total has reached the limit (see the module docs). True if `me` was
 /// among them (its connection must not run anything more).
 pub fn check(server: &ServerState, me: Option<&ClientInfo>) -> bool {

@@ -465,11 +465,8 @@ async fn read_loop(
             // maxmemory-clients: a client whose input alone takes the clients past the limit
             // (one huge argument, or a request of many never finished) is evicted before any of
             // it runs.
-            if client_evict::enabled() {
-                client_evict::refresh(info);
-                if client_evict::check(state, Some(info)) {
-                    break 'conn;
-                }
+            if client_evict::settle(state, info) {
+                break 'conn;
             }
 
             if !cmds.is_empty() {
@@ -512,10 +509,9 @@ async fn read_loop(
             if client_evict::enabled() {
                 info.reply_mem
                     .store(out.buf.capacity() as u64, Ordering::Relaxed);
-                client_evict::refresh(info);
-                if client_evict::check(state, Some(info)) {
-                    break 'conn;
-                }
+            }
+            if client_evict::settle(state, info) {
+                break 'conn;
             }
             if let Some(e) = fatal {
                 with_shard(|s| s.stats.count_error(e.0.as_bytes()));

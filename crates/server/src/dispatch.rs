@@ -1519,8 +1519,7 @@ impl Batch<'_> {
             });
         let info = &self.session.info;
         info.reply_mem.store(bytes as u64, Ordering::Relaxed);
-        strata_commands::client_evict::refresh(info);
-        let gone = strata_commands::client_evict::check(self.state, Some(info));
+        let gone = strata_commands::client_evict::settle(self.state, info);
         if gone {
             self.out.buf.clear();
         }
