@@ -18,6 +18,14 @@ counts so that a noisy machine hurts them alike; the table reports medians, and 
 redis-benchmark's own `mset` sets 10). With `--redis`, redis-server runs the same tests in the same
 rounds and each row also shows Strata's CPU per operation relative to it.
 
+The machine's floor: once per round the script also runs `strata-wakecost` (crates/loadgen, built
+beside the strata binary, or `--wakecost PATH`): two threads handing a token back and forth, each
+sleeping in epoll_wait until the other's eventfd write wakes it, and again spinning on an atomic.
+It prints the CPU time one such wake-up costs here, and, for every row above one thread, how many
+of them the row's extra CPU per operation amounts to: a shared-nothing server pays at most one per
+cross-thread message that reaches a sleeping thread, so this says how far a row's excess is the
+machine's price for waking a thread rather than Strata's work.
+
 Standard library only; needs redis-benchmark.
 """
 
@@ -128,13 +136,23 @@ def main():
     p.add_argument("--tests", default="set,get", help="redis-benchmark tests, or mget")
     p.add_argument("--pipelines", default="1,32", help="pipeline depths")
     p.add_argument("--redis", action="store_true", help="also run redis-server, for ratios to it")
+    p.add_argument("--wakecost", help="the strata-wakecost binary (default: beside the first --strata)")
     args = p.parse_args()
 
     binaries = [os.path.abspath(b) for b in args.strata.split(",")]
     threads = sorted({1, *(int(t) for t in args.threads.split(","))})
     tests = [(t, int(pl)) for pl in args.pipelines.split(",") for t in args.tests.split(",")]
-    samples, wakes = {}, {}
+    wakecost = args.wakecost or os.path.join(os.path.dirname(binaries[0]), "strata-wakecost")
+    if not os.access(wakecost, os.X_OK):
+        print(f"({wakecost} not found: no wake-up floor; `cargo build --release -p strata-loadgen`)")
+        wakecost = None
+    samples, wakes, floor = {}, {}, {}
     for r in range(args.rounds):
+        if wakecost:
+            for mode, cpu in wake_floor(wakecost).items():
+                floor.setdefault(mode, []).append(cpu)
+            print(f"round {r + 1}: wake-up floor: "
+                  + "  ".join(f"{m} {v[-1]:.2f} us" for m, v in floor.items()), flush=True)
         if args.redis:
             res = run_server("redis-server", 1, tests, args)
             for k, (cpu, _) in res.items():
@@ -172,6 +190,31 @@ def main():
                 line += f" {r:7.2f}" + "".join(
                     f" {statistics.median(samples[(b, t, k)]) / r:8.2f}x" for t in threads)
             print(line)
+    if floor.get("sleep"):
+        wake = statistics.median(floor["sleep"])
+        spin = statistics.median(floor.get("spin", [0.0]))
+        print(f"\nWake-up floor (strata-wakecost, median of rounds): a thread woken from epoll_wait by an\n"
+              f"eventfd write costs {wake:.2f} us of CPU per hand-over; handed over between spinning threads,\n"
+              f"{spin:.2f} us. Each row's extra CPU per operation over --threads 1, in such wake-ups:")
+        for b in binaries:
+            for k in tests:
+                base = statistics.median(samples[(b, 1, k)])
+                cells = []
+                for t in threads[1:]:
+                    extra = statistics.median(samples[(b, t, k)]) - base
+                    cells.append(f"t{t} +{extra:.2f} us = {extra / wake:.2f} wake-ups")
+                name = b if len(b) <= 28 else "..." + b[-25:]
+                print(f"{name:<28} {k[0].upper():<5} {k[1]:>3}   " + "   ".join(cells))
+
+
+def wake_floor(binary):
+    """CPU microseconds per hand-over of a token between two threads, by mode (sleep, spin)."""
+    out = subprocess.run([binary], check=True, capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split())
+        found[fields["mode"]] = float(fields["cpu_us"])
+    return found
 
 
 if __name__ == "__main__":
