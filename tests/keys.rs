@@ -660,6 +660,59 @@ fn object_under_lfu_and_maxmemory_policies() {
     });
 }
 
+/// OBJECT REFCOUNT follows what the value was written as, as Redis's objects do: a small integer
+/// stored while sharing is allowed stays shared after the policy changes, one stored under an LRU
+/// policy stays unshared after it, a COPY is an object of its own (and stays one through RENAME,
+/// MOVE and TTL changes), and INCR or a new value decide again.
+#[test]
+fn object_refcount_follows_the_value_not_the_current_settings() {
+    let mut d = Diff::new();
+    // Names spread over shards, so RENAME, COPY and MOVE cross them at two threads.
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let refcounts = |d: &mut Diff| {
+        for k in keys {
+            d.run(&["OBJECT", "REFCOUNT", k]);
+        }
+    };
+    d.run(&["SET", "a", "5"]);
+    d.run(&["COPY", "a", "b"]);
+    d.run(&["COPY", "a", "c", "DB", "1"]);
+    d.run(&["SET", "d", "9999"]);
+    d.run(&["COPY", "d", "e"]);
+    d.run(&["RENAME", "e", "f"]);
+    d.run(&["EXPIRE", "f", "100"]);
+    d.run(&["COPY", "a", "g"]);
+    d.run(&["MOVE", "g", "1"]);
+    refcounts(&mut d);
+    d.run(&["SELECT", "1"]);
+    refcounts(&mut d);
+    d.run(&["MOVE", "g", "0"]);
+    d.run(&["SELECT", "0"]);
+    d.run(&["PERSIST", "f"]);
+    refcounts(&mut d);
+    // A new value decides again: INCR and SET of a copy make it shared.
+    d.run(&["INCR", "b"]);
+    d.run(&["SET", "g", "7", "KEEPTTL"]);
+    d.run(&["GETSET", "f", "3"]);
+    refcounts(&mut d);
+    // Under an LRU policy with a limit, what is written is unshared; what was written before
+    // keeps its shared object.
+    d.run(&["CONFIG", "SET", "maxmemory", "1gb"]);
+    d.run(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    d.run(&["SET", "h", "1"]);
+    d.run(&["INCR", "d"]);
+    d.run(&["MSET", "e", "2", "c", "3"]);
+    refcounts(&mut d);
+    d.run(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    d.run(&["CONFIG", "SET", "maxmemory", "0"]);
+    refcounts(&mut d);
+    d.run(&["RENAME", "h", "a"]);
+    d.run(&["INCRBY", "e", "10"]);
+    d.run(&["APPEND", "c", "0"]);
+    refcounts(&mut d);
+    d.run(&["OBJECT", "ENCODING", "c"]);
+}
+
 #[test]
 fn resp3_null_replies() {
     let mut d = Diff::new();

@@ -556,28 +556,33 @@ pub fn encoding_name(v: ValueRef<'_>) -> &'static str {
 }
 
 /// An entry taken out of one database to be put into another (RENAME, MOVE), possibly on another
-/// shard: owned, `Send`, keeping the TTL and the access clock as Redis keeps the object.
+/// shard: owned, `Send`, keeping the TTL, the access clock and whether an integer is a shared one,
+/// as Redis keeps the object.
 pub struct Detached {
     value: Value,
     expire: Option<i64>,
     clock: u32,
+    unshared: bool,
 }
 
 impl Detached {
     /// Removes `key` from `db`; None if it does not exist.
     pub fn take(db: &mut Db, key: &[u8], now: i64) -> Option<Detached> {
         let e = db.remove(key, now)?;
-        let (expire, clock) = (e.expire(), e.lru());
+        let (expire, clock, unshared) = (e.expire(), e.lru(), e.is_unshared());
         Some(Detached {
             value: e.into_value(),
             expire,
             clock,
+            unshared,
         })
     }
 
     /// The entry to insert under `key`.
     pub fn into_entry(self, key: &[u8]) -> Entry {
-        Entry::new(key, self.value, self.expire, self.clock)
+        let mut e = Entry::new(key, self.value, self.expire, self.clock);
+        e.set_unshared(self.unshared);
+        e
     }
 }
 
@@ -832,7 +837,7 @@ pub fn op_copy_in(
     if !replace && db.contains(key, now) {
         return false;
     }
-    if db.set(key, value, expire, now) {
+    if db.set_copy(key, value, expire, now) {
         db.notify(notify::NEW, "new", key);
     }
     db.notify(notify::GENERIC, "copy_to", key);
@@ -1491,15 +1496,29 @@ fn object_encoding(cx: &mut ShardCtx<'_>) -> CmdResult {
 }
 
 /// What OBJECT FREQ / IDLETIME / REFCOUNT need of a key: its access field and whether Redis would
-/// hold its value as a shared integer (0..9999).
+/// hold its value as one of its shared integers.
 #[derive(Clone, Copy, Debug)]
 struct Probe {
     clock: u32,
-    small_int: bool,
+    shared: bool,
 }
 
 /// Integers below this are Redis's shared objects (OBJ_SHARED_INTEGERS).
 const SHARED_INTEGERS: i64 = 10_000;
+
+/// True if Redis would hold `e`'s value as one of its shared integers: 0..9999, written while
+/// sharing was on (`maxmemory` unset or a policy without LRU/LFU, [`shares_integers`]), and not
+/// a COPY's duplicate, which is an object of its own.
+pub fn is_shared_int(e: &Entry) -> bool {
+    matches!(e.value(), ValueRef::Int(i) if (0..SHARED_INTEGERS).contains(&i)) && !e.is_unshared()
+}
+
+/// Whether integers written under these settings are Redis's shared objects: unless `maxmemory`
+/// is set with an LRU or LFU policy, which needs a clock per value.
+pub fn shares_integers(config: &crate::config::Config) -> bool {
+    let policy = config.get("maxmemory-policy").unwrap_or_default();
+    config.get_i64("maxmemory") == 0 || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
+}
 
 /// Reads `cx.args[2]` on its shard without recording an access (null reply if missing).
 async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
@@ -1510,7 +1529,7 @@ async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
         .call(shard, move |s| {
             s.db_mut(db).get_unnotified(&key, now).map(|e| Probe {
                 clock: e.lru(),
-                small_int: matches!(e.value(), ValueRef::Int(i) if (0..SHARED_INTEGERS).contains(&i)),
+                shared: is_shared_int(e),
             })
         })
         .await
@@ -1533,16 +1552,19 @@ pub fn access_for(policy: &str, log_factor: i64, decay_time: i64) -> Access {
 }
 
 /// Makes every database of `shard` record accesses the way the configuration asks (LRU clock, or
-/// LFU counter under an `*-lfu` maxmemory-policy), and refreshes its eviction state for the
-/// current `maxmemory` settings. Run at start-up and by CONFIG SET before it replies.
+/// LFU counter under an `*-lfu` maxmemory-policy) and share small integers as Redis would
+/// ([`shares_integers`]), and refreshes its eviction state for the current `maxmemory`
+/// settings. Run at start-up and by CONFIG SET before it replies.
 pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::config::Config) {
     let access = access_for(
         &config.get("maxmemory-policy").unwrap_or_default(),
         config.get_i64("lfu-log-factor"),
         config.get_i64("lfu-decay-time"),
     );
+    let share = shares_integers(config);
     for db in shard.dbs_mut() {
         db.set_access(access);
+        db.set_share_ints(share);
     }
     // After the access mode: an eviction it starts scores keys the way they are now recorded.
     strata_shard::evict::settings_changed(shard);
@@ -1584,22 +1606,15 @@ fn object_idletime<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult>
     })
 }
 
-/// OBJECT REFCOUNT key → 2147483647 for the integers Redis shares (0..9999, unless `maxmemory` is
-/// set with an LRU/LFU policy, which disables sharing), else 1.
+/// OBJECT REFCOUNT key → 2147483647 for a value Redis holds as one of its shared integers
+/// ([`is_shared_int`]), else 1 (Strata never shares a value between keys).
 fn object_refcount<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let Some(p) = probe(cx).await else {
             cx.out.null();
             return Ok(());
         };
-        let policy = policy(cx);
-        let sharing = cx.server.config.get_i64("maxmemory") == 0
-            || !(policy.ends_with("-lru") || policy.ends_with("-lfu"));
-        cx.out.int(if p.small_int && sharing {
-            i32::MAX as i64
-        } else {
-            1
-        });
+        cx.out.int(if p.shared { i32::MAX as i64 } else { 1 });
         Ok(())
     })
 }

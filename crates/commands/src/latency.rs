@@ -254,17 +254,32 @@ fn latency_reset(cx: &mut ConnCtx<'_>) -> CmdResult {
 }
 
 /// LATENCY DOCTOR: what the monitor saw, per event: its spikes, their average and mean deviation,
-/// how often they came, and the worst.
+/// how often they came, and the worst; then advice for the events seen.
 fn latency_doctor(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let setup = Setup {
+        slowlog_us: cx.server.config.get_i64("slowlog-log-slower-than"),
+        threads: cx.shards().len(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     let text = doctor_report(
         THRESHOLD_MS.load(Ordering::Relaxed),
         &EVENTS.lock().unwrap_or_else(|e| e.into_inner()),
+        &setup,
     );
     cx.out.verbatim("txt", text.as_bytes());
     Ok(())
 }
 
-fn doctor_report(threshold: u64, events: &BTreeMap<&'static str, Series>) -> String {
+/// The settings LATENCY DOCTOR's advice depends on.
+struct Setup {
+    /// `slowlog-log-slower-than` (µs; negative: the slow log is off).
+    slowlog_us: i64,
+    /// Shard threads, and the cores the process may run on.
+    threads: usize,
+    cores: usize,
+}
+
+fn doctor_report(threshold: u64, events: &BTreeMap<&'static str, Series>, setup: &Setup) -> String {
     if threshold == 0 && events.is_empty() {
         return "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this \
                 instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" \
@@ -298,10 +313,78 @@ fn doctor_report(threshold: u64, events: &BTreeMap<&'static str, Series>) -> Str
             s.max
         ));
     }
+    let advice = advice(threshold, events, setup);
+    if advice.is_empty() {
+        out.push_str(
+            "\nThere is no advice for these events: SLOWLOG GET, INFO commandstats and INFO \
+             latencystats show where the time went.\n",
+        );
+    } else {
+        out.push_str("\nWhat may help:\n\n");
+        for line in advice {
+            out.push_str("- ");
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     out.push_str(&format!(
         "\nThe latency monitor samples events that take {threshold} milliseconds or more \
          (latency-monitor-threshold). Slow commands are listed by SLOWLOG GET.\n"
     ));
+    out
+}
+
+/// One paragraph of advice per cause the recorded events point to.
+fn advice(threshold: u64, events: &BTreeMap<&'static str, Series>, setup: &Setup) -> Vec<String> {
+    let mut out = Vec::new();
+    let threshold_us = threshold.saturating_mul(1000);
+    if events.contains_key("command") {
+        if setup.slowlog_us < 0 {
+            out.push(format!(
+                "Slow commands were seen while the slow log is off: 'CONFIG SET \
+                 slowlog-log-slower-than {threshold_us}' records them, with their arguments, \
+                 for SLOWLOG GET."
+            ));
+        } else if setup.slowlog_us as u64 > threshold_us {
+            out.push(format!(
+                "The slow log records only commands slower than {} microseconds, more than \
+                 this monitor's threshold: 'CONFIG SET slowlog-log-slower-than {threshold_us}' \
+                 makes it record the commands counted here.",
+                setup.slowlog_us
+            ));
+        }
+        out.push(
+            "Commands that walk a whole value (KEYS, SMEMBERS, HGETALL, LRANGE or ZRANGE over \
+             everything, SORT, SUNION, ZUNIONSTORE...) take time in proportion to its size: \
+             SLOWLOG GET names them. SCAN, SSCAN, HSCAN and ZSCAN, ranges of a bounded size and \
+             smaller values keep each command short; MEMORY USAGE and 'redis-cli --bigkeys' find \
+             the large values. Here such a command delays the other commands of its thread only."
+                .to_string(),
+        );
+    }
+    if events.contains_key("fast-command") {
+        let mut line = String::from(
+            "Commands of constant or logarithmic cost were slow, so the process was not \
+             running rather than busy: look for CPU taken by other processes or by the \
+             hypervisor (steal time in top or vmstat) and for swapping (used_memory against \
+             the machine's RAM).",
+        );
+        if setup.threads > setup.cores {
+            line.push_str(&format!(
+                " This server runs {} threads on {} cores: '--threads {}' gives each thread a \
+                 core of its own.",
+                setup.threads, setup.cores, setup.cores
+            ));
+        }
+        out.push(line);
+    }
+    if events.contains_key("expire-cycle") {
+        out.push(
+            "Expiring keys in the background took long: many keys reached their TTL at the \
+             same moment. A random part in each TTL spreads that work over time."
+                .to_string(),
+        );
+    }
     out
 }
 
@@ -584,8 +667,9 @@ mod tests {
         let events = EVENTS.lock().unwrap();
         let s = &events["test-event"];
         assert_eq!(s.max, 9);
-        let report = doctor_report(1, &events);
+        let report = doctor_report(1, &events, &SETUP);
         assert!(report.contains("test-event:"), "{report}");
+        assert!(report.contains("no advice"), "{report}");
         drop(events);
         set_threshold(0);
         assert!(!monitors(u64::MAX));
@@ -624,10 +708,52 @@ mod tests {
         assert!(g.ends_with("   \n   \n   \n___\n   \n222\nmhd\n"), "{g}");
     }
 
+    const SETUP: Setup = Setup {
+        slowlog_us: 10_000,
+        threads: 2,
+        cores: 2,
+    };
+
     #[test]
     fn the_doctor_says_when_monitoring_is_off_or_quiet() {
         let empty = BTreeMap::new();
-        assert!(doctor_report(0, &empty).contains("disabled"));
-        assert!(doctor_report(10, &empty).contains("no latency spike"));
+        assert!(doctor_report(0, &empty, &SETUP).contains("disabled"));
+        assert!(doctor_report(10, &empty, &SETUP).contains("no latency spike"));
+    }
+
+    #[test]
+    fn the_doctor_advises_for_the_events_it_saw() {
+        let mut events = BTreeMap::new();
+        events.insert("command", series(&[(99, 50)]));
+        // The slow log at its default 10 ms, the monitor at 5 ms: it misses some.
+        let report = doctor_report(5, &events, &SETUP);
+        assert!(report.contains("What may help"), "{report}");
+        assert!(report.contains("slowlog-log-slower-than 5000"), "{report}");
+        assert!(report.contains("SCAN"), "{report}");
+        assert!(
+            !report.contains("steal") && !report.contains("TTL"),
+            "{report}"
+        );
+        // The slow log off; at a threshold it already covers, no tuning advice.
+        let off = Setup {
+            slowlog_us: -1,
+            ..SETUP
+        };
+        assert!(doctor_report(5, &events, &off).contains("slow log is off"));
+        assert!(!doctor_report(20, &events, &SETUP).contains("records only"));
+        // Fast commands and expiry, and more threads than cores.
+        let mut events = BTreeMap::new();
+        events.insert("fast-command", series(&[(99, 50)]));
+        events.insert("expire-cycle", series(&[(98, 20)]));
+        let crowded = Setup {
+            threads: 4,
+            ..SETUP
+        };
+        let report = doctor_report(5, &events, &crowded);
+        assert!(report.contains("steal time"), "{report}");
+        assert!(report.contains("--threads 2"), "{report}");
+        assert!(report.contains("TTL"), "{report}");
+        assert!(!report.contains("SCAN"), "{report}");
+        assert!(!doctor_report(5, &events, &SETUP).contains("--threads"));
     }
 }

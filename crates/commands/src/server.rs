@@ -1866,14 +1866,11 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             ("object", 3) => {
                 let key = cx.args[2].clone();
                 let (db, now) = (cx.session.db, cx.now);
-                let shared_ints = shared_integers(cx.server);
                 let shard = cx.shards().shard_of_key(&key);
                 let text = cx
                     .shards()
                     .call(shard, move |s| {
-                        s.db_mut(db)
-                            .peek(&key, now)
-                            .map(|e| debug_object(e, now, shared_ints))
+                        s.db_mut(db).peek(&key, now).map(|e| debug_object(e, now))
                     })
                     .await
                     .ok_or(CmdError::NoSuchKey)?;
@@ -2064,19 +2061,13 @@ fn debug_help(cx: &mut ConnCtx<'_>) {
     );
 }
 
-/// Whether Redis would share small integer values (refcount shown as INT_MAX): unless an LRU/LFU
-/// `maxmemory-policy` is in force, which needs a clock per value.
-fn shared_integers(server: &ServerState) -> bool {
-    let policy = server.config.get("maxmemory-policy").unwrap_or_default();
-    server.config.get_i64("maxmemory") == 0 || !(policy.contains("lru") || policy.contains("lfu"))
-}
-
 /// DEBUG OBJECT's line, in Redis's format.
-fn debug_object(e: &strata_core::Entry, now: i64, shared_ints: bool) -> String {
+fn debug_object(e: &strata_core::Entry, now: i64) -> String {
     let v = e.value();
-    let refcount = match v {
-        ValueRef::Int(i) if shared_ints && (0..10_000).contains(&i) => i32::MAX,
-        _ => 1,
+    let refcount = if crate::generic::is_shared_int(e) {
+        i32::MAX
+    } else {
+        1
     };
     let lru = e.lru();
     let idle = strata_shard::db::lru_idle(lru_clock(now), lru);

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! off 0   next: Option<Entry>      chain link, owned by the Dict
-//! off 8   meta: u32                bits 0..24 LRU clock / LFU counter, bits 24..32 flags
+//! off 8   meta: u32                bits 0..24 LRU clock / LFU counter, bits 24..32 flags (kind,
+//!                                  TTL, unshared)
 //! off 12  [expire: i64]            only when FLAG_TTL (unix ms, unaligned)
 //!         varint key_len
 //!         [varint val_len]         only for KIND_INLINE
@@ -39,6 +40,9 @@ const KIND_INT: u8 = 1;
 const KIND_OBJECT: u8 = 2;
 const KIND_MASK: u8 = 0b11;
 const FLAG_TTL: u8 = 0b100;
+/// An int-encoded value Redis would hold in an object of its own rather than one of its shared
+/// integers (see [`Entry::is_unshared`]).
+const FLAG_UNSHARED: u8 = 0b1000;
 const HEADER: usize = 12;
 const LRU_MASK: u32 = 0x00FF_FFFF;
 
@@ -349,6 +353,25 @@ impl Entry {
         true
     }
 
+    /// True if the value was marked as an object of its own ([`Entry::set_unshared`]): what OBJECT
+    /// REFCOUNT tells apart for small integers, which Redis otherwise shares between keys.
+    pub fn is_unshared(&self) -> bool {
+        self.flags() & FLAG_UNSHARED != 0
+    }
+
+    /// Marks the value as an object of its own (`on`) or not. Kept when the entry is rebuilt for
+    /// another expiry; a new value starts unmarked.
+    pub fn set_unshared(&mut self, on: bool) {
+        let bit = (FLAG_UNSHARED as u32) << 24;
+        let meta = if on {
+            self.meta() | bit
+        } else {
+            self.meta() & !bit
+        };
+        // SAFETY: every entry has a 12-byte header.
+        unsafe { (self.0.as_ptr().add(8) as *mut u32).write(meta) }
+    }
+
     /// Absolute expiry in unix milliseconds, if the key is volatile.
     pub fn expire(&self) -> Option<i64> {
         if self.flags() & FLAG_TTL == 0 {
@@ -380,9 +403,11 @@ impl Entry {
             }
             (false, None) => self,
             _ => {
-                let lru = self.lru();
+                let (lru, unshared) = (self.lru(), self.is_unshared());
                 let key = self.key().to_vec();
-                Entry::new(&key, self.into_value(), expire, lru)
+                let mut e = Entry::new(&key, self.into_value(), expire, lru);
+                e.set_unshared(unshared);
+                e
             }
         }
     }
@@ -539,6 +564,34 @@ mod tests {
         assert_eq!((e.value(), e.expire()), (ValueRef::Int(-42), None));
         assert!(e.set_int(9));
         assert_eq!(e.value(), ValueRef::Int(9));
+    }
+
+    #[test]
+    fn the_unshared_mark_survives_expiry_changes_not_a_new_value() {
+        let mut e = Entry::new(b"k", Value::Int(5), None, 3);
+        assert!(!e.is_unshared());
+        e.set_unshared(true);
+        assert!(e.is_unshared());
+        assert_eq!(
+            (e.value(), e.lru(), e.expire()),
+            (ValueRef::Int(5), 3, None)
+        );
+        // Gaining and losing a TTL rebuilds the entry: the mark goes along.
+        let e = e.with_expire(Some(1_000));
+        assert!(e.is_unshared());
+        assert_eq!(
+            (e.value(), e.expire(), e.lru()),
+            (ValueRef::Int(5), Some(1_000), 3)
+        );
+        let mut e = e.with_expire(None);
+        assert!(e.is_unshared());
+        // A new value starts unmarked; the mark can be cleared.
+        let mut fresh = Entry::new(b"k", Value::Int(5), None, 0);
+        let _old = fresh.replace_value(Value::Int(6));
+        assert!(!fresh.is_unshared());
+        e.set_unshared(false);
+        assert!(!e.is_unshared());
+        assert_eq!(e.value(), ValueRef::Int(5));
     }
 
     #[test]

@@ -860,6 +860,8 @@ pub struct Db {
     volatile: usize,
     stats: DbStats,
     access: Access,
+    /// Whether small integers written now are Redis's shared objects (see [`Db::set_share_ints`]).
+    share_ints: bool,
     rng: u64,
     hooks: Hooks,
 }
@@ -876,6 +878,8 @@ impl Default for Db {
 pub struct EntryMut<'a> {
     entry: &'a mut Entry,
     hooks: &'a mut Hooks,
+    /// The database's [`Db::set_share_ints`], for integers stored through the guard.
+    share_ints: bool,
     changed: bool,
     /// Signalled as modified without counting a change (see [`EntryMut::mark_touched`]).
     touched: bool,
@@ -900,6 +904,10 @@ impl EntryMut<'_> {
     /// Overwrites an int-encoded value in place; false (changing nothing) for other encodings.
     pub fn set_int(&mut self, i: i64) -> bool {
         let done = self.entry.set_int(i);
+        if done {
+            // Redis's INCR points the key at a shared integer when it may, else keeps its own.
+            self.entry.set_unshared(!self.share_ints);
+        }
         self.changed |= done;
         done
     }
@@ -932,6 +940,7 @@ impl EntryMut<'_> {
     /// Replaces the value, keeping the key's TTL and access clock.
     pub fn set_value(&mut self, value: Value) {
         let old = self.entry.replace_value(value);
+        self.entry.set_unshared(!self.share_ints);
         self.hooks.discard(old);
         self.changed = true;
     }
@@ -957,6 +966,7 @@ impl Db {
             volatile: 0,
             stats: DbStats::default(),
             access: Access::default(),
+            share_ints: true,
             rng: 0,
             hooks: Hooks::new(index),
         }
@@ -1039,6 +1049,14 @@ impl Db {
     /// Sets how accesses are recorded (from `maxmemory-policy` and the LFU settings).
     pub fn set_access(&mut self, access: Access) {
         self.access = access;
+    }
+
+    /// Whether integers written from now on count as Redis's shared objects (OBJECT REFCOUNT
+    /// 2147483647 for 0..9999): Redis shares them unless `maxmemory` is set with an LRU or LFU
+    /// policy, which needs a clock per value. Values already stored keep what they were written
+    /// as, as Redis's objects do.
+    pub fn set_share_ints(&mut self, share: bool) {
+        self.share_ints = share;
     }
 
     /// Approximate heap bytes of this database's table and hints (not counting entries).
@@ -1183,6 +1201,7 @@ impl Db {
         Some(EntryMut {
             entry,
             hooks: &mut self.hooks,
+            share_ints: self.share_ints,
             changed: false,
             touched: false,
         })
@@ -1191,7 +1210,16 @@ impl Db {
     /// Stores `value` under `key` with `expire`, replacing any previous entry (one table lookup).
     /// Returns true if a live key was replaced.
     pub fn set(&mut self, key: &[u8], value: Value, expire: Option<i64>, now: i64) -> bool {
-        let entry = Entry::new(key, value, expire, self.access.fresh(now));
+        let mut entry = Entry::new(key, value, expire, self.access.fresh(now));
+        entry.set_unshared(!self.share_ints);
+        self.insert_entry(entry, now)
+    }
+
+    /// [`Db::set`] for a duplicated value (COPY): Redis's copy of an integer is an object of its
+    /// own, never one of the shared integers.
+    pub fn set_copy(&mut self, key: &[u8], value: Value, expire: Option<i64>, now: i64) -> bool {
+        let mut entry = Entry::new(key, value, expire, self.access.fresh(now));
+        entry.set_unshared(true);
         self.insert_entry(entry, now)
     }
 
