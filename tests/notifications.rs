@@ -354,6 +354,57 @@ fn key_misses_match_redis() {
     }
 }
 
+/// A multi-key read stops at its first key of a wrong type, as Redis's does, also when its keys
+/// live on four shards that look theirs up at once: the keys after it raise no "keymiss" and
+/// count no keyspace hit or miss, and the keys before it do.
+#[test]
+fn a_wrong_type_across_shards_stops_the_lookups_where_redis_does() {
+    let far = spread("far", 4);
+    let far: Vec<&str> = far.iter().map(String::as_str).collect();
+    let mut w = Watched::new("KEm");
+    let stats = |c: &mut Conn| {
+        (
+            c.info_u64("stats", "keyspace_hits"),
+            c.info_u64("stats", "keyspace_misses"),
+        )
+    };
+    // far[1] a string, far[3] a set (a sorted set's stand-in for ZUNION and the like, a wrong
+    // type for PFCOUNT and BITOP), the others missing; the orders put each type first, in the
+    // middle and last.
+    w.run(&["SET", far[1], "v"]);
+    w.run(&["SADD", far[3], "1"]);
+    let orders = [
+        [far[0], far[1], far[2], far[3]],
+        [far[2], far[3], far[1], far[0]],
+        [far[1], far[0], far[3], far[2]],
+        [far[3], far[0], far[2], far[1]],
+        // A key named twice: each lookup of it misses, up to the wrong type.
+        [far[0], far[2], far[0], far[1]],
+    ];
+    for keys in orders {
+        let mut cmds: Vec<Vec<&str>> = Vec::new();
+        for name in ["SUNION", "SINTER", "SDIFF"] {
+            cmds.push([&[name][..], &keys].concat());
+        }
+        cmds.push([&["SUNIONSTORE", "dst"][..], &keys].concat());
+        cmds.push([&["SINTERCARD", "4"][..], &keys].concat());
+        for name in ["ZUNION", "ZINTER", "ZDIFF"] {
+            cmds.push([&[name, "4"][..], &keys].concat());
+        }
+        cmds.push([&["ZINTERSTORE", "dst", "4"][..], &keys].concat());
+        cmds.push([&["ZINTERCARD", "4"][..], &keys].concat());
+        cmds.push([&["PFCOUNT"][..], &keys].concat());
+        cmds.push([&["PFMERGE", "dst"][..], &keys].concat());
+        cmds.push([&["BITOP", "OR", "dst"][..], &keys].concat());
+        for cmd in cmds {
+            w.run(&cmd);
+            // Both servers counted the same lookups so far (they started empty and ran the
+            // same commands).
+            w.d.both(stats);
+        }
+    }
+}
+
 #[test]
 fn events_reach_subscribers_only_with_k_or_e() {
     let mut w = Watched::new("A");

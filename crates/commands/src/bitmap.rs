@@ -27,7 +27,7 @@ use strata_shard::{notify, Db};
 use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
 use crate::error::{CmdError, CmdResult};
-use crate::keyed::KeysCtx;
+use crate::keyed::{KeysCtx, Looked};
 use crate::string::{as_str, raw, MAX_STRING_LEN};
 use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
@@ -485,8 +485,15 @@ fn bitpos(cx: &mut ShardCtx<'_>) -> CmdResult {
 
 /// One shard's part of BITOP `op`: its sources folded together (NOT: its one source inverted), in
 /// one buffer as long as the longest of them — the only copy of the data BITOP makes when all its
-/// keys live on one shard (Redis's one result buffer). A missing key is an empty string.
-pub fn op_part(db: &mut Db, op: BitOp, keys: &[Bytes], now: i64) -> Result<Vec<u8>, CmdError> {
+/// keys live on one shard (Redis's one result buffer). A missing key is an empty string. With it,
+/// what was looked up: each key's existence, up to the first that is not a string, where it stops
+/// as Redis does.
+pub fn op_part(
+    db: &mut Db,
+    op: BitOp,
+    keys: &[Bytes],
+    now: i64,
+) -> (Result<Vec<u8>, CmdError>, Looked) {
     // Sized once up front (a peek: the reads below count the keyspace hits), so folding never
     // reallocates.
     let len = keys
@@ -498,20 +505,27 @@ pub fn op_part(db: &mut Db, op: BitOp, keys: &[Bytes], now: i64) -> Result<Vec<u
         .max()
         .unwrap_or(0);
     let mut acc = Vec::with_capacity(len);
-    let mut keys = keys.iter();
-    if let Some(first) = keys.next() {
-        if let Some(v) = read(db, first, now)? {
-            acc.extend_from_slice(&v);
+    let mut looked = Looked::default();
+    for (i, k) in keys.iter().enumerate() {
+        let v = match read(db, k, now) {
+            Ok(v) => v,
+            Err(e) => {
+                looked.found.push(true);
+                looked.failed = true;
+                return (Err(e), looked);
+            }
+        };
+        looked.found.push(v.is_some());
+        if i == 0 {
+            acc.extend_from_slice(v.as_deref().unwrap_or(&[]));
+            if op == BitOp::Not {
+                bitops::not(&mut acc);
+            }
+        } else {
+            bitops::fold(op, &mut acc, v.as_deref().unwrap_or(&[]));
         }
     }
-    if op == BitOp::Not {
-        bitops::not(&mut acc);
-    }
-    for k in keys {
-        let v = read(db, k, now)?;
-        bitops::fold(op, &mut acc, v.as_deref().unwrap_or(&[]));
-    }
-    Ok(acc)
+    (Ok(acc), looked)
 }
 
 /// BITOP AND|OR|XOR|NOT destkey key [key ...] → the length of the string stored at destkey
@@ -539,7 +553,7 @@ fn bitop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let keys = &args[3..];
         let (db, now) = (cx.db, cx.now);
         let parts = cx
-            .scatter(
+            .scatter_reads(
                 keys,
                 |k| k,
                 move |s, part| op_part(s.db_mut(db), op, part, now),

@@ -27,7 +27,7 @@ use strata_shard::{notify, Db, EntryMut};
 use crate::args::eq_ci;
 use crate::ctx::{ConnCtx, ShardCtx};
 use crate::error::{CmdError, CmdResult};
-use crate::keyed::KeysCtx;
+use crate::keyed::{KeysCtx, Looked};
 use crate::string::{as_str, raw};
 use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
@@ -240,33 +240,38 @@ pub fn op_pfcount_one(db: &mut Db, key: &[u8], now: i64) -> Result<u64, CmdError
 }
 
 /// The merged registers of the HLLs at `keys` (missing keys are empty), whether any is dense,
-/// and the first failure with its position in `keys`.
-pub fn op_merge_part(
-    db: &mut Db,
-    keys: &[Bytes],
-    now: i64,
-) -> (Vec<u8>, bool, Option<(usize, CmdError)>) {
+/// and the first failure with its position in `keys`; with what was looked up (Redis stops at
+/// the first failing key).
+pub fn op_merge_part(db: &mut Db, keys: &[Bytes], now: i64) -> (Merged, Looked) {
     let mut max = vec![0u8; hll::REGISTERS];
     let mut dense = false;
+    let mut looked = Looked::default();
     for (i, k) in keys.iter().enumerate() {
-        let Some(e) = db.get(k, now) else { continue };
+        let e = db.get(k, now);
+        looked.found.push(e.is_some());
+        let Some(e) = e else { continue };
         let r = check(e.value()).and_then(|v| {
             dense |= hll::encoding(v) == hll::DENSE;
             Ok(hll::merge_into(&mut max, v)?)
         });
         if let Err(err) = r {
-            return (max, dense, Some((i, err)));
+            looked.failed = true;
+            return ((max, dense, Some((i, err))), looked);
         }
     }
-    (max, dense, None)
+    ((max, dense, None), looked)
 }
+
+/// One share's merged registers, whether any was dense, and its first failure (see
+/// [`op_merge_part`]).
+pub type Merged = (Vec<u8>, bool, Option<(usize, CmdError)>);
 
 /// The registers of `keys` merged across shards, whether any source was dense, or the error of
 /// the first failing key in argument order.
 async fn merge_keys(cx: &mut KeysCtx<'_>, keys: &[Bytes]) -> Result<(Vec<u8>, bool), CmdError> {
     let (db, now) = (cx.db, cx.now);
     let parts = cx
-        .scatter(
+        .scatter_reads(
             keys,
             |k| k,
             move |s, part| op_merge_part(s.db_mut(db), part, now),

@@ -221,16 +221,102 @@ impl<'a> KeysCtx<'a> {
         I: Clone + Send + 'static,
         T: Send + 'static,
     {
+        if let Place::Here(shard) = &mut self.place {
+            return vec![((0..items.len()).collect(), op(shard, items))];
+        }
+        let gathered = self.gather(items, key, op).await;
+        self.settle(items, key, gathered, usize::MAX).await
+    }
+
+    /// [`KeysCtx::scatter`] for a multi-key read that, as Redis's do, looks its keys up in argument
+    /// order and stops at the first one of a wrong type (SINTER, SUNION, SDIFF, ZUNION, ZINTER,
+    /// ZDIFF, PFCOUNT, PFMERGE, BITOP): `op` returns with its result what it [`Looked`] up of its
+    /// share. Across shards the shares are looked up at once, so a share may look up keys that
+    /// come after the first failing one; Redis never looks those up, so they count no keyspace hit
+    /// or miss and their "keymiss" events are dropped. (Their access clocks are still touched, and
+    /// an expired one is still removed, as the active expiry could have done at that moment.)
+    pub async fn scatter_reads<I, T>(
+        &mut self,
+        items: &[I],
+        key: fn(&I) -> &Bytes,
+        op: impl Fn(&mut Shard, &[I]) -> (T, Looked) + Clone + Send + 'static,
+    ) -> Vec<(Vec<usize>, T)>
+    where
+        I: Clone + Send + 'static,
+        T: Send + 'static,
+    {
+        if let Place::Here(shard) = &mut self.place {
+            // One shard looks its keys up in order and stops where Redis stops.
+            return vec![((0..items.len()).collect(), op(shard, items).0)];
+        }
+        // Shards whose lookups counted in a discarded first run (they run quietly now).
+        let quiet = self.quiet.clone();
+        let gathered = self
+            .gather(items, key, move |s: &mut Shard, part: &[I]| {
+                let (r, looked) = s.uncounted(|s| op(s, part));
+                (r, looked, s.id)
+            })
+            .await;
+        // The first failing key in argument order; a refused attempt counts all it looked up, as
+        // its rerun is quiet on the shards that read.
+        let cut = if gathered.refused {
+            usize::MAX
+        } else {
+            gathered
+                .shares
+                .iter()
+                .filter(|(_, ((_, looked, _), _))| looked.failed)
+                .filter_map(|(idx, ((_, looked, _), _))| {
+                    idx.get(looked.found.len().checked_sub(1)?)
+                })
+                .copied()
+                .min()
+                .unwrap_or(usize::MAX)
+        };
+        let (mut hits, mut misses) = (0, 0);
+        for (idx, ((_, looked, shard), _)) in &gathered.shares {
+            if quiet.contains(shard) {
+                continue;
+            }
+            for (&i, &found) in idx.iter().zip(&looked.found) {
+                if i <= cut {
+                    *(if found { &mut hits } else { &mut misses }) += 1;
+                }
+            }
+        }
+        if hits + misses > 0 {
+            // Counted on this thread's shard: INFO sums every shard's counts.
+            let db = self.db;
+            strata_shard::with_shard(|s| s.db_mut(db).add_lookups(hits, misses));
+        }
+        self.settle(items, key, gathered, cut)
+            .await
+            .into_iter()
+            .map(|(idx, (r, _, _))| (idx, r))
+            .collect()
+    }
+
+    /// Runs `op` on every shard owning some of `items` (Across or Tentative), collecting each
+    /// share's events to publish in the items' order.
+    async fn gather<I, T>(
+        &mut self,
+        items: &[I],
+        key: fn(&I) -> &Bytes,
+        op: impl Fn(&mut Shard, &[I]) -> T + Clone + Send + 'static,
+    ) -> Gathered<T>
+    where
+        I: Clone + Send + 'static,
+        T: Send + 'static,
+    {
+        // Keyspace events in the order of the items, as Redis emits them one key after another:
+        // each shard hands back the events of its share, and they are published from here,
+        // merged, before the command's locks go (so no later event on these keys can come first).
+        let ordered = notify::publishing();
         match &mut self.place {
-            Place::Here(shard) => vec![((0..items.len()).collect(), op(shard, items))],
+            Place::Here(_) => unreachable!("Here runs its scatter in place"),
             Place::Across(lock) => {
                 // (Empty but for a rerun: cloning it, per slice, allocates nothing.)
                 let quiet = self.quiet.clone();
-                // Keyspace events in the order of the items, as Redis emits them one key after
-                // another: each shard hands back the events of its share, and they are published
-                // from here, merged, before the command's locks go (so no later event on these
-                // keys can come first).
-                let ordered = notify::publishing();
                 let op = move |s: &mut Shard, items: &[I]| {
                     notify::collecting(ordered, || {
                         if quiet.contains(&s.id) {
@@ -240,18 +326,17 @@ impl<'a> KeysCtx<'a> {
                         }
                     })
                 };
-                let mut parts = Vec::new();
+                let mut shares = Vec::new();
                 for (n, slice) in items.chunks(SLICE).enumerate() {
                     let base = n * SLICE;
-                    let mut done = lock.scatter(slice, key, op.clone()).await;
-                    if ordered {
-                        notify::publish(in_item_order(slice, key, &mut done));
-                    }
-                    for (idx, (r, _)) in done {
-                        parts.push((idx.into_iter().map(|i| i + base).collect(), r));
+                    for (idx, done) in lock.scatter(slice, key, op.clone()).await {
+                        shares.push((idx.into_iter().map(|i| i + base).collect(), done));
                     }
                 }
-                parts
+                Gathered {
+                    shares,
+                    refused: false,
+                }
             }
             Place::Tentative(t) => {
                 // Eligible commands have at most `SLICE` keys: one message per shard.
@@ -270,7 +355,6 @@ impl<'a> KeysCtx<'a> {
                 // The shares run at once: their events (key misses) in the items' order, as
                 // Across does, also when a shard refused (the shares that read counted them, and
                 // a rerun is quiet there).
-                let ordered = notify::publishing();
                 let mut runs = Vec::with_capacity(per.len());
                 for (shard, idx, mine) in per {
                     let op = op.clone();
@@ -286,24 +370,69 @@ impl<'a> KeysCtx<'a> {
                 }
                 let done = futures_util::future::join_all(runs).await;
                 t.lock.settle();
-                let mut read: Vec<Share<T>> = Vec::with_capacity(done.len());
+                let mut shares: Vec<Share<T>> = Vec::with_capacity(done.len());
                 let mut refused = false;
                 for (idx, r) in done {
                     match r {
-                        Some(r) => read.push((idx, r)),
+                        Some(r) => shares.push((idx, r)),
                         None => refused = true,
                     }
                 }
-                if ordered {
-                    notify::publish(in_item_order(items, key, &mut read));
-                }
-                if refused {
-                    return abandoned(t.failed).await;
-                }
-                read.into_iter().map(|(idx, (r, _))| (idx, r)).collect()
+                Gathered { shares, refused }
             }
         }
     }
+
+    /// Publishes the shares' events in the items' order (but the "keymiss" events of items after
+    /// `cut`, which Redis never looks up), then hands back their results, or abandons the command
+    /// if a shard refused it.
+    async fn settle<I, T>(
+        &mut self,
+        items: &[I],
+        key: fn(&I) -> &Bytes,
+        mut gathered: Gathered<T>,
+        cut: usize,
+    ) -> Vec<(Vec<usize>, T)> {
+        let notes = in_item_order(items, key, &mut gathered.shares, cut);
+        notify::publish(notes);
+        if gathered.refused {
+            if let Place::Tentative(t) = &mut self.place {
+                return abandoned(t.failed).await;
+            }
+        }
+        gathered
+            .shares
+            .into_iter()
+            .map(|(idx, (r, _))| (idx, r))
+            .collect()
+    }
+}
+
+/// What one share of a multi-key read looked up (see [`KeysCtx::scatter_reads`]): whether each
+/// key it looked up existed, in its share's order, and whether it stopped at a key of a wrong
+/// type (then the last one looked up).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Looked {
+    pub found: Vec<bool>,
+    pub failed: bool,
+}
+
+impl Looked {
+    /// Reads it off per-key results that stop at the first error: `Ok(None)` is a missing key.
+    pub fn of<V, E>(results: &[Result<Option<V>, E>]) -> Looked {
+        Looked {
+            found: results.iter().map(|r| !matches!(r, Ok(None))).collect(),
+            failed: results.last().is_some_and(Result::is_err),
+        }
+    }
+}
+
+/// What the shares of a scattered command brought back: per share, the indices of its items, its
+/// result and its events; `refused` if a shard refused a tentative command (the shares that ran
+/// are still there, their events to be published).
+struct Gathered<T> {
+    shares: Vec<Share<T>>,
+    refused: bool,
 }
 
 /// One shard's share of a scattered command: the indices of its items, its result and the events
@@ -313,8 +442,15 @@ type Share<T> = (Vec<usize>, (T, Vec<Note>));
 /// The events the shares of a scattered command emitted (`done`: per share, the indices of its
 /// items and its events, which it emitted in its items' order), merged in the order of `items`:
 /// each event goes with the first item at or after the last one matched in its share that has its
-/// key (an item may emit several), and events of equal position keep their share's order.
-fn in_item_order<I, T>(items: &[I], key: fn(&I) -> &Bytes, done: &mut [Share<T>]) -> Vec<Note> {
+/// key (an item may emit several, its "keymiss" last), and events of equal position keep their
+/// share's order. "keymiss" events of items after `cut` are left out (see [`KeysCtx::scatter_reads`]; a lone
+/// share stops at its own first failing key, so it has none).
+fn in_item_order<I, T>(
+    items: &[I],
+    key: fn(&I) -> &Bytes,
+    done: &mut [Share<T>],
+    cut: usize,
+) -> Vec<Note> {
     if done.len() < 2 {
         return done
             .iter_mut()
@@ -326,11 +462,16 @@ fn in_item_order<I, T>(items: &[I], key: fn(&I) -> &Bytes, done: &mut [Share<T>]
         let mut at = 0;
         for note in std::mem::take(notes) {
             let found = (at..idx.len()).find(|&j| key(&items[idx[j]])[..] == note.key[..]);
-            // An event on no item of its share (none today) goes after them all.
+            // An event on no item of its share (none today) goes after them all. A "keymiss" is
+            // the last event of its item's lookup (after an "expired"), so the next event on the
+            // same key belongs to a later item (SUNION s x s).
             let pos = found.map_or(usize::MAX, |j| {
-                at = j;
+                at = if note.event == "keymiss" { j + 1 } else { j };
                 idx[j]
             });
+            if pos > cut && pos != usize::MAX && note.event == "keymiss" {
+                continue;
+            }
             placed.push((pos, note));
         }
     }

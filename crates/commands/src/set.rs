@@ -31,7 +31,7 @@ use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
 use crate::error::{CmdError, CmdResult};
 use crate::generic::parse_cursor;
-use crate::keyed::{in_order, KeysCtx, SLICE};
+use crate::keyed::{in_order, KeysCtx, Looked, SLICE};
 use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
 
 #[allow(clippy::too_many_arguments)]
@@ -488,16 +488,29 @@ pub fn op_contains(db: &mut Db, keys: &[Bytes], cands: &[Box<[u8]>], now: i64) -
         .collect()
 }
 
-/// The type and size of every key, in order.
+/// The type and size of every key, in order, up to the first of another type (read lookups, with
+/// `access`, count as Redis counts them: see [`KeysCtx::scatter_reads`]).
 async fn raw_infos(cx: &mut KeysCtx<'_>, keys: &[Bytes], access: bool) -> Vec<Info> {
     let (db, now) = (cx.db, cx.now);
-    let parts = cx
-        .scatter(
+    let parts = if access {
+        cx.scatter_reads(
             keys,
             |k| k,
-            move |s, part| op_info(s.db_mut(db), part, now, access),
+            move |s, part| {
+                let infos = op_info(s.db_mut(db), part, now, true);
+                let looked = Looked::of(&infos);
+                (infos, looked)
+            },
         )
-        .await;
+        .await
+    } else {
+        cx.scatter(
+            keys,
+            |k| k,
+            move |s, part| op_info(s.db_mut(db), part, now, false),
+        )
+        .await
+    };
     in_order(keys.len(), parts)
 }
 

@@ -1125,6 +1125,14 @@ impl Db {
         (self.stats.hits, self.stats.misses)
     }
 
+    /// Counts `hits` keyspace hits and `misses` misses made elsewhere: the lookups of a multi-key
+    /// read's shares, counted by the command once it knows which of them Redis would have made
+    /// (see [`crate::Shard::uncounted`]).
+    pub fn add_lookups(&mut self, hits: u64, misses: u64) {
+        self.stats.hits += hits;
+        self.stats.misses += misses;
+    }
+
     /// Puts the hit and miss counts back to what [`Db::lookups`] said: a read that is run again
     /// after its first run was discarded counts once (see [`crate::Shard::quietly`]).
     pub(crate) fn set_lookups(&mut self, (hits, misses): (u64, u64)) {

@@ -111,10 +111,18 @@ impl Shard {
     /// Runs `f` without counting its keyspace hits and misses or raising key-miss events: for a
     /// read run again after its first run, whose lookups counted, was discarded.
     pub fn quietly<R>(&mut self, f: impl FnOnce(&mut Shard) -> R) -> R {
-        let lookups: Vec<(u64, u64)> = self.dbs.iter().map(Db::lookups).collect();
         crate::notify::quiet_misses(true);
-        let r = f(self);
+        let r = self.uncounted(f);
         crate::notify::quiet_misses(false);
+        r
+    }
+
+    /// Runs `f` without counting its keyspace hits and misses (its key-miss events are raised as
+    /// usual): for a share of a multi-key read whose lookups the command counts itself, once it
+    /// knows which of them Redis would have made.
+    pub fn uncounted<R>(&mut self, f: impl FnOnce(&mut Shard) -> R) -> R {
+        let lookups: Vec<(u64, u64)> = self.dbs.iter().map(Db::lookups).collect();
+        let r = f(self);
         for (db, counts) in self.dbs.iter_mut().zip(lookups) {
             db.set_lookups(counts);
         }

@@ -1295,8 +1295,19 @@ fn op_read_source(db: &mut Db, key: &[u8], now: i64) -> Result<Source, CmdError>
     }
 }
 
+/// Each of `keys` read as a source, in order, up to the first of a wrong type (Redis stops there:
+/// the keys after it are not looked up, so no hit or miss is counted for them).
 fn op_read_sources(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Result<Source, CmdError>> {
-    keys.iter().map(|k| op_read_source(db, k, now)).collect()
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        let source = op_read_source(db, k, now);
+        let failed = source.is_err();
+        out.push(source);
+        if failed {
+            break;
+        }
+    }
+    out
 }
 
 fn aggregate(agg: Aggregate, acc: &mut f64, v: f64) {
@@ -1426,10 +1437,14 @@ async fn setop(cx: &mut KeysCtx<'_>, op: SetOp, to_dst: bool, card: bool) -> Cmd
     let numkeys = parse_numkeys(args, nk_idx, &name)?;
     let keys = &args[nk_idx + 1..nk_idx + 1 + numkeys];
     let parts = cx
-        .scatter(
+        .scatter_reads(
             keys,
             |k| k,
-            move |s, part| op_read_sources(s.db_mut(db), part, now),
+            move |s, part| {
+                let sources = op_read_sources(s.db_mut(db), part, now);
+                let looked = crate::keyed::Looked::of(&sources);
+                (sources, looked)
+            },
         )
         .await;
     let mut srcs: Vec<Source> = Vec::with_capacity(numkeys);
