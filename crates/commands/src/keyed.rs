@@ -418,13 +418,39 @@ pub struct Looked {
 }
 
 impl Looked {
-    /// Reads it off per-key results that stop at the first error: `Ok(None)` is a missing key.
+    /// Reads it off per-key results that stop at the first error ([`until_error`]): `Ok(None)` is
+    /// a missing key.
     pub fn of<V, E>(results: &[Result<Option<V>, E>]) -> Looked {
         Looked {
             found: results.iter().map(|r| !matches!(r, Ok(None))).collect(),
             failed: results.last().is_some_and(Result::is_err),
         }
     }
+
+    /// `results` with what they say was looked up: a share's answer to
+    /// [`KeysCtx::scatter_reads`].
+    pub fn with<V, E>(results: Vec<Result<Option<V>, E>>) -> (Vec<Result<Option<V>, E>>, Looked) {
+        let looked = Looked::of(&results);
+        (results, looked)
+    }
+}
+
+/// `f` applied to each of `keys` in order, up to and including the first error: a multi-key
+/// read stops at its first key of a wrong type, as Redis's do, and looks up none after it.
+pub fn until_error<K, T, E>(
+    keys: &[K],
+    mut f: impl FnMut(&K) -> Result<T, E>,
+) -> Vec<Result<T, E>> {
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        let r = f(k);
+        let failed = r.is_err();
+        out.push(r);
+        if failed {
+            break;
+        }
+    }
+    out
 }
 
 /// What the shares of a scattered command brought back: per share, the indices of its items, its

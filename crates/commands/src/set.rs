@@ -31,7 +31,7 @@ use crate::args::eq_ci;
 use crate::ctx::ShardCtx;
 use crate::error::{CmdError, CmdResult};
 use crate::generic::parse_cursor;
-use crate::keyed::{in_order, KeysCtx, Looked, SLICE};
+use crate::keyed::{in_order, until_error, KeysCtx, Looked, SLICE};
 use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
 
 #[allow(clippy::too_many_arguments)]
@@ -451,23 +451,16 @@ type Info = Result<Option<usize>, CmdError>;
 /// after it are not looked up: no miss counted or announced for them). Keys of the same command on
 /// other shards are looked up in their own part, whatever this one found.
 pub fn op_info(db: &mut Db, keys: &[Bytes], now: i64, access: bool) -> Vec<Info> {
-    let mut infos = Vec::with_capacity(keys.len());
-    for k in keys {
-        let info = if access {
+    until_error(keys, |k| {
+        if access {
             db.get(k, now).map(|e| as_set(e).map(Set::len)).transpose()
         } else {
             // A write lookup: touches the clock, no hit/miss (the guard changes nothing).
             db.modify(k, now)
                 .map(|e| as_set(&e).map(Set::len))
                 .transpose()
-        };
-        let failed = info.is_err();
-        infos.push(info);
-        if failed {
-            break;
         }
-    }
-    infos
+    })
 }
 
 /// Up to [`SLICE`] members of the set at `key` from position `pos` (see [`Set::slice`]).
@@ -496,11 +489,7 @@ async fn raw_infos(cx: &mut KeysCtx<'_>, keys: &[Bytes], access: bool) -> Vec<In
         cx.scatter_reads(
             keys,
             |k| k,
-            move |s, part| {
-                let infos = op_info(s.db_mut(db), part, now, true);
-                let looked = Looked::of(&infos);
-                (infos, looked)
-            },
+            move |s, part| Looked::with(op_info(s.db_mut(db), part, now, true)),
         )
         .await
     } else {

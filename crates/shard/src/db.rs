@@ -940,7 +940,10 @@ impl EntryMut<'_> {
     /// Replaces the value, keeping the key's TTL and access clock.
     pub fn set_value(&mut self, value: Value) {
         let old = self.entry.replace_value(value);
-        self.entry.set_unshared(!self.share_ints);
+        // A new value starts unmarked: shared, if it is a small integer.
+        if !self.share_ints {
+            self.entry.set_unshared(true);
+        }
         self.hooks.discard(old);
         self.changed = true;
     }
@@ -1219,7 +1222,10 @@ impl Db {
     /// Returns true if a live key was replaced.
     pub fn set(&mut self, key: &[u8], value: Value, expire: Option<i64>, now: i64) -> bool {
         let mut entry = Entry::new(key, value, expire, self.access.fresh(now));
-        entry.set_unshared(!self.share_ints);
+        // A new entry starts unmarked (shared, if a small integer): only the rarer case stores.
+        if !self.share_ints {
+            entry.set_unshared(true);
+        }
         self.insert_entry(entry, now)
     }
 

@@ -1298,16 +1298,7 @@ fn op_read_source(db: &mut Db, key: &[u8], now: i64) -> Result<Source, CmdError>
 /// Each of `keys` read as a source, in order, up to the first of a wrong type (Redis stops there:
 /// the keys after it are not looked up, so no hit or miss is counted for them).
 fn op_read_sources(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Result<Source, CmdError>> {
-    let mut out = Vec::with_capacity(keys.len());
-    for k in keys {
-        let source = op_read_source(db, k, now);
-        let failed = source.is_err();
-        out.push(source);
-        if failed {
-            break;
-        }
-    }
-    out
+    crate::keyed::until_error(keys, |k| op_read_source(db, k, now))
 }
 
 fn aggregate(agg: Aggregate, acc: &mut f64, v: f64) {
@@ -1440,11 +1431,7 @@ async fn setop(cx: &mut KeysCtx<'_>, op: SetOp, to_dst: bool, card: bool) -> Cmd
         .scatter_reads(
             keys,
             |k| k,
-            move |s, part| {
-                let sources = op_read_sources(s.db_mut(db), part, now);
-                let looked = crate::keyed::Looked::of(&sources);
-                (sources, looked)
-            },
+            move |s, part| crate::keyed::Looked::with(op_read_sources(s.db_mut(db), part, now)),
         )
         .await;
     let mut srcs: Vec<Source> = Vec::with_capacity(numkeys);
