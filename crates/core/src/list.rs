@@ -40,6 +40,7 @@
 //!   as [`Elem::Shared`] slices of that copy.
 
 use std::collections::VecDeque;
+use std::num::NonZeroU32;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -274,45 +275,199 @@ fn prev_start(buf: &[u8], end: usize) -> usize {
     q - n
 }
 
-/// Replaces `buf[range]` with the encoded element, moving the bytes after it.
-fn splice(buf: &mut Vec<u8>, start: usize, end: usize, enc: &Enc<'_>) {
-    let (new, old, len) = (enc.len(), end - start, buf.len());
-    if start == len {
-        // Appending (RPUSH): nothing to move, and no zero-fill of the new bytes.
-        buf.reserve_exact(new);
-        buf.extend_from_slice(&enc.head[..enc.head_len]);
-        buf.extend_from_slice(enc.payload);
-        buf.extend_from_slice(&enc.back[..enc.back_len]);
-        return;
-    }
-    if new > old {
-        let grow = new - old;
-        // Exact growth: the allocator rounds to its size class and grows in place within it, so a
-        // node's buffer stays close to its contents (Redis's listpacks do the same).
-        buf.reserve_exact(grow);
-        buf.resize(len + grow, 0);
-        buf.copy_within(end..len, end + grow);
-    } else if new < old {
-        buf.copy_within(end..len, start + new);
-        buf.truncate(len - (old - new));
-    }
-    enc.write(&mut buf[start..start + new]);
+// ===== nodes =====
+
+/// A node's bytes: the entries are `v[front..]`, and the `front` bytes before them are room for
+/// elements pushed at the head, as the spare capacity after them is for elements pushed at the
+/// tail. A push or pop at either end then moves no entry: Redis's listpack nodes move their whole
+/// content for every push or pop at the head (up to 8 KiB per LPUSH or LPOP with the default
+/// node size). The room at the head is made an eighth of the node at a time, as at the tail, or
+/// from the room at the tail when there is enough (a list used as a queue, LPUSH then RPOP, turns
+/// what its pops free into room for its pushes), so a node filled from the head is copied
+/// O(log n) times. An edit inside the node moves the bytes after it, as a listpack does.
+///
+/// While the node is compressed, `v` holds the compressed form instead (with no room), and
+/// `zipped` the entries' byte length (at least 48, so the option takes no more than the length:
+/// with the head room's offset beside it, the buffer is a `Vec` and 8 bytes, and a node 40).
+#[derive(Debug, Default)]
+struct NodeBuf {
+    v: Vec<u8>,
+    front: u32,
+    zipped: Option<NonZeroU32>,
 }
 
-// ===== nodes =====
+impl From<Vec<u8>> for NodeBuf {
+    fn from(v: Vec<u8>) -> NodeBuf {
+        NodeBuf {
+            v,
+            front: 0,
+            zipped: None,
+        }
+    }
+}
+
+impl Clone for NodeBuf {
+    /// The bytes alone, with no room at either end.
+    fn clone(&self) -> NodeBuf {
+        NodeBuf {
+            zipped: self.zipped,
+            ..NodeBuf::from(self.to_vec())
+        }
+    }
+}
+
+impl std::ops::Deref for NodeBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.v[self.front as usize..]
+    }
+}
+
+impl std::ops::DerefMut for NodeBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.v[self.front as usize..]
+    }
+}
+
+impl NodeBuf {
+    /// Bytes allocated, room at both ends included.
+    fn capacity(&self) -> usize {
+        self.v.capacity()
+    }
+
+    /// Room after the entries.
+    fn room_back(&self) -> usize {
+        self.v.capacity() - self.v.len()
+    }
+
+    /// Makes room for `need` bytes after the entries: the room before them when it suffices
+    /// (moving the entries down once), else `need + extra` more bytes of allocation.
+    fn reserve_back(&mut self, need: usize, extra: usize) {
+        if self.room_back() >= need {
+            return;
+        }
+        if self.front as usize >= need {
+            self.v.drain(..self.front as usize);
+            self.front = 0;
+        } else {
+            self.v.reserve_exact(need + extra);
+        }
+    }
+
+    /// Makes room for `need` bytes before the entries: the room after them when it suffices
+    /// (moving the entries up once), else a new allocation with `need + extra` bytes before them.
+    fn reserve_front(&mut self, need: usize, extra: usize) {
+        let front = self.front as usize;
+        if front >= need {
+            return;
+        }
+        let live = self.v.len() - front;
+        let cap = self.v.capacity();
+        if cap - live >= need && u32::try_from(cap - live).is_ok() {
+            self.v.resize(cap, 0);
+            self.v.copy_within(front..front + live, cap - live);
+            self.front = (cap - live) as u32;
+            return;
+        }
+        // Head pushes go into nodes within the size limit (64 KiB at most), so the room fits.
+        let room = (need + extra).min(u32::MAX as usize);
+        let mut v = Vec::with_capacity(room + live);
+        v.resize(room, 0);
+        v.extend_from_slice(&self.v[front..]);
+        self.v = v;
+        self.front = room as u32;
+    }
+
+    /// Replaces the entries' bytes `start..end` with the encoded element.
+    fn replace(&mut self, start: usize, end: usize, enc: &Enc<'_>) {
+        let (new, old, len, f) = (enc.len(), end - start, self.len(), self.front as usize);
+        if start == len {
+            // Appending (RPUSH): nothing to move, and no zero-fill of the new bytes.
+            self.v.reserve_exact(new);
+            self.v.extend_from_slice(&enc.head[..enc.head_len]);
+            self.v.extend_from_slice(enc.payload);
+            self.v.extend_from_slice(&enc.back[..enc.back_len]);
+            return;
+        }
+        if start == 0 && end == 0 && f >= new {
+            // At the head, into the room there (LPUSH).
+            enc.write(&mut self.v[f - new..f]);
+            self.front = (f - new) as u32;
+            return;
+        }
+        if new > old {
+            let grow = new - old;
+            // Exact growth: the allocator rounds to its size class and grows in place within it,
+            // so a node's buffer stays close to its contents (Redis's listpacks do the same).
+            self.v.reserve_exact(grow);
+            self.v.resize(f + len + grow, 0);
+            self.v.copy_within(f + end..f + len, f + end + grow);
+        } else if new < old {
+            self.v.copy_within(f + end..f + len, f + start + new);
+            self.v.truncate(f + len - (old - new));
+        }
+        enc.write(&mut self.v[f + start..f + start + new]);
+    }
+
+    /// Removes the entries' bytes in `range`: at the head by giving them to the room there.
+    fn remove(&mut self, range: Range<usize>) {
+        let (f, len) = (self.front as usize, self.len());
+        if range.start == 0 && range.end == len {
+            self.clear();
+        } else if range.start == 0 && u32::try_from(f + range.end).is_ok() {
+            self.front = (f + range.end) as u32;
+        } else {
+            self.v.drain(f + range.start..f + range.end);
+        }
+    }
+
+    /// Splits off the entries' bytes from `at` on.
+    fn split_off(&mut self, at: usize) -> Vec<u8> {
+        self.v.split_off(self.front as usize + at)
+    }
+
+    fn clear(&mut self) {
+        self.v.clear();
+        self.front = 0;
+        self.zipped = None;
+    }
+
+    /// Drops the room at both ends.
+    fn shrink_to_fit(&mut self) {
+        if self.front != 0 {
+            self.v.drain(..self.front as usize);
+            self.front = 0;
+        }
+        self.v.shrink_to_fit();
+    }
+
+    /// Makes the entries `len` zero bytes, exactly allocated, for the caller to overwrite.
+    fn reset_to(&mut self, len: usize) {
+        self.clear();
+        self.v.reserve_exact(len);
+        self.v.resize(len, 0);
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.v.extend_from_slice(bytes);
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 struct Node {
-    /// The entries, or while `zipped` is set, their compressed form.
-    buf: Vec<u8>,
+    /// The entries, or while the node is compressed, their compressed form.
+    buf: NodeBuf,
     count: u32,
     /// Holds one large element that no other element may join.
     plain: bool,
-    /// Set while the node is compressed: the entries' byte length.
-    zipped: Option<u32>,
     /// Compression was tried on these exact bytes and did not pay (cleared by every change).
     incompressible: bool,
 }
+
+// The node sits in every list's deque: room at the head cost it no size.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Node>() == 40);
 
 /// Nodes smaller than this are never compressed, and compression must save at least
 /// `MIN_COMPRESS_IMPROVE` bytes (Redis's MIN_COMPRESS_BYTES and MIN_COMPRESS_IMPROVE).
@@ -339,19 +494,19 @@ fn offset_in(buf: &[u8], count: usize, k: usize) -> usize {
 impl Node {
     /// The start offset of entry `k` (< count) of an uncompressed node.
     fn offset_of(&self, k: usize) -> usize {
-        debug_assert!(self.zipped.is_none());
+        debug_assert!(self.buf.zipped.is_none());
         offset_in(&self.buf, self.count as usize, k)
     }
 
     /// Byte length of the entries.
     fn raw_len(&self) -> usize {
-        self.zipped.map_or(self.buf.len(), |l| l as usize)
+        self.buf.zipped.map_or(self.buf.len(), |l| l.get() as usize)
     }
 
     /// A decompressed copy of a compressed node's entries (None when it is not compressed): what
     /// reads walk, so that a read never changes the list.
     fn unzipped(&self) -> Option<Bytes> {
-        let len = self.zipped? as usize;
+        let len = self.buf.zipped?.get() as usize;
         let raw = crate::lzf::decompress(&self.buf, len).expect("a node compressed by `zip`");
         Some(Bytes::from(raw))
     }
@@ -359,22 +514,22 @@ impl Node {
     /// Stores the node uncompressed.
     fn unzip(&mut self) {
         if let Some(raw) = self.unzipped() {
-            self.buf = raw.into();
-            self.zipped = None;
+            self.buf = NodeBuf::from(Vec::from(raw));
+            self.buf.zipped = None;
         }
     }
 
     /// Stores the node compressed, if that saves enough (as Redis's __quicklistCompressNode).
     fn zip(&mut self) {
         let len = self.buf.len();
-        if self.zipped.is_some() || self.incompressible || len < MIN_COMPRESS_BYTES {
+        if self.buf.zipped.is_some() || self.incompressible || len < MIN_COMPRESS_BYTES {
             return;
         }
         match crate::lzf::compress(&self.buf, len - MIN_COMPRESS_IMPROVE - 1) {
             Some(c) => {
-                self.buf = c;
+                self.buf = NodeBuf::from(c);
                 self.buf.shrink_to_fit();
-                self.zipped = Some(len as u32);
+                self.buf.zipped = NonZeroU32::new(len as u32);
             }
             None => self.incompressible = true,
         }
@@ -508,7 +663,7 @@ impl List {
     /// Stores node `i` uncompressed, keeping the byte count right.
     fn unzip_node(&mut self, i: usize) {
         let n = &mut self.nodes[i];
-        if n.zipped.is_some() {
+        if n.buf.zipped.is_some() {
             let before = n.buf.capacity();
             n.unzip();
             self.heap = self.heap + n.buf.capacity() - before;
@@ -554,11 +709,18 @@ impl List {
         }
     }
 
-    /// Inserts a new node holding just `enc` at position `i`, with room for `extra` more bytes.
-    fn insert_node(&mut self, i: usize, enc: &Enc<'_>, plain: bool, extra: usize) {
-        let mut buf = Vec::with_capacity(enc.len() + extra);
-        buf.resize(enc.len(), 0);
-        enc.write(&mut buf);
+    /// Inserts a new node holding just `enc` at position `i`, with room for `extra` more bytes at
+    /// the end `grows` (where the pushes that follow go).
+    fn insert_node(&mut self, i: usize, enc: &Enc<'_>, plain: bool, extra: usize, grows: End) {
+        let mut v = Vec::with_capacity(enc.len() + extra);
+        let front = if grows == End::Left { extra } else { 0 };
+        v.resize(front + enc.len(), 0);
+        enc.write(&mut v[front..]);
+        let buf = NodeBuf {
+            v,
+            front: u32::try_from(front).expect("room ahead within a node's size limit"),
+            zipped: None,
+        };
         self.heap += buf.capacity();
         self.reserve_node();
         self.nodes.insert(
@@ -567,7 +729,6 @@ impl List {
                 buf,
                 count: 1,
                 plain,
-                zipped: None,
                 incompressible: false,
             },
         );
@@ -594,10 +755,9 @@ impl List {
         self.nodes.insert(
             i + 1,
             Node {
-                buf: tail,
+                buf: NodeBuf::from(tail),
                 count: moved as u32,
                 plain: false,
-                zipped: None,
                 incompressible: false,
             },
         );
@@ -654,17 +814,19 @@ impl List {
         };
         if room {
             self.edit(i, |n| {
-                let at = if end == End::Left { 0 } else { n.buf.len() };
-                if n.buf.capacity() - n.buf.len() < enc.len() {
-                    // Grow by an eighth at least, so a node filled one push at a time is
-                    // reallocated O(log) times rather than at every push, with no more slack
-                    // than the allocator's own size classes leave (tiny nodes still grow
-                    // exactly, keeping small lists as compact as before).
-                    let extra =
-                        Self::reserve_for(n.buf.len() + enc.len(), ahead).max(n.buf.len() / 8);
-                    n.buf.reserve_exact(enc.len() + extra);
-                }
-                splice(&mut n.buf, at, at, enc);
+                // Room at the end pushed to grows by an eighth of the node at least, so a node
+                // filled one push at a time is reallocated O(log) times rather than at every
+                // push, with no more slack than the allocator's own size classes leave (tiny
+                // nodes still grow exactly, keeping small lists as compact as before).
+                let extra = Self::reserve_for(n.buf.len() + enc.len(), ahead).max(n.buf.len() / 8);
+                let at = if end == End::Left {
+                    n.buf.reserve_front(enc.len(), extra);
+                    0
+                } else {
+                    n.buf.reserve_back(enc.len(), extra);
+                    n.buf.len()
+                };
+                n.buf.replace(at, at, enc);
                 n.count += 1;
             });
         } else {
@@ -678,7 +840,7 @@ impl List {
             } else {
                 Self::reserve_for(enc.len(), ahead)
             };
-            self.insert_node(at, enc, large, extra);
+            self.insert_node(at, enc, large, extra, end);
         }
         self.settle(0..0);
     }
@@ -711,7 +873,7 @@ impl List {
                 (prev_start(&n.buf, n.buf.len()), n.buf.len())
             };
             let v = decode(&n.buf, start).0.to_vec();
-            n.buf.drain(start..stop);
+            n.buf.remove(start..stop);
             n.count -= 1;
             n.trim_capacity();
             v
@@ -851,9 +1013,7 @@ impl List {
                 self.split_at(at, 1);
             }
             self.edit(at, |n| {
-                n.buf.clear();
-                n.buf.reserve_exact(enc.len());
-                n.buf.resize(enc.len(), 0);
+                n.buf.reset_to(enc.len());
                 enc.write(&mut n.buf);
                 n.plain = large;
             });
@@ -863,7 +1023,7 @@ impl List {
         self.edit(i, |n| {
             let start = n.offset_of(k);
             let end = start + decode(&n.buf, start).1;
-            splice(&mut n.buf, start, end, &enc);
+            n.buf.replace(start, end, &enc);
         });
         self.split_if_needed(i);
         self.settle(i..i + 2);
@@ -884,13 +1044,13 @@ impl List {
         self.len += 1;
         if large || self.nodes[i].plain {
             let at = self.split_at(i, k);
-            self.insert_node(at, &enc, large, 0);
+            self.insert_node(at, &enc, large, 0, End::Right);
             self.settle(i..at + 2);
             return;
         }
         self.edit(i, |n| {
             let at = n.offset_of(k);
-            splice(&mut n.buf, at, at, &enc);
+            n.buf.replace(at, at, &enc);
             n.count += 1;
         });
         self.split_if_needed(i);
@@ -915,7 +1075,7 @@ impl List {
             } else {
                 n.offset_of(k + take)
             };
-            n.buf.drain(from..to);
+            n.buf.remove(from..to);
             n.count -= take as u32;
             n.trim_capacity();
             n.count == 0
@@ -934,7 +1094,7 @@ impl List {
                 } else {
                     n.offset_of(take)
                 };
-                n.buf.drain(..to);
+                n.buf.remove(0..to);
                 n.count -= take as u32;
                 n.trim_capacity();
             });
@@ -1015,7 +1175,7 @@ impl List {
                     p = e;
                 }
                 kept.extend_from_slice(&n.buf[p..]);
-                n.buf = kept;
+                n.buf = NodeBuf::from(kept);
                 n.count -= spans.len() as u32;
                 n.trim_capacity();
             });
@@ -1171,10 +1331,10 @@ mod tests {
             let inner = d > 0 && i >= d && i + d < n;
             if !inner {
                 assert!(
-                    node.zipped.is_none(),
+                    node.buf.zipped.is_none(),
                     "node {i} of {n} (depth {d}) compressed"
                 );
-            } else if node.zipped.is_none() {
+            } else if node.buf.zipped.is_none() {
                 let worth = node.buf.len() >= MIN_COMPRESS_BYTES
                     && crate::lzf::compress(&node.buf, node.buf.len() - MIN_COMPRESS_IMPROVE - 1)
                         .is_some();
@@ -1227,11 +1387,11 @@ mod tests {
         ])
         .chain([vec![b'v'; 70_000]])
         .collect();
-        let mut buf = Vec::new();
+        let mut buf = NodeBuf::default();
         for c in &cases {
             let e = Enc::new(c);
             let at = buf.len();
-            splice(&mut buf, at, at, &e);
+            buf.replace(at, at, &e);
         }
         let mut p = 0;
         let mut ends = Vec::new();
@@ -1382,7 +1542,7 @@ mod tests {
             if step % 97 == 0 || m.len() < 8 {
                 check(&l, &m);
                 saw_plain |= l.nodes.iter().any(|n| n.plain);
-                saw_zipped |= l.nodes.iter().any(|n| n.zipped.is_some());
+                saw_zipped |= l.nodes.iter().any(|n| n.buf.zipped.is_some());
                 if !m.is_empty() {
                     let i = rng.next(m.len());
                     assert_eq!(l.get(i).map(Elem::to_vec).as_ref(), Some(&m[i]));
@@ -1425,8 +1585,10 @@ mod tests {
                 .chain((0..500).map(|i| format!("tail-{i}").into_bytes()))
                 .collect();
             check(&l, &model);
+            let c = l.clone();
+            check(&c, &model);
             assert_eq!(l.get(10_000).map(Elem::to_vec), Some(model[10_000].clone()));
-            let zipped = l.nodes.iter().filter(|n| n.zipped.is_some()).count();
+            let zipped = l.nodes.iter().filter(|n| n.buf.zipped.is_some()).count();
             assert_eq!(
                 zipped,
                 if depth == 0 {
@@ -1446,7 +1608,7 @@ mod tests {
             );
             assert_eq!(l.get(12_000).map(Elem::to_vec), Some(b"inserted".to_vec()));
             assert_eq!(
-                l.nodes.iter().filter(|n| n.zipped.is_some()).count(),
+                l.nodes.iter().filter(|n| n.buf.zipped.is_some()).count(),
                 if depth == 0 {
                     0
                 } else {
@@ -1489,6 +1651,93 @@ mod tests {
             assert_eq!(one, all);
             let model: VecDeque<Vec<u8>> = one.iter().map(Elem::to_vec).collect();
             check(&all, &model);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn head_pushes_use_room_before_the_entries() {
+        let _limit = LIMIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        LIST_MAX_LISTPACK_SIZE.set(-2);
+        // One node (7 bytes an entry, 8 KiB a node) filled from the head, one push at a time:
+        // the entries already there move only when room is made (O(log n) times), not at every
+        // push, and every element reads back in order.
+        let mut l = List::new();
+        let mut model = VecDeque::new();
+        let mut moved = 0;
+        for i in 0..1100 {
+            let v = format!("v{i:04}");
+            let before = l.nodes.front().map(|n| n.buf.as_ptr() as usize);
+            l.push_front(v.as_bytes());
+            let after = l.nodes[0].buf.as_ptr() as usize + Enc::new(v.as_bytes()).len();
+            if before.is_some_and(|b| b != after) {
+                moved += 1;
+            }
+            model.push_front(v.into_bytes());
+        }
+        assert_eq!(l.nodes.len(), 1);
+        assert!(
+            moved < 60,
+            "the entries moved at {moved} of 1100 head pushes"
+        );
+        assert!(l.nodes[0].buf.front > 0);
+        check(&l, &model);
+        // Edits inside a node with room at its head, and a split of it.
+        assert!(l.set(5, b"five"));
+        model[5] = b"five".to_vec();
+        l.insert(7, b"seven");
+        model.insert(7, b"seven".to_vec());
+        l.remove_range(3, 2);
+        model.drain(3..5);
+        assert_eq!(l.remove_matching(&Needle::new(b"v1000"), 0, End::Left), 1);
+        model.retain(|v| v != b"v1000");
+        check(&l, &model);
+        let c = l.clone();
+        assert_eq!(c, l);
+        assert!(c.nodes.iter().all(|n| n.buf.front == 0));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn queues_reuse_the_room_they_free() {
+        let _limit = LIMIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        LIST_MAX_LISTPACK_SIZE.set(-2);
+        // LPUSH + RPOP and RPUSH + LPOP at a steady length: the pops' room serves the pushes, so
+        // the node's allocation stays within a small multiple of its contents.
+        for end in [End::Left, End::Right] {
+            let other = if end == End::Left {
+                End::Right
+            } else {
+                End::Left
+            };
+            let mut l = List::new();
+            let mut model = VecDeque::new();
+            for i in 0..100_000u32 {
+                let v = format!("job-{i}");
+                l.push(end, v.as_bytes());
+                match end {
+                    End::Left => model.push_front(v.into_bytes()),
+                    End::Right => model.push_back(v.into_bytes()),
+                }
+                if model.len() > 200 {
+                    let got = l.pop(other);
+                    let want = match other {
+                        End::Left => model.pop_front(),
+                        End::Right => model.pop_back(),
+                    };
+                    assert_eq!(got, want);
+                }
+                if i % 9_973 == 0 {
+                    check(&l, &model);
+                }
+                let bytes: usize = l.nodes.iter().map(|n| n.buf.len()).sum();
+                assert!(
+                    l.heap <= 3 * bytes + 64,
+                    "{end:?} at {i}: {} for {bytes}",
+                    l.heap
+                );
+            }
+            check(&l, &model);
         }
     }
 
