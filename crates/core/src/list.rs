@@ -341,42 +341,55 @@ impl NodeBuf {
         self.v.capacity() - self.v.len()
     }
 
-    /// Makes room for `need` bytes after the entries: the room before them when it suffices
-    /// (moving the entries down once), else `need + extra` more bytes of allocation.
+    /// Makes room for `need` bytes after the entries: from the room before them when the
+    /// allocation has enough in all (moving the entries once), else `need + extra` more bytes of
+    /// allocation.
     fn reserve_back(&mut self, need: usize, extra: usize) {
         if self.room_back() >= need {
             return;
         }
-        if self.front as usize >= need {
-            self.v.drain(..self.front as usize);
-            self.front = 0;
+        let room = self.v.capacity() - self.len();
+        if room >= need {
+            // Half of what is spare stays before the entries: pushes that alternate between the
+            // ends move the entries once per half of the room, not at every push.
+            self.place((room - need) / 2);
         } else {
             self.v.reserve_exact(need + extra);
         }
     }
 
-    /// Makes room for `need` bytes before the entries: the room after them when it suffices
-    /// (moving the entries up once), else a new allocation with `need + extra` bytes before them.
+    /// Makes room for `need` bytes before the entries: from the room after them when the
+    /// allocation has enough in all (moving the entries once), else a new allocation with
+    /// `need + extra` bytes before them.
     fn reserve_front(&mut self, need: usize, extra: usize) {
         let front = self.front as usize;
         if front >= need {
             return;
         }
-        let live = self.v.len() - front;
-        let cap = self.v.capacity();
-        if cap - live >= need && u32::try_from(cap - live).is_ok() {
-            self.v.resize(cap, 0);
-            self.v.copy_within(front..front + live, cap - live);
-            self.front = (cap - live) as u32;
+        let live = self.len();
+        let room = self.v.capacity() - live;
+        if room >= need {
+            self.place(need + (room - need) / 2);
             return;
         }
-        // Head pushes go into nodes within the size limit (64 KiB at most), so the room fits.
-        let room = (need + extra).min(u32::MAX as usize);
+        let room = need + extra;
         let mut v = Vec::with_capacity(room + live);
         v.resize(room, 0);
         v.extend_from_slice(&self.v[front..]);
         self.v = v;
-        self.front = room as u32;
+        // Head pushes go into nodes within the size limit (64 KiB at most), so the room fits.
+        self.front = u32::try_from(room).expect("room within a node's size limit");
+    }
+
+    /// Moves the entries to start at `at`, within the allocation (`at + len <= capacity`).
+    fn place(&mut self, at: usize) {
+        let (f, live) = (self.front as usize, self.len());
+        if at + live > self.v.len() {
+            self.v.resize(at + live, 0);
+        }
+        self.v.copy_within(f..f + live, at);
+        self.v.truncate(at + live);
+        self.front = u32::try_from(at).expect("room within a node's size limit");
     }
 
     /// Replaces the entries' bytes `start..end` with the encoded element.
@@ -1739,6 +1752,38 @@ mod tests {
             }
             check(&l, &model);
         }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn pushes_alternating_between_the_ends_rarely_move_the_entries() {
+        let _limit = LIMIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        LIST_MAX_LISTPACK_SIZE.set(-2);
+        let mut l = List::new();
+        let mut model = VecDeque::new();
+        let mut moved = 0;
+        for i in 0..1000 {
+            let v = format!("v{i:04}");
+            let enc = Enc::new(v.as_bytes()).len();
+            let before = l.nodes.front().map(|n| n.buf.as_ptr() as usize);
+            let end = if i % 2 == 0 { End::Left } else { End::Right };
+            l.push(end, v.as_bytes());
+            let start = l.nodes[0].buf.as_ptr() as usize;
+            let kept = match end {
+                End::Left => start + enc,
+                End::Right => start,
+            };
+            if before.is_some_and(|b| b != kept) {
+                moved += 1;
+            }
+            match end {
+                End::Left => model.push_front(v.into_bytes()),
+                End::Right => model.push_back(v.into_bytes()),
+            }
+        }
+        assert_eq!(l.nodes.len(), 1);
+        assert!(moved < 100, "the entries moved at {moved} of 1000 pushes");
+        check(&l, &model);
     }
 
     #[test]
