@@ -281,10 +281,12 @@ fn prev_start(buf: &[u8], end: usize) -> usize {
 /// elements pushed at the head, as the spare capacity after them is for elements pushed at the
 /// tail. A push or pop at either end then moves no entry: Redis's listpack nodes move their whole
 /// content for every push or pop at the head (up to 8 KiB per LPUSH or LPOP with the default
-/// node size). The room at the head is made an eighth of the node at a time, as at the tail, or
-/// from the room at the tail when there is enough (a list used as a queue, LPUSH then RPOP, turns
-/// what its pops free into room for its pushes), so a node filled from the head is copied
-/// O(log n) times. An edit inside the node moves the bytes after it, as a listpack does.
+/// node size). When an end runs out of room, the entries move once within the allocation if it
+/// has enough spare in all, half of the spare left at the other end (a queue, LPUSH then RPOP,
+/// turns what its pops free into room for its pushes; pushes alternating between the ends move
+/// the entries once per half of the room); else the node grows by an eighth at least, at the end
+/// pushed to, so a node filled from either end is copied O(log n) times. An edit inside the node
+/// moves the bytes after it, as a listpack does.
 ///
 /// While the node is compressed, `v` holds the compressed form instead (with no room), and
 /// `zipped` the entries' byte length (at least 48, so the option takes no more than the length:
