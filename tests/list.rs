@@ -440,6 +440,49 @@ fn random_operations_match_redis() {
     }
 }
 
+/// Lists used as queues and deques at the default node size (8 KiB), where a node keeps room before
+/// its entries as well as after them: LPUSH + RPOP, RPUSH + LPOP, pushes alternating between the
+/// ends, counted pops, and edits inside nodes that have room at their head, over lists of
+/// thousands of elements (several nodes), checked element by element against redis-server.
+#[test]
+fn queues_and_deques_at_both_ends_match_redis() {
+    let mut d = Diff::new();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for pattern in 0..4 {
+        d.run(&["DEL", "q"]);
+        for step in 0..2500 {
+            let v = format!("job-{pattern}-{step:05}-{}", "x".repeat(rng.below(24)));
+            let cmd: Vec<String> = match (pattern, step % 5) {
+                // Grow to ~1,500 elements first, then hold the length steady.
+                (0, _) if step < 1500 || step % 2 == 0 => vec!["LPUSH".into(), "q".into(), v],
+                (0, _) => vec!["RPOP".into(), "q".into()],
+                (1, _) if step < 1500 || step % 2 == 0 => vec!["RPUSH".into(), "q".into(), v],
+                (1, _) => vec!["LPOP".into(), "q".into()],
+                (2, _) if step % 2 == 0 => vec!["LPUSH".into(), "q".into(), v.clone(), v],
+                (2, _) => vec!["RPUSH".into(), "q".into(), v],
+                (_, 0) => vec!["LPOP".into(), "q".into(), rng.below(6).to_string()],
+                (_, 1) => vec!["RPOP".into(), "q".into(), rng.below(3).to_string()],
+                (_, 2) => vec!["LPUSH".into(), "q".into(), v.clone(), v.clone(), v],
+                _ => vec!["LPUSH".into(), "q".into(), v],
+            };
+            d.run(&cmd);
+            if step % 97 == 0 {
+                let i = (rng.below(3000) as i64 - 1500).to_string();
+                d.run(&["LINDEX", "q", &i]);
+                d.run(&["LSET", "q", &i, "edited"]);
+                d.run(&["LINSERT", "q", "BEFORE", "edited", "inserted"]);
+                d.run(&["LLEN", "q"]);
+            }
+            if step % 499 == 0 {
+                d.run(&["LRANGE", "q", "0", "-1"]);
+            }
+        }
+        d.run(&["LREM", "q", "0", "inserted"]);
+        d.run(&["LTRIM", "q", "10", "-10"]);
+        d.run(&["LRANGE", "q", "0", "-1"]);
+    }
+}
+
 #[test]
 fn long_lists_and_big_elements() {
     let mut d = Diff::new();
