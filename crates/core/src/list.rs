@@ -346,7 +346,7 @@ impl NodeBuf {
     /// Makes room for `need` bytes after the entries: from the room before them when the
     /// allocation has enough in all (moving the entries once), else `need + extra` more bytes of
     /// allocation.
-    fn reserve_back(&mut self, need: usize, extra: usize) {
+    fn reserve_back(&mut self, need: usize, extra: impl FnOnce() -> usize) {
         if self.room_back() >= need {
             return;
         }
@@ -356,14 +356,14 @@ impl NodeBuf {
             // ends move the entries once per half of the room, not at every push.
             self.place((room - need) / 2);
         } else {
-            self.v.reserve_exact(need + extra);
+            self.v.reserve_exact(need + extra());
         }
     }
 
     /// Makes room for `need` bytes before the entries: from the room after them when the
     /// allocation has enough in all (moving the entries once), else a new allocation with
     /// `need + extra` bytes before them.
-    fn reserve_front(&mut self, need: usize, extra: usize) {
+    fn reserve_front(&mut self, need: usize, extra: impl FnOnce() -> usize) {
         let front = self.front as usize;
         if front >= need {
             return;
@@ -374,7 +374,7 @@ impl NodeBuf {
             self.place(need + (room - need) / 2);
             return;
         }
-        let room = need + extra;
+        let room = need + extra();
         let mut v = Vec::with_capacity(room + live);
         v.resize(room, 0);
         v.extend_from_slice(&self.v[front..]);
@@ -832,8 +832,10 @@ impl List {
                 // Room at the end pushed to grows by an eighth of the node at least, so a node
                 // filled one push at a time is reallocated O(log) times rather than at every
                 // push, with no more slack than the allocator's own size classes leave (tiny
-                // nodes still grow exactly, keeping small lists as compact as before).
-                let extra = Self::reserve_for(n.buf.len() + enc.len(), ahead).max(n.buf.len() / 8);
+                // nodes still grow exactly, keeping small lists as compact as before). Worked
+                // out only when the node must grow.
+                let len = n.buf.len();
+                let extra = || Self::reserve_for(len + enc.len(), ahead).max(len / 8);
                 let at = if end == End::Left {
                     n.buf.reserve_front(enc.len(), extra);
                     0
@@ -1669,6 +1671,25 @@ mod tests {
         }
     }
 
+    /// Pushes `v` at `end` of a one-node list and of its model; true if the entries already in
+    /// the node moved to make room.
+    fn push_moved(l: &mut List, model: &mut VecDeque<Vec<u8>>, end: End, v: &[u8]) -> bool {
+        let before = l.nodes.front().map(|n| n.buf.as_ptr() as usize);
+        l.push(end, v);
+        let start = l.nodes[0].buf.as_ptr() as usize;
+        let kept = match end {
+            End::Left => {
+                model.push_front(v.to_vec());
+                start + Enc::new(v).len()
+            }
+            End::Right => {
+                model.push_back(v.to_vec());
+                start
+            }
+        };
+        before.is_some_and(|b| b != kept)
+    }
+
     #[test]
     #[cfg_attr(miri, ignore)]
     fn head_pushes_use_room_before_the_entries() {
@@ -1682,13 +1703,7 @@ mod tests {
         let mut moved = 0;
         for i in 0..1100 {
             let v = format!("v{i:04}");
-            let before = l.nodes.front().map(|n| n.buf.as_ptr() as usize);
-            l.push_front(v.as_bytes());
-            let after = l.nodes[0].buf.as_ptr() as usize + Enc::new(v.as_bytes()).len();
-            if before.is_some_and(|b| b != after) {
-                moved += 1;
-            }
-            model.push_front(v.into_bytes());
+            moved += usize::from(push_moved(&mut l, &mut model, End::Left, v.as_bytes()));
         }
         assert_eq!(l.nodes.len(), 1);
         assert!(
@@ -1766,22 +1781,8 @@ mod tests {
         let mut moved = 0;
         for i in 0..1000 {
             let v = format!("v{i:04}");
-            let enc = Enc::new(v.as_bytes()).len();
-            let before = l.nodes.front().map(|n| n.buf.as_ptr() as usize);
             let end = if i % 2 == 0 { End::Left } else { End::Right };
-            l.push(end, v.as_bytes());
-            let start = l.nodes[0].buf.as_ptr() as usize;
-            let kept = match end {
-                End::Left => start + enc,
-                End::Right => start,
-            };
-            if before.is_some_and(|b| b != kept) {
-                moved += 1;
-            }
-            match end {
-                End::Left => model.push_front(v.into_bytes()),
-                End::Right => model.push_back(v.into_bytes()),
-            }
+            moved += usize::from(push_moved(&mut l, &mut model, end, v.as_bytes()));
         }
         assert_eq!(l.nodes.len(), 1);
         assert!(moved < 100, "the entries moved at {moved} of 1000 pushes");
