@@ -5,11 +5,11 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::mem::ManuallyDrop;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use crate::reactor::Reactor;
 use crate::time::Timers;
@@ -257,15 +257,14 @@ impl Core {
 
     /// Waits for readiness, a wake-up from another thread or the next timer — or only looks, when
     /// `busy` or something is ready already — then wakes what is due.
-    fn park(&self, busy: bool, main: &MainWaker) {
+    fn park(&self, busy: bool) {
         if busy {
             self.reactor.poll(0);
         } else {
             let timeout = self.timers.timeout_ms();
             self.shared.awake.swap(false, Ordering::SeqCst);
-            let idle = !self.shared.pending.load(Ordering::SeqCst)
-                && !main.woken.load(Ordering::SeqCst)
-                && self.queue.borrow().is_empty();
+            let idle =
+                !self.shared.pending.load(Ordering::SeqCst) && self.queue.borrow().is_empty();
             self.reactor.poll(if idle { timeout } else { 0 });
             self.shared.awake.store(true, Ordering::SeqCst);
         }
@@ -295,30 +294,9 @@ impl Core {
     }
 }
 
-/// The waker of the future given to [`block_on`], which is polled by the loop itself.
-struct MainWaker {
-    woken: AtomicBool,
-    shared: Arc<Shared>,
-}
-
-impl Wake for MainWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        let here = CORE.with(|c| c.get());
-        // SAFETY: as in `with_core`.
-        let local = unsafe { here.as_ref() }.is_some_and(|c| Arc::ptr_eq(&c.shared, &self.shared));
-        if !local {
-            self.shared.unpark();
-        }
-    }
-}
-
-/// Runs `future` to completion on this thread, with the tasks it spawns; returns its output. The
-/// tasks still running when it completes are dropped. Fails if the event loop cannot be set up.
+/// Runs `future` to completion on this thread, with the tasks it spawns; returns its output. It
+/// runs as a task like the others (in the same FIFO order). The tasks still running when it
+/// completes are dropped. Fails if the event loop cannot be set up.
 pub fn block_on<F: Future>(future: F) -> io::Result<F::Output> {
     let core = Core::new()?;
     struct Installed;
@@ -330,21 +308,22 @@ pub fn block_on<F: Future>(future: F) -> io::Result<F::Output> {
     let previous = CORE.with(|c| c.replace(&core));
     assert!(previous.is_null(), "strata-rt: block_on inside block_on");
     let _installed = Installed;
-    let main = Arc::new(MainWaker {
-        woken: AtomicBool::new(true),
-        shared: core.shared.clone(),
+    let out = Rc::new(Cell::new(None));
+    let slot = out.clone();
+    let main: Pin<Box<dyn Future<Output = ()> + '_>> = Box::pin(async move {
+        slot.set(Some(future.await));
     });
-    let waker = Waker::from(main.clone());
-    let mut cx = Context::from_waker(&waker);
-    let mut future = pin!(future);
+    // SAFETY: only the lifetime is changed. The task owns everything it uses but what `F`
+    // borrows, which outlives this call; and the task is dropped before this call returns (when
+    // it completes, or by `shutdown`, or with `core` if a task panics).
+    let main: BoxFuture = unsafe { std::mem::transmute(main) };
+    core.spawn(main);
     let output = loop {
-        if main.woken.swap(false, Ordering::AcqRel) {
-            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-                break out;
-            }
-        }
         let busy = core.turn();
-        core.park(busy, &main);
+        if let Some(v) = out.take() {
+            break v;
+        }
+        core.park(busy);
     };
     core.shutdown();
     Ok(output)

@@ -124,8 +124,10 @@ pub struct Sleep {
     state: Option<Rc<TimerState>>,
 }
 
-/// A future that completes after `duration` (at the first turn of the loop after it; timers are
-/// kept to the millisecond). A duration too long to represent never completes.
+/// A future that completes after `duration`, at the first turn of the loop after it (timers are
+/// kept to the millisecond), and never sooner than the loop's next look at readiness: a sleep of
+/// zero is how a long task lets the rest of the thread, sockets included, have a turn. A duration
+/// too long to represent never completes.
 pub fn sleep(duration: Duration) -> Sleep {
     Sleep {
         at: Instant::now().checked_add(duration),
@@ -151,9 +153,8 @@ impl Future for Sleep {
         let Some(at) = self.at else {
             return Poll::Pending;
         };
-        if Instant::now() >= at {
-            return Poll::Ready(());
-        }
+        // Registered even when already due: it then completes after the loop's next look at
+        // readiness, so a zero-length sleep lets every other ready connection run first.
         let state = Rc::new(TimerState::default());
         state.waker.set(Some(cx.waker().clone()));
         with_core(|core| core.timers.add(at, state.clone()));
@@ -200,6 +201,20 @@ mod tests {
         })
         .unwrap();
         assert_eq!(*order.borrow(), [10, 20, 30]);
+    }
+
+    #[test]
+    fn a_zero_sleep_yields_to_the_other_ready_tasks() {
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let o = order.clone();
+        block_on(async move {
+            let other = o.clone();
+            spawn(async move { other.borrow_mut().push("other") });
+            sleep(Duration::ZERO).await;
+            o.borrow_mut().push("slept");
+        })
+        .unwrap();
+        assert_eq!(*order.borrow(), ["other", "slept"]);
     }
 
     #[test]

@@ -32,15 +32,13 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::future::{select, Either};
-use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf, Splitable};
-use monoio::net::TcpStream;
 use strata_commands::args::eq_ci;
 use strata_commands::client_evict;
 use strata_commands::connection::is_authenticated;
 use strata_commands::ctx::Output;
 use strata_commands::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
+use strata_rt::net::TcpStream;
 use strata_shard::{now_ms, round_end, with_shard};
 
 use crate::dispatch::Batch;
@@ -144,21 +142,6 @@ pub fn sweep_idle_inputs(now: i64) {
     });
 }
 
-/// Waits until `fd` has input (or is closed) without lending the runtime a buffer to read into:
-/// through a duplicate of the descriptor registered on its own for readiness, and closed after.
-async fn wait_readable(fd: RawFd) {
-    // SAFETY: `fd` is this connection's socket, open while its reader runs; `dup` returns a new
-    // descriptor that the stream below owns (and closes, also if registering it fails).
-    let dup = unsafe { libc::dup(fd) };
-    if dup < 0 {
-        return;
-    }
-    let std = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(dup) };
-    if let Ok(watch) = TcpStream::from_std(std) {
-        let _ = watch.readable(false).await;
-    }
-}
-
 impl Local {
     fn wake_reader(&self) {
         if let Some(w) = self.reader.take() {
@@ -170,8 +153,8 @@ impl Local {
 /// Writes as much of `buf` as the socket takes without waiting; returns the bytes written (0 when
 /// the buffer is full or on any error, which the event-loop write that follows then reports).
 ///
-/// With io_uring this saves a ring round trip per reply: the send completes inline and the next
-/// receive can be armed at once.
+/// A reply that fits in the socket's buffer (nearly all) goes out in this one call, without
+/// consulting the event loop.
 fn send_now(fd: RawFd, buf: &[u8]) -> usize {
     let mut sent = 0;
     while sent < buf.len() {
@@ -234,17 +217,18 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>)
         .map(|a| a.to_string())
         .unwrap_or_default();
     let info = state.register_client(peer.to_string(), laddr, fd, now_ms());
-    let (rd, wr) = stream.into_split();
+    // Shared by the two tasks: the reader reads, the writer writes and shuts the socket down.
+    let stream = Rc::new(stream);
     let local = Rc::new(Local::default());
     CONNECTIONS.with(|c| c.borrow_mut().0.push(Rc::downgrade(&local)));
-    let writer = monoio::spawn(write_loop(
-        wr,
+    let writer = strata_rt::spawn(write_loop(
+        stream.clone(),
         fd,
         info.clone(),
         state.clone(),
         local.clone(),
     ));
-    read_loop(rd, fd, &info, &state, &local).await;
+    read_loop(&stream, fd, &info, &state, &local).await;
     info.closing.store(true, Ordering::Relaxed);
     local.reader_done.set(true);
     info.wake();
@@ -266,7 +250,7 @@ fn may_authenticate(args: &[Bytes]) -> bool {
 }
 
 async fn read_loop(
-    mut rd: OwnedReadHalf<TcpStream>,
+    stream: &TcpStream,
     fd: RawFd,
     info: &Arc<ClientInfo>,
     state: &Arc<ServerState>,
@@ -295,9 +279,6 @@ async fn read_loop(
     // against that peak.
     let mut peak = 0usize;
     let mut weighed = now_ms();
-    // A read waiting on the epoll engine takes nothing from the socket until it completes, so
-    // it can be dropped with its buffer; an io_uring receive in flight cannot.
-    let free_when_idle = state.io_engine == "epoll";
 
     'conn: while !info.killed.load(Ordering::Relaxed) {
         if size > RESIZE_THRESHOLD && rbuf.len() < READ_CHUNK {
@@ -346,8 +327,10 @@ async fn read_loop(
         // was split off its front, which stays allocated).
         info.qbuf_free.store((size - len) as u64, Ordering::Relaxed);
         let read = {
-            let mut read = pin!(rd.read(rbuf.slice_mut(len..cap)));
-            if free_when_idle && len == 0 {
+            let mut read = pin!(stream.read(rbuf.spare_capacity_mut()));
+            if len == 0 {
+                // A waiting read takes nothing from the socket until it completes, so it can be
+                // dropped with its buffer.
                 // Idle for long, the buffer is freed (see `sweep_idle_inputs`).
                 let since = info.last_active_ms.load(Ordering::Relaxed).max(1);
                 local.input_idle_since.set(since);
@@ -375,7 +358,7 @@ async fn read_loop(
                 Some(read.await)
             }
         };
-        let Some((res, slice)) = read else {
+        let Some(res) = read else {
             // The pending read, dropped, took nothing from the socket; its buffer went with it.
             // A new one is allocated once the client sends again. (Nothing is pending in `out`:
             // a batch's replies are sent, or handed to the outbox, before the next read.)
@@ -386,10 +369,9 @@ async fn read_loop(
             (size, peak) = (0, 0);
             info.qbuf_free.store(0, Ordering::Relaxed);
             info.reply_mem.store(0, Ordering::Relaxed);
-            wait_readable(fd).await;
+            stream.readable().await;
             continue;
         };
-        rbuf = slice.into_inner();
         let n = match res {
             Ok(0) => {
                 // The client closed its side: what it was sent still goes out before the
@@ -403,7 +385,11 @@ async fn read_loop(
                 break;
             }
             Err(_) => break,
-            Ok(n) => n,
+            Ok(n) => {
+                // SAFETY: the read initialised `n` bytes of the spare room, which starts at `len`.
+                unsafe { rbuf.set_len(len + n) };
+                n
+            }
         };
         peak = peak.max(rbuf.len());
         info.qbuf_free
@@ -649,7 +635,7 @@ async fn wait_event(info: &ClientInfo, local: &Local, on_output: bool, deadline:
         Some(at) => {
             let wait = Duration::from_millis((at - now_ms()).max(0) as u64);
             // The timer boxed: 640 bytes aligned to 128 inline (see `Batch::wait_unpaused`).
-            select(pin!(signal), Box::pin(monoio::time::sleep(wait))).await;
+            select(pin!(signal), Box::pin(strata_rt::sleep(wait))).await;
         }
     }
 }
@@ -694,7 +680,7 @@ fn idle_check(info: &ClientInfo, local: &Local, timeout_ms: i64, now: i64) -> Op
 /// The writer: drains the outbox in order, one chunk at a time, until the client is closed or the
 /// reader finishes; then shuts the socket down (ending the reader's pending read).
 async fn write_loop(
-    mut wr: OwnedWriteHalf<TcpStream>,
+    wr: Rc<TcpStream>,
     fd: RawFd,
     info: Arc<ClientInfo>,
     state: Arc<ServerState>,
@@ -724,7 +710,7 @@ async fn write_loop(
         if sent < chunk.len() {
             let rest = chunk.slice(sent..);
             let rest_len = rest.len() as u64;
-            let mut write = pin!(wr.write_all(rest));
+            let mut write = pin!(wr.write_all(&rest));
             loop {
                 // Keep checking the soft limit while the client does not read: it may run out
                 // with nothing added.
@@ -734,8 +720,8 @@ async fn write_loop(
                 }
                 let stop = pin!(wait_event(&info, &local, false, recheck));
                 match select(write.as_mut(), stop).await {
-                    Either::Left(((Ok(_), _), _)) => break,
-                    Either::Left(((Err(_), _), _)) => break 'outer,
+                    Either::Left((Ok(()), _)) => break,
+                    Either::Left((Err(_), _)) => break 'outer,
                     Either::Right(_) => continue,
                 }
             }

@@ -765,7 +765,7 @@ async fn run_locked_on(
             match ran {
                 Ok((id, replies)) => shards.reply(origin, tx, (id, replies, cmds)),
                 Err(id) => {
-                    monoio::spawn(async move {
+                    strata_rt::spawn(async move {
                         let _ = grx.await;
                         let replies =
                             with_shard(|s| run_part(s, &cmds, id, release, between, budget));
@@ -813,7 +813,7 @@ async fn run_free_on_as(
                 shards.reply(origin, tx, (p.done(), cmds));
             } else {
                 // A key is locked by another command: become a task that waits for it.
-                monoio::spawn(async move {
+                strata_rt::spawn(async move {
                     let replies = p.finish_free(&shards, &cmds, owner).await;
                     shards.reply(origin, tx, (replies, cmds));
                 });
@@ -1923,7 +1923,7 @@ impl Batch<'_> {
             let ms = (until - now_ms()).max(0) as u64;
             // Boxed: monoio's timer is 640 bytes aligned to 128, and held inline it would set the
             // size and alignment of every future that awaits this one (each connection's task).
-            let sleep = Box::pin(monoio::time::sleep(std::time::Duration::from_millis(ms)));
+            let sleep = Box::pin(strata_rt::sleep(std::time::Duration::from_millis(ms)));
             futures_util::future::select(rx, sleep).await;
             info.blocked.store(false, Ordering::Relaxed);
             if peer_gone(&info) {
@@ -2858,7 +2858,7 @@ async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -
         };
         let ms = (at - now).max(0) as u64;
         // Boxed, as in `wait_unpaused`: inline, the timer would bloat every connection's task.
-        let timer = Box::pin(monoio::time::sleep(std::time::Duration::from_millis(ms)));
+        let timer = Box::pin(strata_rt::sleep(std::time::Duration::from_millis(ms)));
         match select(&mut events, timer).await {
             Either::Left((Either::Left(_), _)) => return Woke::Written,
             Either::Left((Either::Right((how, _)), _)) => return Woke::Unblocked(how),

@@ -1,7 +1,7 @@
 //! The server: threads, listeners, connections and dispatch.
 //!
-//! `run` starts one thread per shard. Each thread runs its own event loop (monoio, on io_uring or
-//! epoll), owns one shard of the keyspace, listens on the same port through SO_REUSEPORT (the kernel
+//! `run` starts one thread per shard. Each thread runs its own event loop (strata-rt, on epoll),
+//! owns one shard of the keyspace, listens on the same port through SO_REUSEPORT (the kernel
 //! spreads connections over threads), serves the connections it accepted, runs jobs other threads
 //! send to its inbox, and expires keys in the background. See docs/architecture.md.
 
@@ -14,41 +14,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use monoio::net::{ListenerOpts, TcpListener};
 use strata_commands::config::Config;
 use strata_commands::ctx::ServerStats;
 use strata_commands::{table, ServerState};
+use strata_rt::net::{TcpListener, TcpStream};
 use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
-
-/// The event-loop driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
-    IoUring,
-    Epoll,
-}
-
-impl Engine {
-    fn name(self) -> &'static str {
-        match self {
-            Engine::IoUring => "io_uring",
-            Engine::Epoll => "epoll",
-        }
-    }
-
-    /// The engine for an `io-engine` setting: io_uring when asked for or when `auto` and the kernel
-    /// allows it, epoll otherwise.
-    pub fn choose(setting: &str) -> Result<Engine, String> {
-        match setting {
-            "epoll" => Ok(Engine::Epoll),
-            "io_uring" if monoio::utils::detect_uring() => Ok(Engine::IoUring),
-            "io_uring" => {
-                Err("io-engine io_uring requested but the kernel does not allow io_uring".into())
-            }
-            _ if monoio::utils::detect_uring() => Ok(Engine::IoUring),
-            _ => Ok(Engine::Epoll),
-        }
-    }
-}
 
 fn random_run_id() -> String {
     let mut seed = now_ms() as u64 ^ ((std::process::id() as u64) << 32);
@@ -113,13 +83,6 @@ pub fn run(config: Config) -> i32 {
             .unwrap_or(1),
         n => n as usize,
     };
-    let engine = match Engine::choose(&config.get("io-engine").unwrap_or_default()) {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("strata: {e}");
-            return 1;
-        }
-    };
     let addrs = match bind_addrs(&config) {
         Ok(a) => a,
         Err(e) => {
@@ -148,9 +111,9 @@ pub fn run(config: Config) -> i32 {
         run_id: random_run_id(),
         shutting_down: AtomicBool::new(false),
         exit_code: AtomicI64::new(0),
-        sleep: |d| Box::pin(monoio::time::sleep(d)),
+        sleep: |d| Box::pin(strata_rt::sleep(d)),
         pause: Default::default(),
-        io_engine: engine.name(),
+        io_engine: "epoll",
     });
 
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
@@ -164,7 +127,7 @@ pub fn run(config: Config) -> i32 {
         let (state, ready, addrs) = (state.clone(), ready_tx.clone(), addrs.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("strata-shard-{id}"))
-            .spawn(move || thread_main(id, databases, inbox, state, engine, addrs, ready));
+            .spawn(move || thread_main(id, databases, inbox, state, addrs, ready));
         if let Err(e) = spawned {
             eprintln!("strata: can't start thread {id}: {e}");
             return 1;
@@ -186,10 +149,9 @@ pub fn run(config: Config) -> i32 {
     }
     let shown: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     println!(
-        "Strata {} ready to accept connections on {} ({threads} shard threads, {} event loop)",
+        "Strata {} ready to accept connections on {} ({threads} shard threads, epoll event loop)",
         env!("CARGO_PKG_VERSION"),
         shown.join(", "),
-        engine.name()
     );
 
     while !state.shutting_down.load(Ordering::SeqCst) {
@@ -206,26 +168,12 @@ fn thread_main(
     databases: usize,
     inbox: Inbox,
     state: Arc<ServerState>,
-    engine: Engine,
     addrs: Vec<SocketAddr>,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
     let fut = thread_loop(id, databases, inbox, state, addrs, ready.clone());
-    let built = match engine {
-        Engine::IoUring => monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .enable_timer()
-            .build()
-            .map(|mut rt| rt.block_on(fut)),
-        Engine::Epoll => monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-            .enable_timer()
-            .build()
-            .map(|mut rt| rt.block_on(fut)),
-    };
-    if let Err(e) = built {
-        let _ = ready.send(Err(format!(
-            "can't start the {} event loop: {e}",
-            engine.name()
-        )));
+    if let Err(e) = strata_rt::block_on(fut) {
+        let _ = ready.send(Err(format!("can't start the event loop: {e}")));
     }
 }
 
@@ -246,18 +194,14 @@ async fn thread_loop(
     dispatch::set_thread_state(state.clone());
     let pubsub = state.pubsub.clone();
     strata_shard::notify::install_sink(Box::new(move |notes| pubsub.publish_notes(notes)));
-    monoio::spawn(strata_shard::rounds());
-    monoio::spawn(state.shards.flusher());
-    monoio::spawn(inbox.run());
-    monoio::spawn(expire_loop(state.clone()));
+    strata_rt::spawn(strata_shard::rounds());
+    strata_rt::spawn(state.shards.flusher());
+    strata_rt::spawn(inbox.run());
+    strata_rt::spawn(expire_loop(state.clone()));
     let backlog = state.config.get_i64("tcp-backlog") as i32;
-    let opts = ListenerOpts::new()
-        .reuse_port(true)
-        .reuse_addr(true)
-        .backlog(backlog);
     let mut listeners = Vec::new();
     for addr in &addrs {
-        match TcpListener::bind_with_config(addr, &opts) {
+        match TcpListener::bind(*addr, backlog, true) {
             Ok(l) => listeners.push(l),
             Err(e) => {
                 let _ = ready.send(Err(format!("could not bind {addr}: {e}")));
@@ -268,7 +212,7 @@ async fn thread_loop(
     let _ = ready.send(Ok(()));
     let last = listeners.pop();
     for l in listeners {
-        monoio::spawn(accept_loop(l, state.clone()));
+        strata_rt::spawn(accept_loop(l, state.clone()));
     }
     if let Some(l) = last {
         accept_loop(l, state).await;
@@ -285,23 +229,22 @@ async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
                 let max = state.config.get_i64("maxclients").max(1) as u64;
                 if state.stats.connected_clients.load(Ordering::Relaxed) >= max {
                     with_shard(|s| s.stats.rejected_connections += 1);
-                    monoio::spawn(reject(stream));
+                    strata_rt::spawn(reject(stream));
                     continue;
                 }
-                monoio::spawn(conn::serve(stream, peer, state.clone()));
+                strata_rt::spawn(conn::serve(stream, peer, state.clone()));
             }
             Err(e) => {
                 eprintln!("strata: accept failed: {e}");
-                monoio::time::sleep(Duration::from_millis(10)).await;
+                strata_rt::sleep(Duration::from_millis(10)).await;
             }
         }
     }
 }
 
-async fn reject(mut stream: monoio::net::TcpStream) {
-    use monoio::io::AsyncWriteRentExt;
+async fn reject(stream: TcpStream) {
     let _ = stream
-        .write_all(b"-ERR max number of clients reached\r\n".to_vec())
+        .write_all(b"-ERR max number of clients reached\r\n")
         .await;
 }
 
@@ -327,6 +270,6 @@ async fn expire_loop(state: Arc<ServerState>) {
         } else {
             1000 / state.config.get_i64("hz").clamp(1, 500) as u64
         };
-        monoio::time::sleep(Duration::from_millis(pause)).await;
+        strata_rt::sleep(Duration::from_millis(pause)).await;
     }
 }

@@ -164,7 +164,7 @@ fn lock_destination(m: Arc<Move>, p: Arc<Parked>, src_lock: LockId, t: Option<Mo
         }
         Some((id, Grant::Now)) => check_destination(m, p, src_lock, id, t),
         Some((id, Grant::Queued)) => {
-            monoio::spawn(async move {
+            strata_rt::spawn(async move {
                 // The sender sits in the lock table until the grant; nothing cancels this request.
                 let _ = rx.await;
                 check_destination(m, p, src_lock, id, t);

@@ -735,20 +735,16 @@ mod tests {
                 let (completed, states) = (completed.clone(), states.clone());
                 let progress = progress.clone();
                 std::thread::spawn(move || {
-                    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-                        .enable_timer()
-                        .build()
-                        .expect("runtime");
-                    rt.block_on(async move {
+                    strata_rt::block_on(async move {
                         install(Shard::new(id, 1));
-                        monoio::spawn(crate::rounds());
-                        monoio::spawn(inbox.run());
+                        strata_rt::spawn(crate::rounds());
+                        strata_rt::spawn(inbox.run());
                         let workers = (0..WORKERS).map(|w| {
                             let (set, completed) = (set.clone(), completed.clone());
                             let progress = progress.clone();
                             let seed = 0x9E37_79B9_7F4A_7C15u64
                                 .wrapping_mul((id * WORKERS + w + 1) as u64);
-                            monoio::spawn(async move {
+                            strata_rt::spawn(async move {
                                 worker(set, seed, ITERATIONS, &completed, &progress).await
                             })
                         });
@@ -757,15 +753,16 @@ mod tests {
                         // Keep serving this shard's inbox until every thread is done and checked.
                         if id == 0 {
                             while finished.load(Ordering::SeqCst) < SHARDS {
-                                monoio::time::sleep(Duration::from_millis(1)).await;
+                                strata_rt::sleep(Duration::from_millis(1)).await;
                             }
                             *states.lock().expect("states") = table_states(&set).await;
                             done.store(true, Ordering::SeqCst);
                         }
                         while !done.load(Ordering::SeqCst) {
-                            monoio::time::sleep(Duration::from_millis(1)).await;
+                            strata_rt::sleep(Duration::from_millis(1)).await;
                         }
-                    });
+                    })
+                    .expect("runtime");
                 })
             })
             .collect();

@@ -559,15 +559,12 @@ mod tests {
         set.inner.mailboxes[0].deliver(&mut flood);
         // What the jobs had done each time another task of the thread got a turn.
         let seen = std::thread::spawn(move || {
-            let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                monoio::spawn(rounds());
-                monoio::spawn(inbox.run());
+            strata_rt::block_on(async move {
+                strata_rt::spawn(rounds());
+                strata_rt::spawn(inbox.run());
                 // Let both start (the round task must have run once for `round_end` to wait).
                 let (tx, rx) = oneshot::channel::<()>();
-                monoio::spawn(async move { tx.send(()) });
+                strata_rt::spawn(async move { tx.send(()) });
                 let _ = rx.await;
                 let mut seen = Vec::new();
                 while ran.load(Ordering::Relaxed) < JOBS as u64 && seen.len() < 10 * JOBS {
@@ -576,6 +573,7 @@ mod tests {
                 }
                 seen
             })
+            .expect("runtime")
         })
         .join()
         .expect("runtime thread");
