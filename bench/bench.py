@@ -150,15 +150,12 @@ def redis_config():
     return ("redis", argv)
 
 
-def strata_config(binary, threads, engine=None):
-    label = "strata t%d" % threads + (" %s" % engine if engine else "")
+def strata_config(binary, threads):
+    label = "strata t%d" % threads
 
     def argv(port, d):
-        a = [binary, "--port", str(port), "--bind", "127.0.0.1", "--threads", str(threads), "--save", "",
-             "--appendonly", "no", "--dir", d]
-        if engine:
-            a += ["--io-engine", engine]
-        return a
+        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--threads", str(threads), "--save", "",
+                "--appendonly", "no", "--dir", d]
     return (label, argv)
 
 
@@ -437,8 +434,6 @@ def main():
     p.add_argument("--data-size", type=int, default=256, help="redis-benchmark -d (default 256)")
     p.add_argument("--keyspace", type=int, default=1000000, help="redis-benchmark -r (default 1000000)")
     p.add_argument("--threads", default="1,2", help="strata --threads values to run (default 1,2)")
-    p.add_argument("--engines", action="store_true",
-                   help="also compare strata --io-engine io_uring and epoll (at the largest --threads)")
     p.add_argument("--memory-keys", type=int,
                    help="keys for the memory test (default 1000000; 200000 with --quick)")
     p.add_argument("--rounds", type=int, default=1,
@@ -467,8 +462,6 @@ def main():
         sys.exit("bench: %s is not an executable strata binary" % binary)
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
     configs = [redis_config()] + [strata_config(binary, t) for t in threads]
-    if args.engines:
-        configs += [strata_config(binary, max(threads), e) for e in ("io_uring", "epoll")]
 
     describe_machine()
     workdir = tempfile.mkdtemp(prefix="strata-bench-")

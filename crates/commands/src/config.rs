@@ -456,10 +456,10 @@ pub static SPECS: &[ConfigSpec] = &[
     ConfigSpec {
         name: "io-engine",
         default: "epoll",
-        kind: Kind::Enum(&["epoll", "io_uring", "auto"]),
+        kind: Kind::Enum(&["epoll", "auto"]),
         mutable: false,
         strata_only: true,
-        help: "event loop driver: epoll (measured fastest here, see bench/README.md), io_uring, or auto (io_uring when the kernel allows it, else epoll)",
+        help: "event loop driver: epoll, the only one (auto names it too); the io_uring engine was removed (docs/architecture.md, Event loop)",
     },
 ];
 

@@ -806,7 +806,7 @@ pub struct ServerState {
     /// Suspends the calling task (not its thread) for a while: DEBUG SLEEP. Provided by the server
     /// crate, which owns the event loop's timer.
     pub sleep: fn(std::time::Duration) -> futures_util::future::LocalBoxFuture<'static, ()>,
-    /// The event-loop driver in use ("io_uring" or "epoll"), for INFO.
+    /// The event-loop driver in use ("epoll"), for INFO.
     pub io_engine: &'static str,
     /// CLIENT PAUSE.
     pub pause: Pause,

@@ -1131,9 +1131,9 @@ pub fn op_keys(db: &Db, pattern: &[u8], now: i64) -> Vec<Bytes> {
 }
 
 /// KEYS on one shard, a slice at a time, pausing between slices. The pause is a zero-length timer
-/// (`pause`, the server's sleep), not a mere task yield: under io_uring, other connections'
-/// completions are reaped only when the event loop enters the kernel, which a task that keeps
-/// re-queueing itself never lets it do. The caller holds the database
+/// (`pause`, the server's sleep), not a mere task yield: a sleep completes only after the event
+/// loop's next look at readiness, so the other connections' input is read between slices, not
+/// only the tasks already queued. The caller holds the database
 /// lock, so no command changes the table meanwhile; the background tick may still resize it (or
 /// expire keys, which may start a shrink), and a cursor walk across a resize can return a key
 /// twice, so the shard's keys are deduplicated when the table changed size.

@@ -634,8 +634,7 @@ async fn wait_event(info: &ClientInfo, local: &Local, on_output: bool, deadline:
         None => signal.await,
         Some(at) => {
             let wait = Duration::from_millis((at - now_ms()).max(0) as u64);
-            // The timer boxed: 640 bytes aligned to 128 inline (see `Batch::wait_unpaused`).
-            select(pin!(signal), Box::pin(strata_rt::sleep(wait))).await;
+            select(pin!(signal), strata_rt::sleep(wait)).await;
         }
     }
 }

@@ -1921,9 +1921,7 @@ impl Batch<'_> {
             let info = self.session.info.clone();
             info.blocked.store(true, Ordering::Relaxed);
             let ms = (until - now_ms()).max(0) as u64;
-            // Boxed: monoio's timer is 640 bytes aligned to 128, and held inline it would set the
-            // size and alignment of every future that awaits this one (each connection's task).
-            let sleep = Box::pin(strata_rt::sleep(std::time::Duration::from_millis(ms)));
+            let sleep = strata_rt::sleep(std::time::Duration::from_millis(ms));
             futures_util::future::select(rx, sleep).await;
             info.blocked.store(false, Ordering::Relaxed);
             if peer_gone(&info) {
@@ -2857,8 +2855,7 @@ async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -
             _ => (now + poll_ms, false),
         };
         let ms = (at - now).max(0) as u64;
-        // Boxed, as in `wait_unpaused`: inline, the timer would bloat every connection's task.
-        let timer = Box::pin(strata_rt::sleep(std::time::Duration::from_millis(ms)));
+        let timer = strata_rt::sleep(std::time::Duration::from_millis(ms));
         match select(&mut events, timer).await {
             Either::Left((Either::Left(_), _)) => return Woke::Written,
             Either::Left((Either::Right((how, _)), _)) => return Woke::Unblocked(how),
