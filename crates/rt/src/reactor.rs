@@ -117,11 +117,15 @@ impl Reactor {
         // Writable until a write says otherwise; readable once an event says so (registering a
         // descriptor with input already waiting raises one at once).
         state.writable.set(true);
-        let token = Rc::into_raw(state.clone()) as u64;
+        // The kernel hands the address back as an integer: its provenance is exposed here and
+        // taken up again in `poll` (`with_exposed_provenance`).
+        let token = Rc::into_raw(state.clone()).expose_provenance() as u64;
         let events = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
         if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, fd, events as u32, token) {
             // SAFETY: the reference made by `into_raw` above, not handed to the kernel.
-            drop(unsafe { Rc::from_raw(token as *const IoState) });
+            drop(unsafe {
+                Rc::from_raw(std::ptr::with_exposed_provenance::<IoState>(token as usize))
+            });
             return Err(e);
         }
         Ok(state)
@@ -165,7 +169,7 @@ impl Reactor {
             // SAFETY: a token other than WAKE_TOKEN is a registered state's address, kept alive
             // by the set's reference until `deregister`, which only a task can call, and no task
             // runs while this loop does (waking only queues them).
-            let state = unsafe { &*(token as *const IoState) };
+            let state = unsafe { &*std::ptr::with_exposed_provenance::<IoState>(token as usize) };
             let flags = ev.events;
             let hangup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
             if flags & ((libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | hangup) != 0 {

@@ -129,10 +129,12 @@ pub struct Sleep {
 /// zero is how a long task lets the rest of the thread, sockets included, have a turn. A duration
 /// too long to represent never completes.
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep {
-        at: Instant::now().checked_add(duration),
-        state: None,
-    }
+    sleep_until(Instant::now().checked_add(duration))
+}
+
+/// Like [`sleep`], until `at` (never, if `None`).
+pub(crate) fn sleep_until(at: Option<Instant>) -> Sleep {
+    Sleep { at, state: None }
 }
 
 impl Future for Sleep {
@@ -189,8 +191,11 @@ mod tests {
             let mut hs = Vec::new();
             for ms in [30u64, 10, 20] {
                 let o = o.clone();
+                // All three count from `start`, however late each is made or first polled
+                // (under Miri, whose clock advances as it interprets, milliseconds apart).
+                let nap = sleep_until(start.checked_add(Duration::from_millis(ms)));
                 hs.push(spawn(async move {
-                    sleep(Duration::from_millis(ms)).await;
+                    nap.await;
                     assert!(start.elapsed() >= Duration::from_millis(ms));
                     o.borrow_mut().push(ms);
                 }));
