@@ -329,9 +329,8 @@ async fn read_loop(
         let read = {
             let mut read = pin!(stream.read(rbuf.spare_capacity_mut()));
             if len == 0 {
-                // A waiting read takes nothing from the socket until it completes, so it can be
-                // dropped with its buffer.
-                // Idle for long, the buffer is freed (see `sweep_idle_inputs`).
+                // Idle for long, the buffer is freed (see `sweep_idle_inputs`): a waiting read
+                // takes nothing from the socket until it completes, so it can be dropped with it.
                 let since = info.last_active_ms.load(Ordering::Relaxed).max(1);
                 local.input_idle_since.set(since);
                 let read = poll_fn(|cx| {
