@@ -261,6 +261,63 @@ fn quit_replies_ok_then_closes() {
     ]));
 }
 
+/// A client that sends its commands and closes its sending side before the server looks (the
+/// bytes and the FIN arrive together, as from `printf ... | nc -N`) gets every reply, then the end
+/// of the connection; one that closes outright is let go. Strata once read such input short,
+/// took the socket for drained, and waited for an edge the end of input never raises: the
+/// connection stayed open for ever.
+#[test]
+fn input_followed_by_its_end_is_answered_then_closed() {
+    use std::io::{Read, Write};
+    let input = [
+        encode_command(&["SET", "k", "v"]),
+        encode_command(&["GET", "k"]),
+        encode_command(&["PING"]),
+    ]
+    .concat();
+    for (i, server) in Server::redis_and_stratas().iter().enumerate() {
+        let label = format!("{} #{i}", server.kind().name());
+        for round in 0..20 {
+            let mut c =
+                std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            c.write_all(&input).expect("send");
+            c.shutdown(std::net::Shutdown::Write).expect("half-close");
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap_or_else(|e| {
+                panic!(
+                    "{} round {round}: no end of connection after {:?}: {e}",
+                    label,
+                    String::from_utf8_lossy(&got)
+                )
+            });
+            assert_eq!(got, b"+OK\r\n$1\r\nv\r\n+PONG\r\n", "{}", label);
+        }
+        // Closed outright right after sending: the server lets each go.
+        for _ in 0..20 {
+            let mut c =
+                std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+            c.write_all(&input).expect("send");
+        }
+        let mut admin = server.conn();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = admin.call_decoded(&["INFO", "clients"]);
+            let text = String::from_utf8_lossy(info.as_bytes().expect("INFO text")).to_string();
+            if text.contains("connected_clients:1\r\n") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: closed clients still connected: {text}",
+                label
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 #[test]
 fn reset_restores_connection_defaults() {
     let mut d = Diff::new();

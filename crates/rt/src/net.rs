@@ -308,6 +308,34 @@ mod tests {
         .unwrap();
     }
 
+    /// Input and its end arriving before the server looks: the read that takes the input comes
+    /// back short, but the end still has to be read — no new edge will announce it.
+    #[test]
+    fn the_end_of_input_is_seen_after_a_short_read_of_what_came_before_it() {
+        block_on(async {
+            let l = listener();
+            let addr = l.local_addr().unwrap();
+            for how in [std::net::Shutdown::Write, std::net::Shutdown::Both] {
+                let client = std::net::TcpStream::connect(addr).unwrap();
+                let (s, _) = l.accept().await.unwrap();
+                (&client).write_all(b"PING\r\n").unwrap();
+                client.shutdown(how).unwrap();
+                // Both the bytes and the FIN are in before the first look.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let mut buf = vec![MaybeUninit::new(0u8); 64];
+                assert_eq!(s.read(&mut buf).await.unwrap(), 6);
+                let mut next = Box::pin(s.read(&mut buf));
+                let waker = std::task::Waker::noop();
+                let polled = next.as_mut().poll(&mut Context::from_waker(waker));
+                assert!(
+                    matches!(polled, Poll::Ready(Ok(0))),
+                    "{how:?}: end of input not seen"
+                );
+            }
+        })
+        .unwrap();
+    }
+
     #[test]
     fn streams_echo_across_tasks_and_big_writes_wait_for_room() {
         block_on(async {

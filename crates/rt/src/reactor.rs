@@ -14,6 +14,10 @@ const EVENTS: usize = 256;
 #[derive(Default)]
 pub(crate) struct IoState {
     readable: Cell<bool>,
+    /// The peer closed its side, or the socket failed: set for good, since no new edge will come.
+    /// Reads then go to the kernel until it says 0 (or the error): a short read that ends at the
+    /// end of input has not drained the socket, whose end is still to be read.
+    read_closed: Cell<bool>,
     writable: Cell<bool>,
     reader: Cell<Option<Waker>>,
     writer: Cell<Option<Waker>>,
@@ -62,9 +66,12 @@ impl IoState {
         slot.set(Some(w));
     }
 
-    /// A read came back short: the socket is drained, and new bytes will raise a new edge.
+    /// A read came back short: the socket is drained, and new bytes will raise a new edge —
+    /// unless its input has ended, which raises none after the event that said so.
     pub(crate) fn drained(&self) {
-        self.readable.set(false);
+        if !self.read_closed.get() {
+            self.readable.set(false);
+        }
     }
 
     fn event(&self, dir: Dir) {
@@ -172,6 +179,9 @@ impl Reactor {
             let state = unsafe { &*std::ptr::with_exposed_provenance::<IoState>(token as usize) };
             let flags = ev.events;
             let hangup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+            if flags & (libc::EPOLLRDHUP as u32 | hangup) != 0 {
+                state.read_closed.set(true);
+            }
             if flags & ((libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | hangup) != 0 {
                 state.event(Dir::Read);
             }
