@@ -24,3 +24,10 @@ mod time;
 
 pub use executor::{block_on, spawn, JoinHandle};
 pub use time::{sleep, Sleep};
+
+/// Polls `f` once with a waker that does nothing (tests: what a future does before any event).
+#[cfg(test)]
+fn poll_once<F: std::future::Future + Unpin>(f: &mut F) -> std::task::Poll<F::Output> {
+    let waker = std::task::Waker::noop();
+    std::pin::Pin::new(f).poll(&mut std::task::Context::from_waker(waker))
+}

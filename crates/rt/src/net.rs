@@ -15,6 +15,26 @@ use std::task::{Context, Poll};
 use crate::executor::{try_with_core, with_core};
 use crate::reactor::{Dir, IoState};
 
+/// What a system call on a registered socket that failed with `err` calls for.
+enum Failed {
+    /// Nothing more until the next event (EAGAIN); `cx`'s task is registered for it.
+    Wait,
+    /// Interrupted: make the call again.
+    Retry,
+    Error(io::Error),
+}
+
+fn failed(err: io::Error, io: &IoState, dir: Dir, cx: &mut Context<'_>) -> Failed {
+    match err.raw_os_error() {
+        Some(libc::EAGAIN) => {
+            io.wait(dir, cx);
+            Failed::Wait
+        }
+        Some(libc::EINTR) => Failed::Retry,
+        _ => Failed::Error(err),
+    }
+}
+
 /// A listening socket.
 pub struct TcpListener {
     sock: std::net::TcpListener,
@@ -56,34 +76,40 @@ impl TcpListener {
                 self.io.register(Dir::Read, cx);
                 return Poll::Pending;
             }
-            // SAFETY: plain system call; a returned descriptor is owned by the stream below.
-            let fd = unsafe {
-                libc::accept4(
-                    self.sock.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                )
+            // SAFETY: `try_init` hands accept4 room for any socket address and its length; a
+            // returned descriptor is owned by the stream below.
+            let accepted = unsafe {
+                socket2::SockAddr::try_init(|addr, len| {
+                    let fd = libc::accept4(
+                        self.sock.as_raw_fd(),
+                        addr.cast(),
+                        len,
+                        libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                    );
+                    if fd < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(fd)
+                    }
+                })
             };
-            if fd < 0 {
-                let err = io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EAGAIN) => self.io.wait(Dir::Read, cx),
-                    Some(libc::EINTR | libc::ECONNABORTED) => continue,
-                    _ => return Poll::Ready(Err(err)),
-                }
-                return Poll::Pending;
-            }
+            let (fd, peer) = match accepted {
+                Ok(got) => got,
+                // A peer gone before it was taken: take the next one.
+                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+                Err(e) => match failed(e, &self.io, Dir::Read, cx) {
+                    Failed::Wait => return Poll::Pending,
+                    Failed::Retry => continue,
+                    Failed::Error(e) => return Poll::Ready(Err(e)),
+                },
+            };
             // SAFETY: `fd` was just returned by accept4 and nothing else owns it.
             let sock = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-            let accepted = sock
-                .peer_addr()
-                .and_then(|peer| Ok((TcpStream::registered(sock)?, peer)));
-            match accepted {
-                // A peer gone before it was looked at: take the next one.
-                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => continue,
-                r => return Poll::Ready(r),
-            }
+            let Some(peer) = peer.as_socket() else {
+                // Not an IP peer (a TCP listener has none such): drop it, take the next one.
+                continue;
+            };
+            return Poll::Ready(TcpStream::registered(sock).map(|s| (s, peer)));
         })
     }
 }
@@ -106,22 +132,12 @@ impl TcpStream {
         Ok(TcpStream { sock, io })
     }
 
-    /// Takes over a connected standard stream (made non-blocking here).
-    pub fn from_std(sock: std::net::TcpStream) -> io::Result<TcpStream> {
-        sock.set_nonblocking(true)?;
-        TcpStream::registered(sock)
-    }
-
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         self.sock.set_nodelay(on)
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr()
-    }
-
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.sock.peer_addr()
     }
 
     /// Reads what has arrived into `buf` (which must have room for at least one byte); 0 at end
@@ -196,14 +212,10 @@ impl Future for Read<'_> {
                 }
                 return Poll::Ready(Ok(n));
             }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EAGAIN) => {
-                    io.wait(Dir::Read, cx);
-                    return Poll::Pending;
-                }
-                Some(libc::EINTR) => continue,
-                _ => return Poll::Ready(Err(err)),
+            match failed(io::Error::last_os_error(), io, Dir::Read, cx) {
+                Failed::Wait => return Poll::Pending,
+                Failed::Retry => continue,
+                Failed::Error(e) => return Poll::Ready(Err(e)),
             }
         }
     }
@@ -243,14 +255,10 @@ impl Future for WriteAll<'_> {
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EAGAIN) => {
-                    io.wait(Dir::Write, cx);
-                    return Poll::Pending;
-                }
-                Some(libc::EINTR) => continue,
-                _ => return Poll::Ready(Err(err)),
+            match failed(io::Error::last_os_error(), io, Dir::Write, cx) {
+                Failed::Wait => return Poll::Pending,
+                Failed::Retry => continue,
+                Failed::Error(e) => return Poll::Ready(Err(e)),
             }
         }
         Poll::Ready(Ok(()))
@@ -282,13 +290,7 @@ mod tests {
             assert_eq!(n, 6);
             // Drained: the state says so, and a poll of the next read is Pending without reading.
             assert!(!s.io.ready(Dir::Read));
-            let mut next = Box::pin(s.read(&mut buf));
-            let waker = std::task::Waker::noop();
-            assert!(next
-                .as_mut()
-                .poll(&mut Context::from_waker(waker))
-                .is_pending());
-            drop(next);
+            assert!(crate::poll_once(&mut s.read(&mut buf)).is_pending());
             // New bytes raise a new edge, and the read completes.
             client.write_all(b"PONG\r\n").unwrap();
             let n = s.read(&mut buf).await.unwrap();
@@ -324,9 +326,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 let mut buf = vec![MaybeUninit::new(0u8); 64];
                 assert_eq!(s.read(&mut buf).await.unwrap(), 6);
-                let mut next = Box::pin(s.read(&mut buf));
-                let waker = std::task::Waker::noop();
-                let polled = next.as_mut().poll(&mut Context::from_waker(waker));
+                let polled = crate::poll_once(&mut s.read(&mut buf));
                 assert!(
                     matches!(polled, Poll::Ready(Ok(0))),
                     "{how:?}: end of input not seen"
