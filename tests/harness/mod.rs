@@ -542,6 +542,50 @@ impl Conn {
         }
     }
 
+    /// Closes the connection and waits (bounded, 5 s) until the server's kernel has the end of it:
+    /// the server's socket has left ESTABLISHED (or is gone), read from /proc/net/tcp. Loopback
+    /// delivers a FIN from a queue that a loaded machine may serve late, after packets sent later
+    /// from another CPU; a test whose point is what the server does with a client it can see is
+    /// gone waits for this before its next step.
+    pub fn close_seen_by_server(self) {
+        let here = self
+            .stream
+            .local_addr()
+            .expect("local_addr of a connected socket");
+        let server = self
+            .stream
+            .peer_addr()
+            .expect("peer_addr of a connected socket");
+        drop(self);
+        let (ours, theirs) = (
+            format!(":{:04X}", server.port()),
+            format!(":{:04X}", here.port()),
+        );
+        for _ in 0..500 {
+            let established = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+                std::fs::read_to_string(f)
+                    .unwrap_or_default()
+                    .lines()
+                    .any(|l| {
+                        let cols: Vec<&str> = l.split_whitespace().collect();
+                        // sl, local address, remote address, state (01: ESTABLISHED).
+                        cols.len() > 3
+                            && cols[1].ends_with(&ours)
+                            && cols[2].ends_with(&theirs)
+                            && cols[3] == "01"
+                    })
+            });
+            if !established {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!(
+            "the server's socket to port {} never saw the client's FIN",
+            here.port()
+        );
+    }
+
     /// Reads whatever arrives until the server closes the connection or nothing arrives for `quiet`.
     /// Returns the bytes (including any already buffered) and whether the connection was closed.
     pub fn read_until_quiet(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
