@@ -153,11 +153,11 @@ fn nothing_is_popped_for_a_client_that_disconnected_while_blocked() {
     let s = Server::strata(&["--threads", "4"]);
     let k = key_in(3, "gone");
     let mut admin = s.conn();
-    {
-        let mut doomed = s.conn();
-        doomed.send(&["BLPOP", &k, "0"]);
-        wait_blocked(&mut admin, 1);
-    } // dropped: the socket closes while the command is parked
+    let mut doomed = s.conn();
+    doomed.send(&["BLPOP", &k, "0"]);
+    wait_blocked(&mut admin, 1);
+    // The socket closes while the command is parked (and its end reaches the server first).
+    doomed.close_seen_by_server();
     let mut live = s.conn();
     admin.call(&["RPUSH", &k, "kept"]);
     // The element stays in the list (a live client blocked later gets it).
