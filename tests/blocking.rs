@@ -7,7 +7,7 @@
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::harness::{hash_slot, key_in, wait_blocked, Diff, Reply, Server};
+use crate::harness::{encode_command, hash_slot, key_in, wait_blocked, Diff, Reply, Server};
 
 #[test]
 fn immediate_replies_errors_and_timeouts_match_redis() {
@@ -173,6 +173,51 @@ fn nothing_is_popped_for_a_client_that_disconnected_while_blocked() {
         Some(Some(b"kept".to_vec()))
     );
     wait_blocked(&mut admin, 0);
+}
+
+/// A blocked client that closes its connection is gone as soon as the server has its end, as in
+/// Redis (which frees a client at the read that finds its end): no longer counted as blocked nor
+/// listed, with no write to its keys needed — and the commands it pipelined behind the blocking
+/// one never run (Strata ran them once the wait ended, before this test). Strata learns of the
+/// end from the socket's event alone (nothing polls a waiting client), so a missed event would
+/// leave the client blocked and fail the bounded wait.
+#[test]
+fn a_blocked_client_that_closes_is_gone_at_once_and_its_pipeline_never_runs() {
+    both(|s| {
+        let (k, marker) = (key_in(1, "closing"), key_in(2, "marker"));
+        let mut admin = s.conn();
+        let mut seen = Vec::new();
+        // Alone, then with commands pipelined behind it (Redis's "bug 593" test does this).
+        for behind in [0, 2] {
+            let mut doomed = s.conn();
+            let id = doomed
+                .call_decoded(&["CLIENT", "ID"])
+                .as_int()
+                .expect("an id");
+            let mut pipeline = encode_command(&["BRPOPLPUSH", &k, &format!("{{{k}}}:dst"), "0"]);
+            for _ in 0..behind {
+                pipeline.extend(encode_command(&["SET", &marker, "ran"]));
+            }
+            doomed.send_raw(&pipeline);
+            wait_blocked(&mut admin, 1);
+            doomed.close_seen_by_server();
+            wait_blocked(&mut admin, 0);
+            // Its connection ends right after its wait (bounded: 5 s).
+            let listed = (0..500)
+                .map(|i| {
+                    if i > 0 {
+                        sleep(Duration::from_millis(10));
+                    }
+                    admin.call(&["CLIENT", "LIST", "ID", &id.to_string()])
+                })
+                .find(|l| l.as_slice() == b"$0\r\n\r\n" || l.as_slice() == b"$0\r\n")
+                .expect("the closed client is still listed");
+            seen.push(listed);
+            seen.push(admin.call(&["EXISTS", &marker]));
+            seen.push(admin.call(&["LLEN", &k]));
+        }
+        seen
+    });
 }
 
 #[test]

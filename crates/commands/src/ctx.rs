@@ -559,6 +559,8 @@ impl ClientInfo {
         self.close_locked(&mut ob);
         drop(ob);
         self.waker.wake();
+        // A command of the client's that waits (a blocking pop) ends its wait too.
+        self.unblock_waker.wake();
     }
 
     /// Wakes the owner's writer so it re-reads settings such as `timeout`.

@@ -160,6 +160,21 @@ impl TcpStream {
         })
     }
 
+    /// Completes once an event says the peer closed its side (or reset, or the socket failed),
+    /// whatever input is still unread before that end; takes nothing from the socket. For a task
+    /// that is not reading meanwhile (it holds the stream's one read-side wait): a connection
+    /// whose command waits learns at once that its client is gone.
+    pub fn closed(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.io.read_closed() {
+                Poll::Ready(())
+            } else {
+                self.io.register(Dir::Read, cx);
+                Poll::Pending
+            }
+        })
+    }
+
     /// Writes all of `buf`, waiting whenever the socket's buffer is full.
     pub fn write_all<'a>(&'a self, buf: &'a [u8]) -> WriteAll<'a> {
         WriteAll { stream: self, buf }
@@ -330,6 +345,38 @@ mod tests {
                 assert!(
                     matches!(polled, Poll::Ready(Ok(0))),
                     "{how:?}: end of input not seen"
+                );
+            }
+        })
+        .unwrap();
+    }
+
+    /// A task that is not reading learns of the peer's end at once, even with input unread before
+    /// it (a client gone while its command waits); input alone does not complete it, and takes
+    /// nothing from the socket.
+    #[test]
+    fn closed_completes_at_the_peers_end_behind_unread_input() {
+        block_on(async {
+            let l = listener();
+            let addr = l.local_addr().unwrap();
+            for how in [std::net::Shutdown::Write, std::net::Shutdown::Both] {
+                let client = std::net::TcpStream::connect(addr).unwrap();
+                let (s, _) = l.accept().await.unwrap();
+                (&client).write_all(b"PING\r\n").unwrap();
+                // Let the loop see the input's event.
+                crate::sleep(std::time::Duration::from_millis(20)).await;
+                assert!(
+                    crate::poll_once(&mut Box::pin(s.closed())).is_pending(),
+                    "{how:?}: input taken for the end"
+                );
+                client.shutdown(how).unwrap();
+                s.closed().await;
+                let mut buf = vec![MaybeUninit::new(0u8); 64];
+                assert_eq!(s.read(&mut buf).await.unwrap(), 6, "{how:?}: input lost");
+                assert_eq!(
+                    s.read(&mut buf).await.unwrap(),
+                    0,
+                    "{how:?}: no end of input"
                 );
             }
         })

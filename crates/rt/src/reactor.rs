@@ -66,6 +66,11 @@ impl IoState {
         slot.set(Some(w));
     }
 
+    /// Whether an event said the peer closed its side, or the socket failed.
+    pub(crate) fn read_closed(&self) -> bool {
+        self.read_closed.get()
+    }
+
     /// A read came back short: the socket is drained, and new bytes will raise a new edge —
     /// unless its input has ended, which raises none after the event that said so.
     pub(crate) fn drained(&self) {

@@ -463,6 +463,7 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
+                    conn: stream,
                 }
                 .run(&mut cmds)
                 .await;
@@ -482,6 +483,7 @@ async fn read_loop(
                     state,
                     session: &mut session,
                     out: &mut out,
+                    conn: stream,
                 }
                 .run(&mut rest)
                 .await;

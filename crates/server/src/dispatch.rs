@@ -1229,6 +1229,10 @@ pub struct Batch<'a> {
     pub state: &'a Arc<ServerState>,
     pub session: &'a mut Session,
     pub out: &'a mut ReplyBuf,
+    /// The client's socket: while a command of the batch waits (a blocking pop), its end (an
+    /// event saying the client closed or reset it) ends the wait at once, as Redis frees a client
+    /// at the read that finds its end.
+    pub conn: &'a strata_rt::net::TcpStream,
 }
 
 impl Batch<'_> {
@@ -2046,6 +2050,7 @@ impl Batch<'_> {
                 state: self.state,
                 session: &mut *self.session,
                 out: &mut replies,
+                conn: self.conn,
             };
             let mut body = queued.into_iter().map(|q| q.args).collect();
             let run: futures_util::future::LocalBoxFuture<'_, ()> = Box::pin(inner.run(&mut body));
@@ -2718,7 +2723,7 @@ impl Batch<'_> {
                 info.blocked.store(true, Ordering::Relaxed);
                 info.unblockable.store(true, Ordering::Release);
             });
-            let woke = wait_woken(&parked, park.deadline, &info).await;
+            let woke = wait_woken(&parked, park.deadline, &info, self.conn).await;
             info.unblockable.store(false, Ordering::Release);
             info.blocked.store(false, Ordering::Relaxed);
             // Served by its shard in the turn that made its key ready: the reply is there. Any
@@ -2757,7 +2762,12 @@ impl Batch<'_> {
                     park.timeout.write(out);
                     return;
                 }
-                Woke::Gone => return,
+                Woke::Gone => {
+                    // Redis frees a client at the read that finds its end: nothing after this
+                    // command in its pipeline runs.
+                    self.session.close_after_reply = true;
+                    return;
+                }
                 Woke::Unblocked(how) => {
                     out.proto = self.session.proto;
                     // Redis 7.0 counts a command ended by CLIENT UNBLOCK as a failed call (its
@@ -2835,38 +2845,42 @@ enum Woke {
     Unblocked(u8),
 }
 
-/// How often a parked command checks that its client is still there. The check before each
-/// attempt is what guarantees nothing is served to a closed connection; this one only withdraws
-/// abandoned waits.
-const GONE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// Waits for a wake-up, the deadline (unix ms), or the client going away. One timer at a time:
-/// the deadline or the next check that the client is still there, whichever comes first.
-async fn wait_woken(parked: &Parked, deadline: Option<i64>, info: &ClientInfo) -> Woke {
-    use futures_util::future::{select, Either};
+/// Waits for a wake-up, CLIENT UNBLOCK, the client's end (a kill, or an event on its socket
+/// saying it closed or reset it), or the deadline (unix ms), in that order of precedence.
+async fn wait_woken(
+    parked: &Parked,
+    deadline: Option<i64>,
+    info: &ClientInfo,
+    conn: &strata_rt::net::TcpStream,
+) -> Woke {
+    use std::future::Future;
     use std::pin::pin;
-    let (w, u) = (pin!(parked.woken()), pin!(info.unblocked()));
-    let mut events = select(w, u);
-    let poll_ms = GONE_POLL.as_millis() as i64;
-    loop {
-        let now = now_ms();
-        let (at, is_deadline) = match deadline {
-            Some(d) if d <= now + poll_ms => (d, true),
-            _ => (now + poll_ms, false),
-        };
-        let ms = (at - now).max(0) as u64;
-        let timer = strata_rt::sleep(std::time::Duration::from_millis(ms));
-        match select(&mut events, timer).await {
-            Either::Left((Either::Left(_), _)) => return Woke::Written,
-            Either::Left((Either::Right((how, _)), _)) => return Woke::Unblocked(how),
-            Either::Right(_) if is_deadline => return Woke::Deadline,
-            Either::Right(_) => {
-                if peer_gone(info) {
-                    return Woke::Gone;
-                }
-            }
+    use std::task::Poll;
+    let mut woken = pin!(parked.woken());
+    let mut unblocked = pin!(info.unblocked());
+    let mut closed = pin!(conn.closed());
+    let mut timer = pin!(deadline.map(|at| {
+        strata_rt::sleep(std::time::Duration::from_millis(
+            (at - now_ms()).max(0) as u64
+        ))
+    }));
+    std::future::poll_fn(|cx| {
+        if woken.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Woke::Written);
         }
-    }
+        if let Poll::Ready(how) = unblocked.as_mut().poll(cx) {
+            return Poll::Ready(Woke::Unblocked(how));
+        }
+        // A kill also wakes this task (through `unblocked`'s waker) and shuts the socket down.
+        if info.killed.load(Ordering::Relaxed) || closed.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Woke::Gone);
+        }
+        match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Woke::Deadline),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// True if the client was killed or closed its end of the connection (the connection's own
