@@ -56,6 +56,43 @@ fn pause_write_holds_writes_and_lets_reads_through() {
     });
 }
 
+/// A paused client that closes its connection is gone as soon as the server has its end, as in
+/// Redis (which frees it at the read that finds its end): no longer counted as blocked while the
+/// pause lasts, and the writes it sent never run, neither the held one nor those pipelined behind.
+/// Strata learns of the end from the socket's event (before, it kept the client until the pause
+/// ended, then ran its writes).
+#[test]
+fn a_paused_client_that_closes_is_gone_and_its_writes_never_run() {
+    both(|s| {
+        let mut admin = s.conn();
+        let mut seen = vec![admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"])];
+        let mut c = s.conn();
+        let id = c.call(&["CLIENT", "ID"]);
+        let id = String::from_utf8_lossy(&id[1..id.len() - 2]).into_owned();
+        let mut raw = encode_command(&["SET", "paused:a", "1"]);
+        raw.extend(encode_command(&["SET", "paused:b", "1"]));
+        c.send_raw(&raw);
+        wait_blocked(&mut admin, 1);
+        c.close_seen_by_server();
+        // Bounded (5 s), well inside the pause.
+        wait_blocked(&mut admin, 0);
+        seen.push(admin.call(&["CLIENT", "UNPAUSE"]));
+        // Once the client is no longer listed, whatever of its writes would run has run.
+        let listed = (0..500)
+            .map(|i| {
+                if i > 0 {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                admin.call(&["CLIENT", "LIST", "ID", &id])
+            })
+            .find(|l| l.as_slice() == b"$0\r\n\r\n")
+            .expect("the closed client is still listed");
+        seen.push(listed);
+        seen.push(admin.call(&["EXISTS", "paused:a", "paused:b"]));
+        seen
+    });
+}
+
 #[test]
 fn pause_all_holds_every_command_until_its_timeout() {
     let s = Server::strata(&["--threads", "2"]);

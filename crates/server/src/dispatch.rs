@@ -1279,7 +1279,10 @@ impl Batch<'_> {
                         self.session.deferred = Some(rest);
                         break;
                     }
-                    self.wait_unpaused(write).await;
+                    if !self.wait_unpaused(write).await {
+                        self.session.close_after_reply = true;
+                        break;
+                    }
                 }
             }
             // maxmemory-clients before keys, as Redis's processCommand evicts clients first: the
@@ -1919,19 +1922,36 @@ impl Batch<'_> {
         self.state.pause.applies(write, now_ms()).then_some(write)
     }
 
-    /// Waits until a command that writes (`write`) or not may run (see [`Batch::paused`]).
-    async fn wait_unpaused(&mut self, write: bool) {
+    /// Waits until a command that writes (`write`) or not may run (see [`Batch::paused`]). False
+    /// if the client left meanwhile (killed, or an event on its socket said it closed or reset
+    /// it): Redis frees a paused client at the read that finds its end, and its command never runs.
+    async fn wait_unpaused(&mut self, write: bool) -> bool {
+        use std::future::Future;
+        use std::pin::pin;
+        use std::task::Poll;
+        let info = self.session.info.clone();
+        let mut closed = pin!(self.conn.closed());
         while let Some((until, rx)) = self.state.pause.wait_for(write, now_ms()) {
-            let info = self.session.info.clone();
             info.blocked.store(true, Ordering::Relaxed);
             let ms = (until - now_ms()).max(0) as u64;
-            let sleep = strata_rt::sleep(std::time::Duration::from_millis(ms));
-            futures_util::future::select(rx, sleep).await;
+            let mut sleep = pin!(strata_rt::sleep(std::time::Duration::from_millis(ms)));
+            let mut rx = pin!(rx);
+            let gone = std::future::poll_fn(|cx| {
+                if info.killed.load(Ordering::Relaxed) || closed.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(true);
+                }
+                if rx.as_mut().poll(cx).is_ready() || sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(false);
+                }
+                Poll::Pending
+            })
+            .await;
             info.blocked.store(false, Ordering::Relaxed);
-            if peer_gone(&info) {
-                return;
+            if gone {
+                return false;
             }
         }
+        true
     }
 
     /// Queues a command inside MULTI, or says why Redis would reject it (the transaction then
@@ -2726,6 +2746,11 @@ impl Batch<'_> {
             let woke = wait_woken(&parked, park.deadline, &info, self.conn).await;
             info.unblockable.store(false, Ordering::Release);
             info.blocked.store(false, Ordering::Relaxed);
+            if matches!(woke, Woke::Gone) {
+                // Redis frees a client at the read that finds its end: nothing after this command
+                // in its pipeline runs (a move claimed for it still completes, below).
+                self.session.close_after_reply = true;
+            }
             // Served by its shard in the turn that made its key ready: the reply is there. Any
             // other end of the wait first stops the shard from serving it, unless it just did.
             let mut served = match woke {
@@ -2762,12 +2787,7 @@ impl Batch<'_> {
                     park.timeout.write(out);
                     return;
                 }
-                Woke::Gone => {
-                    // Redis frees a client at the read that finds its end: nothing after this
-                    // command in its pipeline runs.
-                    self.session.close_after_reply = true;
-                    return;
-                }
+                Woke::Gone => return,
                 Woke::Unblocked(how) => {
                     out.proto = self.session.proto;
                     // Redis 7.0 counts a command ended by CLIENT UNBLOCK as a failed call (its
