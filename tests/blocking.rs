@@ -220,6 +220,57 @@ fn a_blocked_client_that_closes_is_gone_at_once_and_its_pipeline_never_runs() {
     });
 }
 
+/// Many blocked clients leaving at once, by a close, a reset or a half-close, on keys of several
+/// shards, each with a write pipelined behind its pop: every one is gone (a half-closed client too,
+/// as in Redis) and no write of theirs runs.
+#[test]
+fn blocked_clients_leaving_together_run_nothing_more() {
+    both(|s| {
+        let mut admin = s.conn();
+        let keys: Vec<String> = (0..4).map(|i| key_in(i, "leaving")).collect();
+        let mut doomed = Vec::new();
+        for i in 0..24 {
+            let mut c = s.conn();
+            let mut raw = encode_command(&["BLPOP", &keys[i % 4], "0"]);
+            raw.extend(encode_command(&[
+                "SET",
+                &format!("leaving:after:{i}"),
+                "ran",
+            ]));
+            c.send_raw(&raw);
+            doomed.push(c);
+        }
+        wait_blocked(&mut admin, 24);
+        // The half-closed ones stay open for reading meanwhile.
+        let mut half_closed = Vec::new();
+        for (i, c) in doomed.into_iter().enumerate() {
+            match i % 3 {
+                0 => c.close_seen_by_server(),
+                1 => c.reset(),
+                _ => {
+                    c.half_close();
+                    half_closed.push(c);
+                }
+            }
+        }
+        wait_blocked(&mut admin, 0);
+        // Pushes after they left find nobody to serve.
+        for k in &keys {
+            admin.call(&["RPUSH", k, "x"]);
+        }
+        let mut seen = vec![admin.call(&["KEYS", "leaving:after:*"])];
+        for k in &keys {
+            seen.push(admin.call(&["LLEN", k]));
+        }
+        // A half-closed client was let go without a reply.
+        for mut c in half_closed {
+            let (got, closed) = c.read_until_quiet(Duration::from_millis(500));
+            seen.push(format!("{} bytes, closed: {closed}", got.len()).into_bytes());
+        }
+        seen
+    });
+}
+
 #[test]
 fn client_kill_withdraws_a_blocked_client() {
     let s = Server::strata(&["--threads", "2"]);

@@ -542,6 +542,16 @@ impl Conn {
         }
     }
 
+    /// Resets the connection (SO_LINGER 0: an RST instead of a FIN).
+    pub fn reset(self) {
+        let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
+    }
+
+    /// Shuts down the sending side only (the client may still read).
+    pub fn half_close(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+    }
+
     /// Closes the connection and waits (bounded, 5 s) until the server's kernel has the end of it:
     /// the server's socket has left ESTABLISHED (or is gone), read from /proc/net/tcp. Loopback
     /// delivers a FIN from a queue that a loaded machine may serve late, after packets sent later

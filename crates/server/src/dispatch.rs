@@ -2697,6 +2697,8 @@ impl Batch<'_> {
                 peer_gone(&info)
             };
             if gone {
+                // Nor does anything after it in its pipeline run (see `Woke::Gone`).
+                self.session.close_after_reply = true;
                 return;
             }
             first = false;
