@@ -290,16 +290,21 @@ mod tests {
         TcpListener::bind("127.0.0.1:0".parse().unwrap(), 16, false).unwrap()
     }
 
+    /// A client connected to `l`, the server's side of it, and "PING\r\n" sent by the client.
+    async fn pinged(l: &TcpListener) -> (std::net::TcpStream, TcpStream) {
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        (&client).write_all(b"PING\r\n").unwrap();
+        (client, s)
+    }
+
     /// Counts the system calls a read makes: the reason this crate exists is that a read which
     /// drained the socket is not followed by one that fails.
     #[test]
     fn a_short_read_leaves_the_next_read_waiting_without_a_system_call() {
         block_on(async {
             let l = listener();
-            let addr = l.local_addr().unwrap();
-            let mut client = std::net::TcpStream::connect(addr).unwrap();
-            let (s, _) = l.accept().await.unwrap();
-            client.write_all(b"PING\r\n").unwrap();
+            let (mut client, s) = pinged(&l).await;
             let mut buf = vec![MaybeUninit::new(0u8); 64];
             let n = s.read(&mut buf).await.unwrap();
             assert_eq!(n, 6);
@@ -331,11 +336,8 @@ mod tests {
     fn the_end_of_input_is_seen_after_a_short_read_of_what_came_before_it() {
         block_on(async {
             let l = listener();
-            let addr = l.local_addr().unwrap();
             for how in [std::net::Shutdown::Write, std::net::Shutdown::Both] {
-                let client = std::net::TcpStream::connect(addr).unwrap();
-                let (s, _) = l.accept().await.unwrap();
-                (&client).write_all(b"PING\r\n").unwrap();
+                let (client, s) = pinged(&l).await;
                 client.shutdown(how).unwrap();
                 // Both the bytes and the FIN are in before the first look.
                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -358,11 +360,8 @@ mod tests {
     fn closed_completes_at_the_peers_end_behind_unread_input() {
         block_on(async {
             let l = listener();
-            let addr = l.local_addr().unwrap();
             for how in [std::net::Shutdown::Write, std::net::Shutdown::Both] {
-                let client = std::net::TcpStream::connect(addr).unwrap();
-                let (s, _) = l.accept().await.unwrap();
-                (&client).write_all(b"PING\r\n").unwrap();
+                let (client, s) = pinged(&l).await;
                 // Let the loop see the input's event.
                 crate::sleep(std::time::Duration::from_millis(20)).await;
                 assert!(
