@@ -160,13 +160,19 @@ impl TcpStream {
         })
     }
 
+    /// Whether an event has said the peer closed its side (or reset, or the socket failed); see
+    /// [`TcpStream::closed`].
+    pub fn is_closed(&self) -> bool {
+        self.io.read_closed()
+    }
+
     /// Completes once an event says the peer closed its side (or reset, or the socket failed),
     /// whatever input is still unread before that end; takes nothing from the socket. For a task
     /// that is not reading meanwhile (it holds the stream's one read-side wait): a connection
     /// whose command waits learns at once that its client is gone.
     pub fn closed(&self) -> impl Future<Output = ()> + '_ {
         std::future::poll_fn(move |cx| {
-            if self.io.read_closed() {
+            if self.is_closed() {
                 Poll::Ready(())
             } else {
                 self.io.register(Dir::Read, cx);

@@ -2694,7 +2694,9 @@ impl Batch<'_> {
             let gone = if first {
                 info.killed.load(Ordering::Relaxed)
             } else {
-                peer_gone(&info)
+                // Its socket's end seen by an event (also behind unread input, as `wait_woken`
+                // counts it), or already in the socket though no event said so yet.
+                self.conn.is_closed() || peer_gone(&info)
             };
             if gone {
                 // Nor does anything after it in its pipeline run (see `Woke::Gone`).
