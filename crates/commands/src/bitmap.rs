@@ -24,12 +24,12 @@ use strata_core::num::parse_i64;
 use strata_core::{Object, ValueRef};
 use strata_shard::{notify, Db};
 
-use crate::args::eq_ci;
-use crate::ctx::ShardCtx;
-use crate::error::{CmdError, CmdResult};
-use crate::keyed::{KeysCtx, Looked};
-use crate::string::{as_str, raw, MAX_STRING_LEN};
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::args::eq_ci;
+use strata_node::ctx::ShardCtx;
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::{KeysCtx, Looked};
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::value::{as_str, raw, MAX_STRING_LEN};
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(

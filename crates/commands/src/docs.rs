@@ -3,8 +3,8 @@
 //! fails when the committed files are stale (`STRATA_UPDATE_DOCS=1 cargo test -p strata-commands docs`
 //! rewrites them).
 
-use crate::config::{Kind, SPECS};
-use crate::table::{BeginSearch, CommandSpec, FindKeys, KeySpec};
+use strata_node::config::{Kind, SPECS};
+use strata_node::table::{BeginSearch, CommandSpec, FindKeys, KeySpec};
 
 /// One key spec in a few words: where its keys are, then their flags ("1..-1 step 2: OW update").
 fn key_spec_text(k: &KeySpec) -> String {
@@ -78,8 +78,13 @@ pub fn commands_markdown() -> String {
         "# Supported commands\n\nGenerated from the command table (`crates/commands`); do not edit by hand.\n\
          Every command listed here is implemented with Redis 7.0 semantics and tested against redis-server.\n",
     );
-    let mut groups: Vec<&str> = crate::table().commands().iter().map(|c| c.group).collect();
-    groups.dedup();
+    // Each group once, where it first appears (a family may list a command of another group).
+    let mut groups: Vec<&str> = Vec::new();
+    for c in crate::table().commands() {
+        if !groups.contains(&c.group) {
+            groups.push(c.group);
+        }
+    }
     for group in groups {
         s.push_str(&format!(
             "\n## {group}\n\n| command | arity | flags | keys | ACL categories | summary |\n|---|---|---|---|---|---|\n"

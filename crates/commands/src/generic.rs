@@ -25,18 +25,20 @@
 
 use bytes::Bytes;
 use futures_util::future::{join_all, LocalBoxFuture};
-use strata_core::entry::EMBSTR_MAX;
 use strata_core::glob::glob_match;
-use strata_core::{Entry, Value, ValueRef};
+use strata_core::{Entry, Value};
 use strata_shard::db::{lfu_decayed, Access};
 use strata_shard::{lru_clock, notify, Db, Mode, MultiLock, Shard};
 
-use crate::args::{eq_ci, Args};
-use crate::ctx::{ConnCtx, ShardCtx};
-use crate::error::{CmdError, CmdResult};
-use crate::keyed::KeysCtx;
-use crate::server::reply_help;
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::access::access_for;
+use strata_node::args::{eq_ci, Args};
+use strata_node::args::{parse_scan, ScanFilter};
+use strata_node::ctx::{ConnCtx, ShardCtx};
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::KeysCtx;
+use strata_node::server::reply_help;
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::value::{encoding_name, is_shared_int, type_name};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
@@ -144,8 +146,6 @@ const fn cmd(
 }
 
 /// The generic (keyspace) family. Summaries, flags and tips are Redis 7.0's.
-const WAIT_ARGS: &[Arg] = &[Arg::integer("numreplicas"), Arg::integer("timeout")];
-
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         tips: MULTI_SHARD_SUM,
@@ -292,19 +292,6 @@ pub static COMMANDS: &[CommandSpec] = &[
         )
     },
     cmd(
-        "wait",
-        3,
-        Flags::NOSCRIPT,
-        &[],
-        "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
-        "3.0.0",
-        "O(1)",
-        Handler::Async(wait),
-    )
-    .with_args(WAIT_ARGS)
-    .with_tips(&["request_policy:all_shards", "response_policy:agg_min"])
-    .with_acl(&["@connection"]),
-    cmd(
         "expire",
         -3,
         W.or(FAST),
@@ -413,11 +400,12 @@ pub static COMMANDS: &[CommandSpec] = &[
             Handler::Container,
         )
     },
+    MEMORY,
 ];
 
 /// MEMORY, listed in the server family's table (Redis's "server" group); declared here with its
 /// subcommands because USAGE is a key command over values of any type.
-pub const MEMORY: CommandSpec = CommandSpec {
+const MEMORY: CommandSpec = CommandSpec {
     subcommands: MEMORY_SUBCOMMANDS,
     ..CommandSpec::new(
         "server",
@@ -536,24 +524,6 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
 ];
 
 // ----- types and encodings -----
-
-/// The name TYPE (and SCAN ... TYPE) gives a value.
-pub fn type_name(v: ValueRef<'_>) -> &'static str {
-    match v {
-        ValueRef::Inline(_) | ValueRef::Int(_) => "string",
-        ValueRef::Obj(o) => o.type_name(),
-    }
-}
-
-/// The encoding OBJECT ENCODING reports, in Redis's words.
-pub fn encoding_name(v: ValueRef<'_>) -> &'static str {
-    match v {
-        ValueRef::Int(_) => "int",
-        ValueRef::Inline(s) if s.len() <= EMBSTR_MAX => "embstr",
-        ValueRef::Inline(_) => "raw",
-        ValueRef::Obj(o) => o.encoding(),
-    }
-}
 
 /// An entry taken out of one database to be put into another (RENAME, MOVE), possibly on another
 /// shard: owned, `Send`, keeping the TTL, the access clock and whether an integer is a shared one,
@@ -932,7 +902,7 @@ impl ExpireCond {
                 c.lt = true;
             } else {
                 return Err(CmdError::Msg(
-                    format!("ERR Unsupported option {}", crate::error::echo(o)).into(),
+                    format!("ERR Unsupported option {}", strata_node::error::echo(o)).into(),
                 ));
             }
         }
@@ -1232,96 +1202,6 @@ impl ScanCursor {
     }
 }
 
-/// Parses a cursor as Redis does (`strtoul`, base 10): an optional sign, digits, no spaces, no
-/// overflow; a minus negates modulo 2^64 and the empty string is 0. Redis reads it as a C string,
-/// so it ends at the first NUL byte.
-pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let arg = crate::args::c_string(arg);
-    if arg.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match arg[0] {
-        b'-' => (true, &arg[1..]),
-        b'+' => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
-/// SCAN's MATCH and TYPE filters.
-#[derive(Clone, Debug, Default)]
-pub struct ScanFilter {
-    /// None when absent or `*`.
-    pub pattern: Option<Bytes>,
-    pub type_name: Option<Bytes>,
-}
-
-impl ScanFilter {
-    fn matches_name(&self, key: &[u8]) -> bool {
-        self.pattern
-            .as_ref()
-            .is_none_or(|p| glob_match(p, key, false))
-    }
-
-    fn accepts(&self, e: &Entry) -> bool {
-        self.matches_name(e.key())
-            && self
-                .type_name
-                .as_ref()
-                .is_none_or(|t| eq_ci(t, type_name(e.value())))
-    }
-}
-
-/// SCAN's options.
-#[derive(Clone, Debug)]
-pub struct ScanArgs {
-    pub cursor: u64,
-    pub count: usize,
-    pub filter: ScanFilter,
-}
-
-/// Parses `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]` with Redis's errors.
-pub fn parse_scan(args: &[Bytes]) -> Result<ScanArgs, CmdError> {
-    let cursor = parse_cursor(&args[1]).ok_or(CmdError::msg("ERR invalid cursor"))?;
-    let mut out = ScanArgs {
-        cursor,
-        count: 10,
-        filter: ScanFilter::default(),
-    };
-    let mut a = Args::new(args, 2);
-    while let Some(opt) = a.peek() {
-        if a.remaining() < 2 {
-            return Err(CmdError::Syntax);
-        }
-        a.next_bytes()?;
-        if eq_ci(opt, "count") {
-            let n = a.next_i64()?;
-            if n < 1 {
-                return Err(CmdError::Syntax);
-            }
-            out.count = usize::try_from(n).unwrap_or(usize::MAX);
-        } else if eq_ci(opt, "match") {
-            let p = a.next_bytes()?;
-            out.filter.pattern = (p.as_ref() != b"*").then(|| p.clone());
-        } else if eq_ci(opt, "type") {
-            out.filter.type_name = Some(a.next_bytes()?.clone());
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    Ok(out)
-}
-
 /// One shard's share of a SCAN call.
 #[derive(Debug, Default)]
 pub struct ScanPart {
@@ -1503,23 +1383,6 @@ struct Probe {
     shared: bool,
 }
 
-/// Integers below this are Redis's shared objects (OBJ_SHARED_INTEGERS).
-const SHARED_INTEGERS: i64 = 10_000;
-
-/// True if Redis would hold `e`'s value as one of its shared integers: 0..9999, written while
-/// sharing was on (`maxmemory` unset or a policy without LRU/LFU, [`shares_integers`]), and not
-/// a COPY's duplicate, which is an object of its own.
-pub fn is_shared_int(e: &Entry) -> bool {
-    matches!(e.value(), ValueRef::Int(i) if (0..SHARED_INTEGERS).contains(&i)) && !e.is_unshared()
-}
-
-/// Whether integers written under these settings are Redis's shared objects: unless `maxmemory`
-/// is set with an LRU or LFU policy, which needs a clock per value.
-pub fn shares_integers(config: &crate::config::Config) -> bool {
-    let policy = config.get("maxmemory-policy").unwrap_or_default();
-    config.get_i64("maxmemory") == 0 || !(policy.ends_with("-lru") || policy.ends_with("-lfu"))
-}
-
 /// Reads `cx.args[2]` on its shard without recording an access (null reply if missing).
 async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
     let (db, now) = (cx.session.db, cx.now);
@@ -1537,37 +1400,6 @@ async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
 
 fn policy(cx: &ConnCtx<'_>) -> String {
     cx.server.config.get("maxmemory-policy").unwrap_or_default()
-}
-
-/// The access tracking the configuration asks for (an `*-lfu` policy tracks frequency).
-pub fn access_for(policy: &str, log_factor: i64, decay_time: i64) -> Access {
-    if policy.ends_with("-lfu") {
-        Access::Lfu {
-            log_factor: log_factor.clamp(0, u32::MAX as i64) as u32,
-            decay_time: decay_time.clamp(0, u32::MAX as i64) as u32,
-        }
-    } else {
-        Access::Lru
-    }
-}
-
-/// Makes every database of `shard` record accesses the way the configuration asks (LRU clock, or
-/// LFU counter under an `*-lfu` maxmemory-policy) and share small integers as Redis would
-/// ([`shares_integers`]), and refreshes its eviction state for the current `maxmemory`
-/// settings. Run at start-up and by CONFIG SET before it replies.
-pub fn apply_access_policy(shard: &mut strata_shard::Shard, config: &crate::config::Config) {
-    let access = access_for(
-        &config.get("maxmemory-policy").unwrap_or_default(),
-        config.get_i64("lfu-log-factor"),
-        config.get_i64("lfu-decay-time"),
-    );
-    let share = shares_integers(config);
-    for db in shard.dbs_mut() {
-        db.set_access(access);
-        db.set_share_ints(share);
-    }
-    // After the access mode: an eviction it starts scores keys the way they are now recorded.
-    strata_shard::evict::settings_changed(shard);
 }
 
 /// OBJECT FREQ key → the key's logarithmic access counter (LFU policies only).
@@ -1691,58 +1523,6 @@ fn memory_help(cx: &mut ConnCtx<'_>) -> CmdResult {
         ],
     );
     Ok(())
-}
-
-/// WAIT numreplicas timeout → the number of replicas that acknowledged the client's writes: 0, as
-/// a master without replicas answers (until replication exists). Asking for none answers at once;
-/// otherwise it waits `timeout` ms (0: until CLIENT UNBLOCK or the client leaves), as Redis does
-/// when too few replicas acknowledge; inside MULTI it never waits.
-fn wait<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
-    Box::pin(async move {
-        let wanted = strata_core::num::parse_i64(&cx.args[1]).ok_or(CmdError::NotInteger)?;
-        let ms = crate::connection::parse_timeout_ms(&cx.args[2])?;
-        if wanted > 0 && cx.session.txn_owner.is_none() {
-            let info = cx.session.info.clone();
-            info.blocked
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            info.unblockable
-                .store(true, std::sync::atomic::Ordering::Release);
-            let until = async {
-                if ms > 0 {
-                    (cx.server.sleep)(std::time::Duration::from_millis(ms as u64)).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            let how = match futures_util::future::select(
-                std::pin::pin!(until),
-                std::pin::pin!(info.unblocked()),
-            )
-            .await
-            {
-                futures_util::future::Either::Right((how, _)) => how,
-                futures_util::future::Either::Left(_) => 0,
-            };
-            info.unblockable
-                .store(false, std::sync::atomic::Ordering::Release);
-            info.blocked
-                .store(false, std::sync::atomic::Ordering::Relaxed);
-            if how == crate::ctx::UNBLOCK_ERROR {
-                return Err(CmdError::msg(
-                    "UNBLOCKED client unblocked via CLIENT UNBLOCK",
-                ));
-            }
-            if how == crate::ctx::UNBLOCK_TIMEOUT {
-                // Redis 7.0 counts a command ended by CLIENT UNBLOCK as a failed call even when
-                // it answers as on timeout (no error reply).
-                if let crate::table::Lookup::Found(me) = crate::table().resolve(cx.args) {
-                    strata_shard::with_shard(|s| s.stats.cmd_mut(me.id).failed_calls += 1);
-                }
-            }
-        }
-        cx.out.int(0);
-        Ok(())
-    })
 }
 
 #[cfg(test)]
@@ -2047,36 +1827,6 @@ mod tests {
             }
         );
         assert_eq!(ScanCursor { shard: 0, dict: 0 }.encode(4), 0);
-    }
-
-    #[test]
-    fn scan_cursor_parses_like_strtoul() {
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        // A C string: what follows a NUL byte is never read.
-        assert_eq!(parse_cursor(b"\x00\xff"), Some(0));
-        assert_eq!(parse_cursor(b"12\x00x"), Some(12));
-        assert_eq!(parse_cursor(b"x\x00"), None);
-        for bad in [
-            &b"18446744073709551616"[..],
-            b"x",
-            b" 1",
-            b"1 ",
-            b"-",
-            b"+",
-            b"0x1",
-            b"+-1",
-        ] {
-            assert_eq!(
-                parse_cursor(bad),
-                None,
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
-        }
     }
 
     fn b(v: &[&str]) -> Vec<Bytes> {

@@ -28,12 +28,12 @@ use strata_core::ZSet;
 use strata_resp::ReplyBuf;
 use strata_shard::Db;
 
-use crate::args::eq_ci;
-use crate::ctx::ShardCtx;
-use crate::error::{CmdError, CmdResult};
-use crate::keyed::KeysCtx;
-use crate::table::{Arg, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec};
 use crate::zset::ops::{parse_score, read, store, zadd};
+use strata_node::args::eq_ci;
+use strata_node::ctx::ShardCtx;
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::KeysCtx;
+use strata_node::table::{Arg, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
@@ -1044,7 +1044,7 @@ async fn search_keyed(cx: &mut KeysCtx<'_>, v: Variant) -> CmdResult {
 fn stores_elsewhere(args: &[Bytes]) -> bool {
     let mut first: Option<&Bytes> = None;
     for (i, a) in args.iter().enumerate().skip(2) {
-        if crate::args::eq_ci(a, "store") || crate::args::eq_ci(a, "storedist") {
+        if strata_node::args::eq_ci(a, "store") || strata_node::args::eq_ci(a, "storedist") {
             if let Some(k) = args.get(i + 1) {
                 match first {
                     None => first = Some(k),

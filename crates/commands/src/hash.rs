@@ -20,11 +20,12 @@ use strata_core::{Hash, Object, Value, ValueRef};
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{notify, Db};
 
-use crate::args::{eq_ci, Args};
-use crate::ctx::ShardCtx;
-use crate::error::{CmdError, CmdResult};
-use crate::generic::parse_cursor;
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
+use strata_node::args::parse_cursor;
+use strata_node::args::picks_allowed;
+use strata_node::args::{eq_ci, Args};
+use strata_node::ctx::ShardCtx;
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
@@ -544,19 +545,6 @@ fn hincrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
 }
 
 // ===== HRANDFIELD =====
-
-/// The most picks HRANDFIELD, SRANDMEMBER and ZRANDMEMBER with a negative count answer (for an
-/// existing key) to a client without an output limit. Redis builds whatever reply is asked for (a
-/// count near 2^63 exhausts its memory); Strata refuses counts past this with `ERR value is out of
-/// range` rather than allocate an unbounded reply. With a hard `client-output-buffer-limit` any
-/// count runs, as in Redis, and stops where the reply passes the limit: the client is closed and
-/// the reply dropped, as Redis stops the command for a client it is closing.
-pub const MAX_RANDOM_PICKS: u64 = 1 << 24;
-
-/// Whether a reply of `picks` repeated random picks may be started (see [`MAX_RANDOM_PICKS`]).
-pub fn picks_allowed(picks: u64, out: &ReplyBuf) -> bool {
-    picks <= MAX_RANDOM_PICKS || out.room.is_some()
-}
 
 /// A small xorshift generator seeded from the shard's, so the hash can be borrowed meanwhile.
 fn rng(seed: u64) -> impl FnMut() -> u64 {

@@ -19,17 +19,17 @@ use std::sync::{mpsc, OnceLock};
 
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
-use strata_core::hll::{self, Corrupt};
+use strata_core::hll;
 use strata_core::limits::HLL_SPARSE_MAX_BYTES;
 use strata_core::{Object, ValueRef};
 use strata_shard::{notify, Db, EntryMut};
 
-use crate::args::eq_ci;
-use crate::ctx::{ConnCtx, ShardCtx};
-use crate::error::{CmdError, CmdResult};
-use crate::keyed::{KeysCtx, Looked};
-use crate::string::{as_str, raw};
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::args::eq_ci;
+use strata_node::ctx::{ConnCtx, ShardCtx};
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::{KeysCtx, Looked};
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::value::{as_str, raw};
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
@@ -117,14 +117,6 @@ fn pfmerge_keys(args: &[Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
 }
 
 const NOT_HLL: CmdError = CmdError::msg("WRONGTYPE Key is not a valid HyperLogLog string value.");
-const CORRUPT: CmdError = CmdError::msg("INVALIDOBJ Corrupted HLL object detected");
-
-impl From<Corrupt> for CmdError {
-    fn from(_: Corrupt) -> CmdError {
-        CORRUPT
-    }
-}
-
 /// The HLL bytes of a value, or Redis's errors for anything else (isHLLObjectOrReply).
 fn check(v: ValueRef<'_>) -> Result<&[u8], CmdError> {
     let bytes = match v {
@@ -417,7 +409,7 @@ fn pfdebug(cx: &mut ShardCtx<'_>) -> CmdResult {
         return Err(CmdError::Msg(
             format!(
                 "ERR Unknown PFDEBUG subcommand '{}'",
-                crate::error::echo(sub)
+                strata_node::error::echo(sub)
             )
             .into(),
         ));

@@ -1,53 +1,37 @@
-//! The command table and the command families.
+//! The data-type command families and the process's command table.
 //!
 //! Each family module lists its commands in one `COMMANDS` table (name, arity, flags, key positions,
 //! docs, handler) followed by the handlers; the work on data lives in `op_*` functions that take a
-//! [`strata_shard::Db`] and return typed results. Adding a command means touching its family module
-//! (and its tests) only: [`table`] collects every family listed in [`FAMILIES`].
+//! [`strata_shard::Db`] and return typed results. A family is written against the command context
+//! of `strata-node` (its contexts, argument cursor, errors and shared value views) and the shard
+//! layer only: never against another family's module, nor server-wide state (the one exception,
+//! GEO, is a sorted-set family: it stores through `zset`'s value functions, as Redis's geo.c does
+//! through t_zset.c). `scripts/check-layers.sh` checks these rules in CI.
+//!
+//! Adding a command means touching its family module (and its tests) only: [`table`] collects every
+//! family listed in [`FAMILIES`], with the server-wide commands of `strata-node`.
 
-pub mod args;
-pub mod client_evict;
-pub mod config;
-pub mod ctx;
-pub mod digest;
 pub mod docs;
-pub mod error;
-pub mod keyed;
-pub mod keyspec;
-pub use strata_shard::memory;
-pub mod monitor;
-pub mod table;
 pub mod testing;
-pub mod tracking;
 
 pub mod bitmap;
-pub mod connection;
 pub mod generic;
 pub mod geo;
 pub mod hash;
 pub mod hll;
-pub mod latency;
 pub mod list;
-pub mod multi;
-pub mod pubsub;
-pub mod server;
 pub mod set;
-pub mod slowlog;
 pub mod sort;
 pub mod string;
 pub mod zset;
 
+#[cfg(test)]
+mod table_tests;
+
 use std::sync::OnceLock;
 
-pub use args::Args;
-pub use ctx::{
-    ClientInfo, ConnCtx, Park, Queued, ReplyMode, ServerState, Session, ShardCtx, TimeoutReply,
-};
-pub use error::{CmdError, CmdResult};
-pub use keyed::{KeysCtx, KeysHandler};
-pub use table::{
-    CommandSpec, Flags, Handler, KeyAccess, KeyFlags, KeySpec, Lookup, Parts, Resolved, Table,
-};
+use strata_node::table::Table;
+use strata_node::{connection, latency, multi, pubsub, replication, server, slowlog, CommandSpec};
 
 /// Every command family, in the order COMMAND lists them.
 pub const FAMILIES: &[&[CommandSpec]] = &[
@@ -55,6 +39,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     string::COMMANDS,
     generic::COMMANDS,
+    replication::COMMANDS,
     sort::COMMANDS,
     hash::COMMANDS,
     list::COMMANDS,
@@ -69,19 +54,14 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     latency::COMMANDS,
 ];
 
-/// The validated command table (built once, on first use).
+/// The validated command table (built once, on first use), installed as the process's table
+/// (`strata_node::table::process`) so the server-wide services name commands by it.
 pub fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(|| Table::new(FAMILIES))
-}
-
-/// Runs a shard-side handler and writes its error, if any, in Redis's words. Returns whether it failed.
-pub fn run_shard_handler(f: fn(&mut ShardCtx<'_>) -> CmdResult, cx: &mut ShardCtx<'_>) -> bool {
-    match f(cx) {
-        Ok(()) => false,
-        Err(e) => {
-            cx.out.error(&e.message());
-            true
-        }
+    if let Some(t) = TABLE.get() {
+        return t;
     }
+    let t = TABLE.get_or_init(|| Table::new(FAMILIES));
+    strata_node::table::set_process(t);
+    t
 }

@@ -20,11 +20,13 @@ use strata_core::{List, Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
 use strata_shard::{notify, Db};
 
-use crate::args::eq_ci;
-use crate::ctx::{Park, ShardCtx, TimeoutReply};
-use crate::error::{CmdError, CmdResult};
-use crate::keyed::KeysCtx;
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
+use strata_node::args::eq_ci;
+use strata_node::args::parse_timeout;
+use strata_node::ctx::{Park, ShardCtx, TimeoutReply};
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::KeysCtx;
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
+use strata_node::value::skip_wrong_type;
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
@@ -339,7 +341,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Pop elements from a list", "7.0.0",
         "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
         Handler::Keys(lmpop))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 1, 2>)
         .with_args(LMPOP_ARGS)
         .with_parts(Parts::Ends),
     cmd("blpop", -3, Flags::WRITE.or(Flags::NOSCRIPT).or(Flags::BLOCKING), BLPOP_KEYS,
@@ -349,7 +351,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .with_args(BLPOP_ARGS)
         .with_history(BLPOP_HISTORY)
         .with_parts(Parts::Ends)
-        .with_per_key(crate::keyspec::keys_before_last),
+        .with_per_key(strata_node::keyspec::keys_before_last),
     cmd("brpop", -3, Flags::WRITE.or(Flags::NOSCRIPT).or(Flags::BLOCKING), BRPOP_KEYS,
         "Remove and get the last element in a list, or block until one is available", "2.0.0",
         "O(N) where N is the number of provided keys.",
@@ -357,7 +359,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .with_args(BRPOP_ARGS)
         .with_history(BRPOP_HISTORY)
         .with_parts(Parts::Ends)
-        .with_per_key(crate::keyspec::keys_before_last),
+        .with_per_key(strata_node::keyspec::keys_before_last),
     cmd("blmove", 6, Flags::WRITE.or(Flags::DENYOOM).or(Flags::NOSCRIPT).or(Flags::BLOCKING), BLMOVE_KEYS,
         "Pop an element from a list, push it to another list and return it; or block until one is available", "6.2.0",
         "O(1)",
@@ -378,10 +380,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Pop elements from a list, or block until one is available", "7.0.0",
         "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
         Handler::Keys(blmpop))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 2, 3>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 2, 3>)
         .with_args(BLMPOP_ARGS)
         .with_parts(Parts::Ends)
-        .with_per_key(crate::keyspec::numkeys_after_timeout),
+        .with_per_key(strata_node::keyspec::numkeys_after_timeout),
 ];
 
 // ===== reading and writing the value =====
@@ -1188,40 +1190,7 @@ async fn pop_first(
 // ===== blocking commands =====
 //
 // Each tries its non-blocking form; when that finds nothing it parks on its source keys (see
-// `crate::ctx::Park`) and is run again once one of them is written, until its timeout.
-
-/// A woken blocking command treats a key of another type as empty (it stays blocked on it, as
-/// Redis serves woken clients only from keys of their type); a first attempt fails with WRONGTYPE.
-pub(crate) fn skip_wrong_type<T>(
-    woken: bool,
-    r: Result<Option<T>, CmdError>,
-) -> Result<Option<T>, CmdError> {
-    match r {
-        Err(CmdError::WrongType) if woken => Ok(None),
-        r => r,
-    }
-}
-
-/// Parses a blocking command's timeout (seconds, fractions allowed) into a deadline in unix ms;
-/// None waits forever. As Redis 7.0 does: the milliseconds are rounded up (0.0001 waits 1 ms, not
-/// forever), a value that rounds to 0 (0, -0.0001) waits forever, and one below zero or too large
-/// to be a count of milliseconds (inf, 1e17) is "negative"; a deadline past the clock's range
-/// waits forever.
-pub(crate) fn parse_timeout(arg: &[u8], now: i64) -> Result<Option<i64>, CmdError> {
-    let secs = strata_core::num::parse_f64(arg)
-        .filter(|v| !v.is_nan())
-        .ok_or_else(|| CmdError::msg("ERR timeout is not a float or out of range"))?;
-    let ms = (secs * 1000.0).ceil();
-    // `i64::MAX as f64` rounds up to 2^63, so `<` keeps every accepted value representable.
-    if !(ms > -1.0 && ms < i64::MAX as f64) {
-        return Err(CmdError::msg("ERR timeout is negative"));
-    }
-    let ms = ms as i64;
-    if ms == 0 {
-        return Ok(None);
-    }
-    Ok(now.checked_add(ms))
-}
+// `strata_node::ctx::Park`) and is run again once one of them is written, until its timeout.
 
 /// BLPOP / BRPOP key [key ...] timeout → [key, element] from the first non-empty list.
 async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {

@@ -27,12 +27,12 @@ use strata_core::{Entry, Object, Set, Value, ValueRef};
 use strata_resp::ReplyBuf;
 use strata_shard::{notify, Db};
 
-use crate::args::eq_ci;
-use crate::ctx::ShardCtx;
-use crate::error::{CmdError, CmdResult};
-use crate::generic::parse_cursor;
-use crate::keyed::{in_order, until_error, KeysCtx, Looked, SLICE};
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
+use strata_node::args::eq_ci;
+use strata_node::args::parse_cursor;
+use strata_node::ctx::ShardCtx;
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::{in_order, until_error, KeysCtx, Looked, SLICE};
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
@@ -257,7 +257,7 @@ fn srandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
     let size = s.len() as u64;
     if count < 0 {
         let n = count.unsigned_abs();
-        if !crate::hash::picks_allowed(n, out) {
+        if !strata_node::args::picks_allowed(n, out) {
             return Err(CmdError::msg("ERR value is out of range"));
         }
         out.array(n as usize);
@@ -966,7 +966,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Intersect multiple sets and return the cardinality of the result", "7.0.0",
         "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.",
         Handler::Keys(sintercard))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 1, 2>)
         .with_args(SINTERCARD_ARGS),
     cmd("sinterstore", -3, Flags::WRITE.or(Flags::DENYOOM), SINTERSTORE_KEYS,
         "Intersect multiple sets and store the resulting set in a key", "1.0.0",

@@ -3,7 +3,7 @@
 //! values (`GET #`, `GET data_*`, `GET obj_*->field`), a `LIMIT` window, or storing the result as a
 //! list (`STORE`).
 //!
-//! Where things run: SORT is one keyed command (see [`crate::keyed`]). The value to sort is read on
+//! Where things run: SORT is one keyed command (see [`strata_node::keyed`]). The value to sort is read on
 //! its shard, the BY and GET lookups go to whatever shards own the substituted keys (one message per
 //! shard and slice, not one per element), and the STORE destination is written on its shard. A
 //! command line whose patterns read other keys declares it ([`reads_db`]): the dispatcher then
@@ -35,10 +35,12 @@ use futures_util::future::LocalBoxFuture;
 use strata_core::{List, Object, Value, ValueRef};
 use strata_shard::{notify, Db, Shard};
 
-use crate::args::{c_string, eq_ci};
-use crate::error::{CmdError, CmdResult};
-use crate::keyed::{in_order, KeysCtx};
-use crate::table::{Arg, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::args::{c_string, eq_ci};
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::{in_order, KeysCtx};
+use strata_node::table::{
+    Arg, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec,
+};
 
 const SORT_KEYS: &[KeySpec] = &[
     KeySpec::at(1, KeyFlags::RO.or(KeyFlags::ACCESS)),

@@ -28,11 +28,12 @@ use strata_core::{Object, Value, ValueRef};
 use strata_resp::ReplyBuf;
 use strata_shard::{notify, Db};
 
-use crate::args::{eq_ci, Args};
-use crate::ctx::ShardCtx;
-use crate::error::{CmdError, CmdResult};
-use crate::keyed::{in_order, KeysCtx};
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::args::{eq_ci, Args};
+use strata_node::ctx::ShardCtx;
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::{in_order, KeysCtx};
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
+use strata_node::value::{as_str, encode, raw, Str, MAX_STRING_LEN};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
@@ -76,7 +77,10 @@ const LCS_KEYS: &[KeySpec] = &[KeySpec::range(1, 1, 1, RO.or(ACCESS))];
 /// SET's exact key flags: with GET the old value is read and returned (RW access), otherwise it is
 /// just replaced (OW), as Redis's `setGetKeys` reports them.
 fn set_keys(args: &[bytes::Bytes], found: &mut dyn FnMut(usize, KeyFlags)) {
-    let get = args.iter().skip(3).any(|a| crate::args::eq_ci(a, "get"));
+    let get = args
+        .iter()
+        .skip(3)
+        .any(|a| strata_node::args::eq_ci(a, "get"));
     found(
         1,
         if get {
@@ -278,87 +282,6 @@ value argument.",
 ];
 
 // ===== the string type =====
-
-/// The longest string any command may build (Redis's default `proto-max-bulk-len`, 512 MB).
-pub const MAX_STRING_LEN: usize = 512 * 1024 * 1024;
-
-/// A string value as stored: bytes, or an integer to be formatted on output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Str<'a> {
-    Bytes(&'a [u8]),
-    Int(i64),
-}
-
-impl<'a> Str<'a> {
-    /// Writes the value as a bulk string.
-    pub fn reply(self, out: &mut ReplyBuf) {
-        match self {
-            Str::Bytes(b) => out.bulk(b),
-            Str::Int(i) => out.bulk_int(i),
-        }
-    }
-
-    /// The value as owned bytes.
-    pub fn to_bytes(self) -> Bytes {
-        match self {
-            Str::Bytes(b) => Bytes::copy_from_slice(b),
-            Str::Int(i) => Bytes::from(i.to_string()),
-        }
-    }
-
-    /// The value's bytes, formatting integers.
-    pub fn as_bytes(self) -> Cow<'a, [u8]> {
-        match self {
-            Str::Bytes(b) => Cow::Borrowed(b),
-            Str::Int(i) => Cow::Owned(i.to_string().into_bytes()),
-        }
-    }
-
-    /// Length in bytes (of the decimal form for integers).
-    pub fn len(self) -> usize {
-        match self {
-            Str::Bytes(b) => b.len(),
-            Str::Int(i) => {
-                let (mut n, mut u) = (1 + usize::from(i < 0), i.unsigned_abs());
-                while u >= 10 {
-                    u /= 10;
-                    n += 1;
-                }
-                n
-            }
-        }
-    }
-
-    /// True for the empty string.
-    pub fn is_empty(self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// The string in `v`, or WRONGTYPE.
-#[allow(unreachable_patterns)] // other families add object types; they are all WRONGTYPE here
-pub fn as_str(v: ValueRef<'_>) -> Result<Str<'_>, CmdError> {
-    match v {
-        ValueRef::Inline(b) => Ok(Str::Bytes(b)),
-        ValueRef::Int(i) => Ok(Str::Int(i)),
-        ValueRef::Obj(Object::Str(s)) => Ok(Str::Bytes(s)),
-        _ => Err(CmdError::WrongType),
-    }
-}
-
-/// The value Redis would store for `bytes` (tryObjectEncoding): int-encoded when it is a canonical
-/// integer of at most 20 characters, else a string (embstr up to 44 bytes, raw beyond).
-pub fn encode(bytes: &Bytes) -> Value {
-    match parse_i64(bytes) {
-        Some(i) if bytes.len() <= 20 => Value::Int(i),
-        _ => Value::Str(bytes.clone()),
-    }
-}
-
-/// A raw-encoded string (the result of APPEND and SETRANGE, whatever its length).
-pub fn raw(bytes: Vec<u8>) -> Value {
-    Value::Obj(Object::Str(Box::new(bytes)))
-}
 
 /// `ERR string exceeds maximum allowed size` unless `len + extra` fits [`MAX_STRING_LEN`].
 fn check_len(len: usize, extra: usize) -> Result<(), CmdError> {
@@ -1313,7 +1236,7 @@ mod tests {
     fn encoding(s: &mut Shard, key: &str) -> &'static str {
         s.db_mut(0)
             .peek(key.as_bytes(), T0)
-            .map_or("none", |e| crate::generic::encoding_name(e.value()))
+            .map_or("none", |e| strata_node::value::encoding_name(e.value()))
     }
 
     #[test]

@@ -7,9 +7,9 @@ use bytes::Bytes;
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::Shard;
 
-use crate::ctx::ShardCtx;
-use crate::keyed::KeysCtx;
-use crate::table::{Handler, Lookup};
+use strata_node::ctx::ShardCtx;
+use strata_node::keyed::KeysCtx;
+use strata_node::table::{Handler, Lookup};
 
 /// A command line as the parser hands it over: each word as a `Bytes`.
 pub fn args(words: &[&str]) -> Vec<Bytes> {
@@ -43,7 +43,7 @@ pub fn run_at(shard: &mut Shard, db: usize, now: i64, cmd: &[&str]) -> String {
                     now,
                     park: None,
                 };
-                crate::run_shard_handler(f, &mut cx);
+                strata_node::run_shard_handler(f, &mut cx);
                 if let Some(p) = cx.park {
                     // No one to wait: answer as if the deadline had passed.
                     p.timeout.write(&mut out);
@@ -51,7 +51,7 @@ pub fn run_at(shard: &mut Shard, db: usize, now: i64, cmd: &[&str]) -> String {
             }
             Handler::Keys(f) => {
                 let mut cx = KeysCtx::here(shard, db, &args, &mut out, now);
-                if let Err(e) = crate::keyed::run_here(f, &mut cx) {
+                if let Err(e) = strata_node::keyed::run_here(f, &mut cx) {
                     cx.out.error(&e.message());
                 }
                 if let Some(p) = cx.park.take() {

@@ -21,7 +21,7 @@
 
 pub mod ops;
 
-use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
+use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec, Parts};
 
 const R: Flags = Flags::READONLY;
 const W: Flags = Flags::WRITE;
@@ -439,54 +439,54 @@ pub static COMMANDS: &[CommandSpec] = &[
         .with_args(A_ZPOPMAX)
         .with_parts(Parts::Ends),
     cmd("zmpop", -4, W, K_ZMPOP, "Remove and return members with scores in a sorted set", "7.0.0", "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.", Handler::Keys(ops::zmpop))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 1, 2>)
         .with_args(A_ZMPOP)
         .with_parts(Parts::Ends),
     cmd("bzpopmin", -3, W.or(Flags::NOSCRIPT).or(Flags::BLOCKING).or(FAST), K_BZPOP, "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", Handler::Keys(ops::bzpopmin))
         .with_args(A_BZPOP)
         .with_history(H_BZPOP)
         .with_parts(Parts::Ends)
-        .with_per_key(crate::keyspec::keys_before_last),
+        .with_per_key(strata_node::keyspec::keys_before_last),
     cmd("bzpopmax", -3, W.or(Flags::NOSCRIPT).or(Flags::BLOCKING).or(FAST), K_BZPOP, "Remove and return the member with the highest score from one or more sorted sets, or block until one is available", "5.0.0", "O(log(N)) with N being the number of elements in the sorted set.", Handler::Keys(ops::bzpopmax))
         .with_args(A_BZPOP)
         .with_history(H_BZPOP)
         .with_parts(Parts::Ends)
-        .with_per_key(crate::keyspec::keys_before_last),
+        .with_per_key(strata_node::keyspec::keys_before_last),
     cmd("bzmpop", -5, W.or(Flags::BLOCKING), K_BZMPOP, "Remove and return members with scores in a sorted set or block until one is available", "7.0.0", "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.", Handler::Keys(ops::bzmpop))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 2, 3>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 2, 3>)
         .with_args(A_BZMPOP)
         .with_parts(Parts::Ends)
-        .with_per_key(crate::keyspec::numkeys_after_timeout),
+        .with_per_key(strata_node::keyspec::numkeys_after_timeout),
     cmd("zrandmember", -2, R, K_ZRANDMEMBER, "Get one or multiple random elements from a sorted set", "6.2.0", "O(N) where N is the number of elements returned", Handler::Shard(ops::zrandmember))
         .with_args(A_ZRANDMEMBER)
         .with_tips(&["nondeterministic_output"])
         .with_parts(Parts::Whole),
     cmd("zunion", -3, R, K_ZUNION, "Add multiple sorted sets", "6.2.0", "O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.", Handler::Keys(ops::zunion))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 1, 2>)
         .with_args(A_ZUNION)
         .with_parts(Parts::Whole),
     cmd("zunionstore", -4, W.or(DENYOOM), K_ZUNIONSTORE, "Add multiple sorted sets and store the resulting sorted set in a new key", "2.0.0", "O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.", Handler::Keys(ops::zunionstore))
-        .with_getkeys(crate::keyspec::counted_keys::<1, 2, 3>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<1, 2, 3>)
         .with_args(A_ZUNIONSTORE)
         .with_parts(Parts::Whole),
     cmd("zinter", -3, R, K_ZINTER, "Intersect multiple sorted sets", "6.2.0", "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.", Handler::Keys(ops::zinter))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 1, 2>)
         .with_args(A_ZINTER)
         .with_parts(Parts::Whole),
     cmd("zinterstore", -4, W.or(DENYOOM), K_ZINTERSTORE, "Intersect multiple sorted sets and store the resulting sorted set in a new key", "2.0.0", "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.", Handler::Keys(ops::zinterstore))
-        .with_getkeys(crate::keyspec::counted_keys::<1, 2, 3>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<1, 2, 3>)
         .with_args(A_ZINTERSTORE)
         .with_parts(Parts::Whole),
     cmd("zintercard", -3, R, K_ZINTERCARD, "Intersect multiple sorted sets and return the cardinality of the result", "7.0.0", "O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.", Handler::Keys(ops::zintercard))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 1, 2>)
         .with_args(A_ZINTERCARD)
         .with_parts(Parts::Whole),
     cmd("zdiff", -3, R, K_ZDIFF, "Subtract multiple sorted sets", "6.2.0", "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.", Handler::Keys(ops::zdiff))
-        .with_getkeys(crate::keyspec::counted_keys::<0, 1, 2>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<0, 1, 2>)
         .with_args(A_ZDIFF)
         .with_parts(Parts::Whole),
     cmd("zdiffstore", -4, W.or(DENYOOM), K_ZDIFFSTORE, "Subtract multiple sorted sets and store the resulting sorted set in a new key", "6.2.0", "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.", Handler::Keys(ops::zdiffstore))
-        .with_getkeys(crate::keyspec::counted_keys::<1, 2, 3>)
+        .with_getkeys(strata_node::keyspec::counted_keys::<1, 2, 3>)
         .with_args(A_ZDIFFSTORE)
         .with_parts(Parts::Whole),
     cmd("zscan", -3, R, K_ZSCAN, "Incrementally iterate sorted sets elements and associated scores", "2.8.0", "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..", Handler::Shard(ops::zscan))

@@ -32,11 +32,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::future::{select, Either};
-use strata_commands::args::eq_ci;
-use strata_commands::client_evict;
-use strata_commands::connection::is_authenticated;
-use strata_commands::ctx::Output;
-use strata_commands::{ClientInfo, ServerState, Session};
+use strata_node::args::eq_ci;
+use strata_node::client_evict;
+use strata_node::connection::is_authenticated;
+use strata_node::ctx::Output;
+use strata_node::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
 use strata_rt::net::TcpStream;
 use strata_shard::{now_ms, round_end, with_shard};
@@ -508,7 +508,7 @@ async fn read_loop(
             if session.close_after_reply {
                 // Gone for tracking as soon as the reply can be seen (QUIT's +OK).
                 info.closing.store(true, Ordering::Relaxed);
-                strata_commands::tracking::disable(&mut session);
+                strata_node::tracking::disable(&mut session);
             }
             info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
             // The room left is the allocation's, as Redis's `sdsavail`: the commands just split
@@ -551,10 +551,10 @@ async fn read_loop(
         }
     }
     // Withdraw the client's WATCHes from the shards (MULTI state dies with the session).
-    strata_commands::multi::unwatch_all(&mut session, &state.shards).await;
-    strata_commands::tracking::disable(&mut session);
+    strata_node::multi::unwatch_all(&mut session, &state.shards).await;
+    strata_node::tracking::disable(&mut session);
     if session.monitor {
-        strata_commands::monitor::remove(info.id);
+        strata_node::monitor::remove(info.id);
     }
 }
 

@@ -3,7 +3,7 @@
 //! A batch is every complete command read from a socket in one go. Commands are walked in order and
 //! routed:
 //! * key commands are appended to the sub-batch of the shard owning their keys (a keyed command whose
-//!   keys all live on one shard is a key command too: see `strata_commands::keyed`);
+//!   keys all live on one shard is a key command too: see `strata_node::keyed`);
 //! * everything else is a **barrier**: the sub-batches collected so far run and complete first, then
 //!   it runs — connection commands (SELECT, CLIENT KILL, SHUTDOWN…) on this thread, multi-shard keyed
 //!   commands through the coordinator, server-wide commands (DBSIZE, KEYS, FLUSHALL…) as async work.
@@ -34,17 +34,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_channel::oneshot;
-use strata_commands::connection::is_authenticated;
-use strata_commands::ctx::UNBLOCK_ERROR;
-use strata_commands::keyed::{run_here, SLICE};
-use strata_commands::latency;
-use strata_commands::monitor;
-use strata_commands::multi;
-use strata_commands::pubsub;
-use strata_commands::slowlog;
-use strata_commands::table::{AsyncHandler, CommandSpec, Resolved};
-use strata_commands::{
-    run_shard_handler, table, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
+use strata_commands::table;
+use strata_node::connection::is_authenticated;
+use strata_node::ctx::UNBLOCK_ERROR;
+use strata_node::keyed::{run_here, SLICE};
+use strata_node::latency;
+use strata_node::monitor;
+use strata_node::multi;
+use strata_node::pubsub;
+use strata_node::slowlog;
+use strata_node::table::{AsyncHandler, CommandSpec, Resolved};
+use strata_node::{
+    run_shard_handler, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
     KeysHandler, Lookup, Park, Queued, ReplyMode, ServerState, Session, ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
@@ -360,7 +361,7 @@ impl ShardCmd {
 /// A [`strata_shard::Runner`] serving a parked command with the command of `cmds` that belongs to
 /// the shard it runs on (`usize::MAX`: any shard; a command whose keys all live on one). A command
 /// whose keys span shards gets one per shard, each over that shard's keys only (see
-/// [`strata_commands::table::CommandSpec::per_key`]); a shard without one wakes its task.
+/// [`strata_node::table::CommandSpec::per_key`]); a shard without one wakes its task.
 fn serve_on(mut cmds: Vec<(usize, ShardCmd)>, info: Arc<ClientInfo>) -> strata_shard::Runner {
     for (_, cmd) in &mut cmds {
         // The `Parked` holds the runner: the command gets it back as an argument, not a cycle.
@@ -1287,7 +1288,7 @@ impl Batch<'_> {
             }
             // maxmemory-clients before keys, as Redis's processCommand evicts clients first: the
             // batch's replies so far count as this client's.
-            if strata_commands::client_evict::enabled() && self.evicted(&local, &done) {
+            if strata_node::client_evict::enabled() && self.evicted(&local, &done) {
                 return;
             }
             // maxmemory: eviction before every command, as Redis's processCommand does, and
@@ -1435,7 +1436,7 @@ impl Batch<'_> {
                     Slot::Local(start, local.buf.len())
                 }
                 Route::Exec(cmd)
-                    if strata_commands::config::writes_need_replicas()
+                    if strata_node::config::writes_need_replicas()
                         && self.exec_holds(Flags::WRITE) =>
                 {
                     self.flush(&mut pending, &mut done).await;
@@ -1526,7 +1527,7 @@ impl Batch<'_> {
             });
         let info = &self.session.info;
         info.reply_mem.store(bytes as u64, Ordering::Relaxed);
-        let gone = strata_commands::client_evict::settle(self.state, info);
+        let gone = strata_node::client_evict::settle(self.state, info);
         if gone {
             self.out.buf.clear();
         }
@@ -1981,7 +1982,7 @@ impl Batch<'_> {
             };
         // Over maxmemory, nothing is queued: a queue may grow without bound (Redis's processCommand).
         let why = why.or(oom.then_some(OOM_ERROR)).or_else(|| {
-            (strata_commands::config::writes_need_replicas() && cmd.spec.flags.has(Flags::WRITE))
+            (strata_node::config::writes_need_replicas() && cmd.spec.flags.has(Flags::WRITE))
                 .then_some(NOREPLICAS_ERROR)
         });
         if let Some(why) = why {
@@ -2037,7 +2038,7 @@ impl Batch<'_> {
         ));
     }
 
-    /// EXEC: see [`strata_commands::multi`]. Takes every lock the transaction needs as one owner
+    /// EXEC: see [`strata_node::multi`]. Takes every lock the transaction needs as one owner
     /// (ascending shard order), checks the watches, runs the queued commands as one pipeline in
     /// that lock context, and replies with the array of their replies. (A transaction of one-shard
     /// key commands without WATCH does not come here: see [`Batch::take_direct_exec`].)
@@ -2202,7 +2203,7 @@ impl Batch<'_> {
             return reject(&cmd, OOM_ERROR.into());
         }
         // min-replicas-to-write (not inside EXEC: EXEC itself was checked).
-        if strata_commands::config::writes_need_replicas()
+        if strata_node::config::writes_need_replicas()
             && cmd.spec.flags.has(Flags::WRITE)
             && self.session.txn_owner.is_none()
         {
@@ -2373,7 +2374,7 @@ impl Batch<'_> {
             info: None,
             client: self.session.info.id,
             track: cmd.spec.flags.has(Flags::READONLY)
-                && strata_commands::tracking::tracks_reads(self.session),
+                && strata_node::tracking::tracks_reads(self.session),
             seq: 0,
             counted: true,
             quiet: false,
@@ -2425,8 +2426,7 @@ impl Batch<'_> {
         f: KeysHandler,
         out: &mut ReplyBuf,
     ) {
-        if cmd.spec.flags.has(Flags::READONLY)
-            && strata_commands::tracking::tracks_reads(self.session)
+        if cmd.spec.flags.has(Flags::READONLY) && strata_node::tracking::tracks_reads(self.session)
         {
             self.remember_reads(cmd, args).await;
         }
@@ -2513,7 +2513,7 @@ impl Batch<'_> {
         if parked.is_none()
             && whole_db.is_none()
             && plan.len() > 1
-            && nkeys <= strata_commands::keyed::SLICE
+            && nkeys <= strata_node::keyed::SLICE
             && cmd.spec.flags.has(Flags::READONLY)
             && self.session.txn_owner.is_none()
             && (skip.get() == 0 || {
@@ -2542,7 +2542,7 @@ impl Batch<'_> {
                 start / 1000,
                 databases,
             );
-            let result = strata_commands::keyed::run_tentatively(f, &mut cx, &failed).await;
+            let result = strata_node::keyed::run_tentatively(f, &mut cx, &failed).await;
             drop(cx);
             // Where it read, it counted: a rerun counts nothing there, whether a version moved
             // or another shard refused.
@@ -2608,7 +2608,7 @@ impl Batch<'_> {
         args: &[Bytes],
         shard_at: &[usize],
         run: Run,
-        per_key: strata_commands::table::PerKey,
+        per_key: strata_node::table::PerKey,
         info: &Arc<ClientInfo>,
     ) -> strata_shard::Runner {
         let mut shards: Vec<usize> = shard_at

@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use strata_commands::config::Config;
-use strata_commands::ctx::ServerStats;
-use strata_commands::{table, ServerState};
+use strata_commands::table;
+use strata_node::config::Config;
+use strata_node::ctx::ServerStats;
+use strata_node::ServerState;
 use strata_rt::net::{TcpListener, TcpStream};
 use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
 
@@ -189,7 +190,7 @@ async fn thread_loop(
     if let Some(versions) = state.shards.versions(id) {
         shard.attach_versions(versions.clone());
     }
-    strata_commands::generic::apply_access_policy(&mut shard, &state.config);
+    strata_node::access::apply_access_policy(&mut shard, &state.config);
     install(shard);
     dispatch::set_thread_state(state.clone());
     let pubsub = state.pubsub.clone();
@@ -258,12 +259,12 @@ async fn expire_loop(state: Arc<ServerState>) {
         let backlog = !strata_shard::cron_paused() && with_shard(|s| s.cron(now));
         conn::sweep_idle_inputs(now);
         let took = (strata_shard::now_us() - began).max(0) as u64;
-        if strata_commands::latency::monitors(took) {
-            strata_commands::latency::add_sample("expire-cycle", took);
+        if strata_node::latency::monitors(took) {
+            strata_node::latency::add_sample("expire-cycle", took);
         }
         if !backlog && now - last_release >= 1000 {
             last_release = now;
-            strata_commands::memory::release_free_memory();
+            strata_node::memory::release_free_memory();
         }
         let pause = if backlog {
             1

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use strata_commands::list::moving;
-use strata_commands::ClientInfo;
 use strata_core::list::End;
+use strata_node::ClientInfo;
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::chain::MoveTicket;
 use strata_shard::{
@@ -228,7 +228,7 @@ fn pop_source(
             p.unclaim();
         } else {
             let mut out = ReplyBuf::new(m.proto);
-            out.error(&strata_commands::CmdError::WrongType.message());
+            out.error(&strata_node::CmdError::WrongType.message());
             p.deliver(out.buf);
         }
         return;

@@ -2,8 +2,8 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
-use strata_commands::config::{Config, SPECS};
-use strata_commands::memory::track;
+use strata_node::config::{Config, SPECS};
+use strata_node::memory::track;
 
 /// mimalloc, with the block size of every allocation and free counted for INFO `used_memory`.
 /// mimalloc's "u" calls report the block size while they have its page at hand, which costs
@@ -137,7 +137,7 @@ extern "C" fn commit_arenas_on_demand() {
 static COMMIT_ARENAS_ON_DEMAND: extern "C" fn() = commit_arenas_on_demand;
 
 fn main() {
-    strata_commands::memory::set_release(release_free_memory);
+    strata_node::memory::set_release(release_free_memory);
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         print!("{}", help());

@@ -10,11 +10,11 @@ use strata_core::{Entry, Object, Value, ValueRef, ZSet};
 use strata_resp::{Protocol, ReplyBuf};
 use strata_shard::{notify, Db};
 
-use crate::args::eq_ci;
-use crate::ctx::{Park, ShardCtx, TimeoutReply};
-use crate::error::{CmdError, CmdResult};
-use crate::generic::{parse_cursor, parse_scan};
-use crate::keyed::KeysCtx;
+use strata_node::args::eq_ci;
+use strata_node::args::{parse_cursor, parse_scan};
+use strata_node::ctx::{Park, ShardCtx, TimeoutReply};
+use strata_node::error::{CmdError, CmdResult};
+use strata_node::keyed::KeysCtx;
 
 /// `ERR resulting score is not a number (NaN)`
 const NAN_ERR: CmdError = CmdError::msg("ERR resulting score is not a number (NaN)");
@@ -84,7 +84,7 @@ fn parse_score_bound(s: &[u8]) -> Result<(f64, bool), CmdError> {
         _ => (false, s),
     };
     // Redis's strtod reads the bound as a C string: it ends at the first NUL byte.
-    let rest = crate::args::c_string(rest);
+    let rest = strata_node::args::c_string(rest);
     let text = std::str::from_utf8(rest).map_err(|_| NOT_FLOAT_RANGE)?;
     let text = text.trim_start_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b');
     if text.is_empty() {
@@ -1002,7 +1002,7 @@ async fn mpop_first(
     let (db, now, args) = (cx.db, cx.now, cx.args);
     for key in &args[keys] {
         let k = key.clone();
-        let popped = crate::list::skip_wrong_type(
+        let popped = strata_node::value::skip_wrong_type(
             cx.woken,
             cx.on(key, move |s| op_pop(s.db_mut(db), &k, max, count, now))
                 .await,
@@ -1038,18 +1038,18 @@ pub fn zmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 // ===== blocking pops =====
 //
 // Each tries its non-blocking form; when every key is empty it parks on them (see
-// `crate::ctx::Park`) and runs again once one of them is written, until its timeout, as the
+// `strata_node::ctx::Park`) and runs again once one of them is written, until its timeout, as the
 // blocking list commands do.
 
 /// BZPOPMIN / BZPOPMAX key [key ...] timeout → [key, member, score] from the first non-empty key.
 async fn bzpop(cx: &mut KeysCtx<'_>, max: bool) -> CmdResult {
     let args = cx.args;
-    let deadline = crate::list::parse_timeout(&args[args.len() - 1], cx.now)?;
+    let deadline = strata_node::args::parse_timeout(&args[args.len() - 1], cx.now)?;
     let keys = 1..args.len() - 1;
     let (db, now) = (cx.db, cx.now);
     for key in &args[keys.clone()] {
         let k = key.clone();
-        let popped = crate::list::skip_wrong_type(
+        let popped = strata_node::value::skip_wrong_type(
             cx.woken,
             cx.on(key, move |s| op_pop(s.db_mut(db), &k, max, 1, now))
                 .await,
@@ -1086,7 +1086,7 @@ pub fn bzpopmax<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 pub fn bzmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let (keys, max, count) = parse_mpop(cx.args, 2)?;
-        let deadline = crate::list::parse_timeout(&cx.args[1], cx.now)?;
+        let deadline = strata_node::args::parse_timeout(&cx.args[1], cx.now)?;
         if !mpop_first(cx, keys.clone(), max, count).await? {
             cx.park = Some(Park {
                 keys: cx.args[keys].to_vec(),
@@ -1173,7 +1173,7 @@ pub fn zrandmember(cx: &mut ShardCtx<'_>) -> CmdResult {
     if l < 0 {
         // Repetitions allowed: `count` independent picks, built element by element, up to
         // MAX_RANDOM_PICKS or the client's output limit, as for HRANDFIELD.
-        if !crate::hash::picks_allowed(l.unsigned_abs(), cx.out) {
+        if !strata_node::args::picks_allowed(l.unsigned_abs(), cx.out) {
             return Err(CmdError::msg("ERR value is out of range"));
         }
         let count = l.unsigned_abs() as usize;
@@ -1298,7 +1298,7 @@ fn op_read_source(db: &mut Db, key: &[u8], now: i64) -> Result<Source, CmdError>
 /// Each of `keys` read as a source, in order, up to the first of a wrong type (Redis stops there:
 /// the keys after it are not looked up, so no hit or miss is counted for them).
 fn op_read_sources(db: &mut Db, keys: &[Bytes], now: i64) -> Vec<Result<Source, CmdError>> {
-    crate::keyed::until_error(keys, |k| op_read_source(db, k, now))
+    strata_node::keyed::until_error(keys, |k| op_read_source(db, k, now))
 }
 
 fn aggregate(agg: Aggregate, acc: &mut f64, v: f64) {
@@ -1431,11 +1431,13 @@ async fn setop(cx: &mut KeysCtx<'_>, op: SetOp, to_dst: bool, card: bool) -> Cmd
         .scatter_reads(
             keys,
             |k| k,
-            move |s, part| crate::keyed::Looked::with(op_read_sources(s.db_mut(db), part, now)),
+            move |s, part| {
+                strata_node::keyed::Looked::with(op_read_sources(s.db_mut(db), part, now))
+            },
         )
         .await;
     let mut srcs: Vec<Source> = Vec::with_capacity(numkeys);
-    for r in crate::keyed::in_order(numkeys, parts) {
+    for r in strata_node::keyed::in_order(numkeys, parts) {
         srcs.push(r?);
     }
     let mut weights = vec![1.0; numkeys];

@@ -181,7 +181,6 @@ pub static COMMANDS: &[CommandSpec] = &[
         OUTPUT_TIP,
         Handler::Conn(lastsave),
     ),
-    crate::generic::MEMORY,
     cmd(
         "shutdown",
         -1,
@@ -377,7 +376,7 @@ pub(crate) fn subcommand_syntax_error(args: &[Bytes]) -> CmdError {
 // COMMAND
 // =====================================================================================
 
-fn shown_flags(spec: &CommandSpec) -> Vec<&'static str> {
+pub fn shown_flags(spec: &CommandSpec) -> Vec<&'static str> {
     spec.flag_names()
 }
 
@@ -609,12 +608,12 @@ fn write_args(out: &mut ReplyBuf, args: &[Arg]) {
 fn lookup(name: &[u8]) -> Option<crate::table::Resolved> {
     std::str::from_utf8(name)
         .ok()
-        .and_then(|n| crate::table().get(&n.to_ascii_lowercase()))
+        .and_then(|n| crate::table::process().get(&n.to_ascii_lowercase()))
 }
 
 /// COMMAND → COMMAND INFO of every command.
 fn command(cx: &mut ConnCtx<'_>) -> CmdResult {
-    let top = crate::table().commands();
+    let top = crate::table::process().commands();
     cx.out.array(top.len());
     for spec in top {
         write_command_info(cx.out, spec, spec.name);
@@ -623,7 +622,7 @@ fn command(cx: &mut ConnCtx<'_>) -> CmdResult {
 }
 
 fn command_count(cx: &mut ConnCtx<'_>) -> CmdResult {
-    cx.out.int(crate::table().commands().len() as i64);
+    cx.out.int(crate::table::process().commands().len() as i64);
     Ok(())
 }
 
@@ -647,7 +646,7 @@ fn command_info(cx: &mut ConnCtx<'_>) -> CmdResult {
 /// out; every command if no name is given.
 fn command_docs(cx: &mut ConnCtx<'_>) -> CmdResult {
     let found: Vec<(&'static CommandSpec, &'static str)> = if cx.args.len() == 2 {
-        crate::table()
+        crate::table::process()
             .commands()
             .iter()
             .map(|s| (*s, s.name))
@@ -688,7 +687,7 @@ fn command_list(cx: &mut ConnCtx<'_>) -> CmdResult {
             return Err(CmdError::Syntax);
         });
     }
-    let names: Vec<&str> = crate::table()
+    let names: Vec<&str> = crate::table::process()
         .entries()
         .iter()
         .filter(|e| match &filter {
@@ -834,7 +833,7 @@ fn config_set<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         cx.server.wake_clients();
         let server = cx.server.clone();
         cx.shards()
-            .call_all(move |s| crate::generic::apply_access_policy(s, &server.config))
+            .call_all(move |s| crate::access::apply_access_policy(s, &server.config))
             .await;
         // A lower `maxmemory-clients` (or `maxmemory`, for a percentage) evicts clients at once;
         // if this client is one of them, it gets no reply, as in Redis.
@@ -1527,7 +1526,7 @@ async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         hops: cx.shards().hop_counters(),
         ..InfoData::default()
     };
-    let entries = crate::table().entries();
+    let entries = crate::table::process().entries();
     let mut cmd = vec![CmdStat::default(); entries.len()];
     let mut keys: Vec<(usize, usize)> = Vec::new();
     for s in &shards {
@@ -2064,7 +2063,7 @@ fn debug_help(cx: &mut ConnCtx<'_>) {
 /// DEBUG OBJECT's line, in Redis's format.
 fn debug_object(e: &strata_core::Entry, now: i64) -> String {
     let v = e.value();
-    let refcount = if crate::generic::is_shared_int(e) {
+    let refcount = if crate::value::is_shared_int(e) {
         i32::MAX
     } else {
         1
@@ -2075,7 +2074,7 @@ fn debug_object(e: &strata_core::Entry, now: i64) -> String {
         "Value at:{:p} refcount:{refcount} encoding:{} serializedlength:{} lru:{lru} \
          lru_seconds_idle:{idle}",
         e as *const strata_core::Entry,
-        crate::generic::encoding_name(v),
+        crate::value::encoding_name(v),
         serialized_len(v)
     )
 }
@@ -2258,7 +2257,12 @@ fn c_strtod(arg: &[u8]) -> f64 {
 mod tests {
     use super::*;
 
-    use crate::testing::args;
+    fn args(words: &[&str]) -> Vec<Bytes> {
+        words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
 
     #[test]
     fn info_section_selection_follows_redis() {
@@ -2332,53 +2336,6 @@ mod tests {
         assert_eq!(bytes_to_human(32768), "32.00K");
         assert_eq!(bytes_to_human(25_276_514_304), "23.54G");
         assert_eq!(bytes_to_human(1 << 40), "1.00T");
-    }
-
-    #[test]
-    fn command_info_orders_categories_like_redis() {
-        let t = crate::table();
-        let cats = |n: &str| t.get(n).unwrap().spec.acl_categories();
-        assert_eq!(cats("ping"), ["@fast", "@connection"]);
-        assert_eq!(cats("lastsave"), ["@admin", "@fast", "@dangerous"]);
-        assert_eq!(
-            cats("flushdb"),
-            ["@keyspace", "@write", "@slow", "@dangerous"]
-        );
-        assert_eq!(cats("client"), ["@slow"]);
-        assert_eq!(
-            cats("client|kill"),
-            ["@admin", "@slow", "@dangerous", "@connection"]
-        );
-        assert_eq!(
-            shown_flags(t.get("hello").unwrap().spec),
-            [
-                "noscript",
-                "loading",
-                "stale",
-                "fast",
-                "no_auth",
-                "allow_busy"
-            ]
-        );
-    }
-
-    #[test]
-    fn command_resolves_bare_and_with_subcommands() {
-        let t = crate::table();
-        let found = |line: &[&str]| match t.resolve(&args(line)) {
-            crate::table::Lookup::Found(r) => r.name.to_string(),
-            crate::table::Lookup::Unknown(e) | crate::table::Lookup::BadArity(_, e) => e,
-        };
-        assert_eq!(found(&["COMMAND"]), "command");
-        assert_eq!(found(&["command", "Info", "get"]), "command|info");
-        assert_eq!(
-            found(&["command", "nope"]),
-            "ERR unknown subcommand 'nope'. Try COMMAND HELP."
-        );
-        assert_eq!(
-            found(&["command", "getkeys", "get"]),
-            "ERR wrong number of arguments for 'command|getkeys' command"
-        );
     }
 
     #[test]

@@ -738,7 +738,7 @@ impl ClientInfo {
     }
 
     fn close_for_limits(&self, mut ob: std::sync::MutexGuard<'_, Outbox>) {
-        let line = crate::connection::client_line(self, now_ms(), 0, crate::table());
+        let line = crate::connection::client_line(self, now_ms(), 0, crate::table::process());
         self.close_locked(&mut ob);
         drop(ob);
         eprintln!(

@@ -109,7 +109,7 @@ async fn histograms(cx: &ConnCtx<'_>) -> Vec<(&'static str, &'static CommandSpec
                 .collect::<Vec<_>>()
         })
         .await;
-    let entries = crate::table().entries();
+    let entries = crate::table::process().entries();
     let mut merged: Vec<Option<Histogram>> = vec![None; entries.len()];
     for (id, h) in per_shard.into_iter().flatten() {
         if let Some(slot) = merged.get_mut(id) {
@@ -157,7 +157,7 @@ fn latency_histogram<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResul
     Box::pin(async move {
         let mut all = histograms(cx).await;
         if cx.args.len() > 2 {
-            let table = crate::table();
+            let table = crate::table::process();
             let mut wanted: Vec<&'static str> = Vec::new();
             for a in &cx.args[2..] {
                 let name = String::from_utf8_lossy(a).to_ascii_lowercase();

@@ -934,18 +934,6 @@ fn client_syntax(sub: &[u8]) -> CmdError {
     )
 }
 
-/// Parses a timeout in milliseconds as Redis's getTimeoutFromObjectOrReply does (an integer, not
-/// negative).
-pub(crate) fn parse_timeout_ms(arg: &[u8]) -> Result<i64, CmdError> {
-    let ms = strata_core::num::parse_i64(arg).ok_or(CmdError::msg(
-        "ERR timeout is not an integer or out of range",
-    ))?;
-    if ms < 0 {
-        return Err(CmdError::msg("ERR timeout is negative"));
-    }
-    Ok(ms)
-}
-
 /// CLIENT PAUSE timeout [WRITE|ALL] → OK: until `timeout` ms from now (or CLIENT UNPAUSE), commands
 /// of other clients wait before running: every command (ALL, the default), or only those that
 /// write or may replicate (WRITE). A transaction that started runs to its end first.
@@ -953,7 +941,7 @@ fn client_pause(cx: &mut ConnCtx<'_>) -> CmdResult {
     if cx.args.len() > 4 {
         return Err(client_syntax(&cx.args[1]));
     }
-    let ms = parse_timeout_ms(&cx.args[2])?;
+    let ms = crate::args::parse_timeout_ms(&cx.args[2])?;
     let all = match cx.args.get(3) {
         None => true,
         Some(m) if eq_ci(m, "all") => true,

@@ -65,7 +65,7 @@ pub fn logs(usec: u64) -> bool {
 
 /// The arguments an entry keeps: at most [`MAX_ARGS`], each cut to [`MAX_ARG_BYTES`], with
 /// credentials redacted (Redis's slowlogCreateEntry).
-fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
+pub fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
     let kept = args.len().min(MAX_ARGS);
     let mut out = Vec::with_capacity(kept);
     for (i, a) in args.iter().take(kept).enumerate() {
@@ -288,90 +288,3 @@ pub static COMMANDS: &[CommandSpec] = &[CommandSpec {
         Handler::Container,
     )
 }];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    use crate::testing::args as words;
-
-    /// The spec `args` resolve to.
-    fn spec(args: &[Bytes]) -> &'static CommandSpec {
-        match crate::table().resolve(args) {
-            crate::Lookup::Found(c) => c.spec,
-            _ => panic!("{args:?} not in the table"),
-        }
-    }
-
-    /// [`kept_args`] for `args`.
-    fn kept(args: &[Bytes]) -> Vec<Bytes> {
-        kept_args(spec(args), args)
-    }
-
-    #[test]
-    fn long_commands_keep_31_arguments_and_say_how_many_were_left_out() {
-        let mut args = words(&["sadd", "set"]);
-        args.extend((3..=33).map(|i| Bytes::from(i.to_string())));
-        let kept = kept(&args);
-        assert_eq!(kept.len(), 32);
-        assert_eq!(kept[30], Bytes::from("31"));
-        assert_eq!(kept[31], Bytes::from("... (2 more arguments)"));
-        // Exactly 32 arguments are all kept.
-        assert_eq!(super::tests::kept(&args[..32]), args[..32].to_vec());
-    }
-
-    #[test]
-    fn long_arguments_are_cut_at_128_bytes() {
-        let long = "A".repeat(129);
-        let cut = kept(&words(&["sadd", "set", "foo", &long]));
-        assert_eq!(
-            cut[3],
-            Bytes::from(format!("{}... (1 more bytes)", "A".repeat(128)))
-        );
-        let just = "B".repeat(128);
-        assert_eq!(kept(&words(&["sadd", "s", &just]))[2], Bytes::from(just));
-    }
-
-    #[test]
-    fn credentials_are_redacted() {
-        let auth = kept(&words(&["auth", "user", "pw"]));
-        assert_eq!(auth, words(&["auth", "(redacted)", "(redacted)"]));
-        let hello = kept(&words(&["hello", "3", "auth", "u", "p", "setname", "n"]));
-        assert_eq!(
-            hello,
-            words(&[
-                "hello",
-                "3",
-                "auth",
-                "(redacted)",
-                "(redacted)",
-                "setname",
-                "n"
-            ])
-        );
-        let set = kept(&words(&[
-            "config",
-            "set",
-            "maxmemory",
-            "1",
-            "requirepass",
-            "x",
-        ]));
-        // The string command SET is not CONFIG SET.
-        assert_eq!(
-            kept(&words(&["set", "requirepass", "x"])),
-            words(&["set", "requirepass", "x"])
-        );
-        assert_eq!(
-            set,
-            words(&[
-                "config",
-                "set",
-                "maxmemory",
-                "1",
-                "requirepass",
-                "(redacted)"
-            ])
-        );
-    }
-}

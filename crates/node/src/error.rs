@@ -85,3 +85,10 @@ impl CmdError {
         }
     }
 }
+
+/// A HyperLogLog whose bytes do not add up (strata_core::hll), in Redis's words.
+impl From<strata_core::hll::Corrupt> for CmdError {
+    fn from(_: strata_core::hll::Corrupt) -> CmdError {
+        CmdError::msg("INVALIDOBJ Corrupted HLL object detected")
+    }
+}
