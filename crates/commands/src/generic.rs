@@ -36,7 +36,7 @@ use strata_node::args::{parse_scan, ScanFilter};
 use strata_node::ctx::{ConnCtx, ShardCtx};
 use strata_node::error::{CmdError, CmdResult};
 use strata_node::keyed::KeysCtx;
-use strata_node::server::reply_help;
+use strata_node::reply::reply_help;
 use strata_node::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 use strata_node::value::{encoding_name, is_shared_int, type_name};
 

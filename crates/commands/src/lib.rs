@@ -30,8 +30,9 @@ mod table_tests;
 
 use std::sync::OnceLock;
 
+use strata_node::services::{connection, latency, multi, pubsub, replication, server, slowlog};
 use strata_node::table::Table;
-use strata_node::{connection, latency, multi, pubsub, replication, server, slowlog, CommandSpec};
+use strata_node::CommandSpec;
 
 /// Every command family, in the order COMMAND lists them.
 pub const FAMILIES: &[&[CommandSpec]] = &[

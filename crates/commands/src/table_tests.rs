@@ -3,8 +3,8 @@
 //! live here, where every family is in the table.
 
 use bytes::Bytes;
-use strata_node::server::shown_flags;
-use strata_node::slowlog::kept_args;
+use strata_node::services::server::shown_flags;
+use strata_node::services::slowlog::kept_args;
 use strata_node::table::{CommandSpec, KeyAccess, Lookup};
 
 use crate::testing::args as words;

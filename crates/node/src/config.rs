@@ -668,6 +668,35 @@ pub fn parse_memory(v: &str) -> Option<i64> {
         .filter(|n| *n >= 0)
 }
 
+/// Parses a memory-or-percent value (`maxmemory-clients`): a memory size, or `N%` with N at most 100. Returns the
+/// setting's stored form (bytes, or minus the percentage) or Redis's reason.
+pub fn parse_memory_or_percent(value: &str) -> Result<i64, String> {
+    if let Some(p) = value.strip_suffix('%') {
+        let p: i64 = p
+            .parse()
+            .ok()
+            .filter(|p| *p >= 0)
+            .ok_or("argument must be a memory or percent value")?;
+        if p > 100 {
+            return Err("percentage argument must be less or equal to 100".into());
+        }
+        return Ok(-p);
+    }
+    if value.is_empty() {
+        return Ok(0);
+    }
+    parse_memory(value).ok_or_else(|| "argument must be a memory or percent value".into())
+}
+
+/// The canonical text of a stored setting (CONFIG GET): bytes, or `N%`.
+pub fn format_memory_or_percent(setting: i64) -> String {
+    if setting < 0 {
+        format!("{}%", -setting)
+    } else {
+        setting.to_string()
+    }
+}
+
 /// Validates `value` for `spec` and returns it in canonical form; the error is Redis's reason text,
 /// or why Strata refuses a value it does not implement. `current` is the live value (settings
 /// whose new value depends on the old one).
@@ -729,7 +758,7 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
             v.to_string()
         }
         Kind::Percentiles => normalize_percentiles(value)?,
-        Kind::MemoryOrPercent => crate::client_evict::format(crate::client_evict::parse(value)?),
+        Kind::MemoryOrPercent => format_memory_or_percent(parse_memory_or_percent(value)?),
         Kind::Memory => parse_memory(value)
             .ok_or_else(|| "argument must be a memory value".to_string())?
             .to_string(),
@@ -767,18 +796,22 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
     use strata_shard::evict;
     match spec.name {
         "maxmemory" => evict::set_maxmemory(value.parse().unwrap_or(0)),
-        "maxmemory-clients" => crate::client_evict::set(value),
+        "maxmemory-clients" => {
+            crate::settings::set_maxmemory_clients(parse_memory_or_percent(value).unwrap_or(0))
+        }
         "maxmemory-policy" => {
             evict::set_policy(evict::Policy::parse(value).unwrap_or(evict::Policy::NoEviction))
         }
         "maxmemory-samples" => evict::set_samples(value.parse().unwrap_or(5)),
         "maxmemory-eviction-tenacity" => evict::set_tenacity(value.parse().unwrap_or(10)),
         "slowlog-log-slower-than" => {
-            crate::slowlog::set_slower_than(value.parse().unwrap_or(10_000))
+            crate::settings::set_slowlog_slower_than(value.parse().unwrap_or(10_000))
         }
-        "slowlog-max-len" => crate::slowlog::set_max_len(value.parse().unwrap_or(128)),
+        "slowlog-max-len" => crate::settings::set_slowlog_max_len(value.parse().unwrap_or(128)),
         "latency-tracking" => strata_shard::set_latency_tracking(value == "yes"),
-        "latency-monitor-threshold" => crate::latency::set_threshold(value.parse().unwrap_or(0)),
+        "latency-monitor-threshold" => {
+            crate::settings::set_latency_threshold(value.parse().unwrap_or(0))
+        }
         _ => {}
     }
 }
@@ -1339,5 +1372,27 @@ mod tests {
         }
         // Nothing of a refused value was applied.
         assert!(get().starts_with("normal 1000000000 2147483648 7 "));
+    }
+
+    #[test]
+    fn settings_parse_as_redis_accepts_them() {
+        assert_eq!(parse_memory_or_percent("10%"), Ok(-10));
+        assert_eq!(parse_memory_or_percent("0%"), Ok(0));
+        assert_eq!(parse_memory_or_percent("100%"), Ok(-100));
+        assert_eq!(
+            parse_memory_or_percent("101%"),
+            Err("percentage argument must be less or equal to 100".into())
+        );
+        assert_eq!(parse_memory_or_percent("1mb"), Ok(1 << 20));
+        assert_eq!(parse_memory_or_percent(""), Ok(0));
+        for bad in ["-1", "abc", "-5%", "x%"] {
+            assert_eq!(
+                parse_memory_or_percent(bad),
+                Err("argument must be a memory or percent value".into()),
+                "{bad}"
+            );
+        }
+        assert_eq!(format_memory_or_percent(-7), "7%");
+        assert_eq!(format_memory_or_percent(1 << 20), "1048576");
     }
 }

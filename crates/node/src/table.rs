@@ -251,7 +251,7 @@ pub enum Handler {
     /// A container whose subcommands carry the handlers (CLIENT, CONFIG, OBJECT...).
     Container,
     /// EXEC: runs the connection's queued transaction; the dispatcher implements it (see
-    /// [`crate::multi`]).
+    /// [`crate::services::multi`]).
     Exec,
 }
 
@@ -640,7 +640,9 @@ static PROCESS: std::sync::OnceLock<&'static Table> = std::sync::OnceLock::new()
 
 /// Installs `table` as the process's command table; the first installed stays.
 pub fn set_process(table: &'static Table) {
-    let _ = PROCESS.set(table);
+    if PROCESS.set(table).is_ok() {
+        crate::names::install(table.entries().iter().map(|e| e.name).collect());
+    }
 }
 
 /// The process's command table (see [`set_process`]); before one is installed (this crate's own

@@ -33,9 +33,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::future::{select, Either};
 use strata_node::args::eq_ci;
-use strata_node::client_evict;
-use strata_node::connection::is_authenticated;
-use strata_node::ctx::Output;
+use strata_node::clients::Output;
+use strata_node::services::client_evict;
+use strata_node::services::connection::is_authenticated;
 use strata_node::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
 use strata_rt::net::TcpStream;
@@ -234,7 +234,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>)
     info.wake();
     writer.await;
     info.close();
-    client_evict::forget(&info);
+    strata_node::clients::forget(&info);
     state.unregister_client(info.id);
 }
 
@@ -493,7 +493,7 @@ async fn read_loop(
             // subscriptions), counted before the replies wait for the end of the round, and
             // maxmemory-clients after it, as Redis updates a client's memory after each command.
             client_evict::publish_session(&mut session);
-            if client_evict::enabled() {
+            if strata_node::clients::enabled() {
                 info.reply_mem
                     .store(out.buf.capacity() as u64, Ordering::Relaxed);
             }
@@ -508,7 +508,7 @@ async fn read_loop(
             if session.close_after_reply {
                 // Gone for tracking as soon as the reply can be seen (QUIT's +OK).
                 info.closing.store(true, Ordering::Relaxed);
-                strata_node::tracking::disable(&mut session);
+                strata_node::services::tracking::disable(&mut session);
             }
             info.qbuf.store(rbuf.len() as u64, Ordering::Relaxed);
             // The room left is the allocation's, as Redis's `sdsavail`: the commands just split
@@ -540,8 +540,8 @@ async fn read_loop(
             // The replies are the socket's or the outbox's now: the reply buffer keeps its room.
             info.reply_mem
                 .store(out.buf.capacity() as u64, Ordering::Relaxed);
-            if client_evict::enabled() {
-                client_evict::refresh(info);
+            if strata_node::clients::enabled() {
+                strata_node::clients::refresh(info);
             }
             info.last_active_ms.store(now_ms(), Ordering::Relaxed);
             if session.close_after_reply {
@@ -551,10 +551,10 @@ async fn read_loop(
         }
     }
     // Withdraw the client's WATCHes from the shards (MULTI state dies with the session).
-    strata_node::multi::unwatch_all(&mut session, &state.shards).await;
-    strata_node::tracking::disable(&mut session);
+    strata_node::services::multi::unwatch_all(&mut session, &state.shards).await;
+    strata_node::services::tracking::disable(&mut session);
     if session.monitor {
-        strata_node::monitor::remove(info.id);
+        strata_node::services::monitor::remove(info.id);
     }
 }
 

@@ -35,14 +35,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use strata_commands::table;
-use strata_node::connection::is_authenticated;
-use strata_node::ctx::UNBLOCK_ERROR;
+use strata_node::clients::UNBLOCK_ERROR;
 use strata_node::keyed::{run_here, SLICE};
-use strata_node::latency;
-use strata_node::monitor;
-use strata_node::multi;
-use strata_node::pubsub;
-use strata_node::slowlog;
+use strata_node::services::connection::is_authenticated;
+use strata_node::services::latency;
+use strata_node::services::monitor;
+use strata_node::services::multi;
+use strata_node::services::pubsub;
+use strata_node::services::slowlog;
 use strata_node::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_node::{
     run_shard_handler, ClientInfo, CmdResult, ConnCtx, Flags, Handler, KeyAccess, KeysCtx,
@@ -1288,7 +1288,7 @@ impl Batch<'_> {
             }
             // maxmemory-clients before keys, as Redis's processCommand evicts clients first: the
             // batch's replies so far count as this client's.
-            if strata_node::client_evict::enabled() && self.evicted(&local, &done) {
+            if strata_node::clients::enabled() && self.evicted(&local, &done) {
                 return;
             }
             // maxmemory: eviction before every command, as Redis's processCommand does, and
@@ -1527,7 +1527,7 @@ impl Batch<'_> {
             });
         let info = &self.session.info;
         info.reply_mem.store(bytes as u64, Ordering::Relaxed);
-        let gone = strata_node::client_evict::settle(self.state, info);
+        let gone = strata_node::services::client_evict::settle(self.state, info);
         if gone {
             self.out.buf.clear();
         }
@@ -2038,7 +2038,7 @@ impl Batch<'_> {
         ));
     }
 
-    /// EXEC: see [`strata_node::multi`]. Takes every lock the transaction needs as one owner
+    /// EXEC: see [`strata_node::services::multi`]. Takes every lock the transaction needs as one owner
     /// (ascending shard order), checks the watches, runs the queued commands as one pipeline in
     /// that lock context, and replies with the array of their replies. (A transaction of one-shard
     /// key commands without WATCH does not come here: see [`Batch::take_direct_exec`].)
@@ -2374,7 +2374,7 @@ impl Batch<'_> {
             info: None,
             client: self.session.info.id,
             track: cmd.spec.flags.has(Flags::READONLY)
-                && strata_node::tracking::tracks_reads(self.session),
+                && strata_node::services::tracking::tracks_reads(self.session),
             seq: 0,
             counted: true,
             quiet: false,
@@ -2426,7 +2426,8 @@ impl Batch<'_> {
         f: KeysHandler,
         out: &mut ReplyBuf,
     ) {
-        if cmd.spec.flags.has(Flags::READONLY) && strata_node::tracking::tracks_reads(self.session)
+        if cmd.spec.flags.has(Flags::READONLY)
+            && strata_node::services::tracking::tracks_reads(self.session)
         {
             self.remember_reads(cmd, args).await;
         }

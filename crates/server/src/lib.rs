@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use strata_commands::table;
 use strata_node::config::Config;
-use strata_node::ctx::ServerStats;
+use strata_node::state::ServerStats;
 use strata_node::ServerState;
 use strata_rt::net::{TcpListener, TcpStream};
 use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
@@ -259,8 +259,8 @@ async fn expire_loop(state: Arc<ServerState>) {
         let backlog = !strata_shard::cron_paused() && with_shard(|s| s.cron(now));
         conn::sweep_idle_inputs(now);
         let took = (strata_shard::now_us() - began).max(0) as u64;
-        if strata_node::latency::monitors(took) {
-            strata_node::latency::add_sample("expire-cycle", took);
+        if strata_node::services::latency::monitors(took) {
+            strata_node::services::latency::add_sample("expire-cycle", took);
         }
         if !backlog && now - last_release >= 1000 {
             last_release = now;

@@ -16,10 +16,14 @@ use bytes::Bytes;
 use strata_resp::Protocol;
 
 use crate::args::eq_ci;
-use crate::ctx::{ClientInfo, ConnCtx, ReplyMode, ServerState, Session};
+use crate::clients::client_line;
+use crate::clients::ClientInfo;
+use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
-use crate::server::{reply_help, REDIS_VERSION};
-use crate::table::{Arg, CommandSpec, Flags, Handler, Table};
+use crate::reply::reply_help;
+use crate::services::server::REDIS_VERSION;
+use crate::state::{ReplyMode, ServerState, Session};
+use crate::table::{Arg, CommandSpec, Flags, Handler};
 
 const LOADING_STALE: Flags = Flags::LOADING.or(Flags::STALE);
 /// The flags of every CLIENT subcommand but HELP.
@@ -157,7 +161,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Listen for all requests received by the server in real time",
         "1.0.0",
         "",
-        Handler::Conn(crate::monitor::monitor),
+        Handler::Conn(crate::services::monitor::monitor),
     ),
     CommandSpec::new(
         "connection",
@@ -321,7 +325,7 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "6.0.0",
         "O(1). Some options may introduce additional complexity.",
         &[],
-        crate::tracking::client_tracking,
+        crate::services::tracking::client_tracking,
     )
     .with_args(CLIENT_TRACKING_ARGS),
     client_cmd(
@@ -332,7 +336,7 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "6.0.0",
         "O(1)",
         &[],
-        crate::tracking::client_caching,
+        crate::services::tracking::client_caching,
     )
     .with_args(CLIENT_CACHING_ARGS),
     client_cmd(
@@ -343,7 +347,7 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "6.0.0",
         "O(1)",
         &[],
-        crate::tracking::client_getredir,
+        crate::services::tracking::client_getredir,
     ),
     client_cmd(
         "trackinginfo",
@@ -353,7 +357,7 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "6.2.0",
         "O(1)",
         &[],
-        crate::tracking::client_trackinginfo,
+        crate::services::tracking::client_trackinginfo,
     ),
     client_cmd(
         "help",
@@ -560,11 +564,11 @@ fn reset<'a>(cx: &'a mut ConnCtx<'_>) -> futures_util::future::LocalBoxFuture<'a
         cx.session.multi_failed = false;
         cx.session.info.multi.store(-1, Ordering::Relaxed);
         cx.session.pubsub.clear();
-        crate::tracking::disable(cx.session);
+        crate::services::tracking::disable(cx.session);
         if std::mem::take(&mut cx.session.monitor) {
-            crate::monitor::remove(cx.session.info.id);
+            crate::services::monitor::remove(cx.session.info.id);
         }
-        crate::multi::unwatch_all(cx.session, &cx.server.shards).await;
+        crate::services::multi::unwatch_all(cx.session, &cx.server.shards).await;
         reset_settings(cx)
     })
 }
@@ -665,7 +669,7 @@ fn argv_mem(args: &[Bytes]) -> usize {
 }
 
 fn client_info(cx: &mut ConnCtx<'_>) -> CmdResult {
-    let mut line = client_line(&cx.session.info, cx.now, argv_mem(cx.args), cx.server.table);
+    let mut line = client_line(&cx.session.info, cx.now, argv_mem(cx.args));
     line.push('\n');
     cx.out.verbatim("txt", line.as_bytes());
     Ok(())
@@ -723,7 +727,7 @@ fn client_list(cx: &mut ConnCtx<'_>) -> CmdResult {
     let my_argv = argv_mem(cx.args);
     let line = |c: &ClientInfo| {
         let mem = if c.id == me { my_argv } else { 0 };
-        let mut l = client_line(c, cx.now, mem, cx.server.table);
+        let mut l = client_line(c, cx.now, mem);
         l.push('\n');
         l
     };
@@ -754,96 +758,6 @@ fn client_list(cx: &mut ConnCtx<'_>) -> CmdResult {
     }
     cx.out.verbatim("txt", text.as_bytes());
     Ok(())
-}
-
-/// One CLIENT LIST line (without its newline): Redis 7.0's fields in Redis's order, then 7.2's
-/// `lib-name` and `lib-ver`. Output not yet written to the socket is `omem` bytes: `obl` of the
-/// chunk being written and `oll` chunks queued behind it; the read buffer holds `qbuf` bytes and
-/// has `qbuf-free` more room; `multi-mem` is the MULTI queue and WATCHed keys; `tot-mem` all of it
-/// with subscriptions and tracking prefixes ([`ClientInfo::tot_mem`]). The reply buffer fields
-/// Strata does not keep the way Redis does (rbs, rbp) read 0.
-pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize, table: &Table) -> String {
-    let text = |m: &std::sync::Mutex<Option<Bytes>>| {
-        m.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default()
-    };
-    let load = |a: &std::sync::atomic::AtomicU32| a.load(Ordering::Relaxed);
-    let multi = c.multi.load(Ordering::Relaxed);
-    let mut flags = String::new();
-    if c.monitor.load(Ordering::Relaxed) {
-        flags.push('O');
-    }
-    if c.subscriptions() > 0 {
-        flags.push('P');
-    }
-    if multi >= 0 {
-        flags.push('x');
-    }
-    if c.blocked.load(Ordering::Relaxed) {
-        flags.push('b');
-    }
-    let tracking = c.tracking.load(Ordering::Relaxed);
-    for (bit, f) in [
-        (crate::tracking::FLAG_ON, 't'),
-        (crate::tracking::FLAG_BROKEN, 'R'),
-        (crate::tracking::FLAG_BCAST, 'B'),
-    ] {
-        if tracking & bit != 0 {
-            flags.push(f);
-        }
-    }
-    if c.killed.load(Ordering::Relaxed) {
-        flags.push('A');
-    }
-    if c.no_evict.load(Ordering::Relaxed) {
-        flags.push('e');
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    let qbuf = c.qbuf.load(Ordering::Relaxed);
-    let qbuf_free = c.qbuf_free.load(Ordering::Relaxed);
-    let omem = c.omem.load(Ordering::Relaxed);
-    let obl = c.obl.load(Ordering::Relaxed);
-    let oll = c.oll.load(Ordering::Relaxed);
-    let cmd = table
-        .entries()
-        .get(c.last_cmd.load(Ordering::Relaxed))
-        .map_or("NULL", |e| e.name);
-    // `tot_mem` counts a partly read request; the command running (CLIENT LIST itself, for the
-    // caller) is added to both.
-    let tot_mem = c.tot_mem() as usize + argv_mem;
-    let argv_mem = argv_mem + c.argv_mem.load(Ordering::Relaxed) as usize;
-    let multi_mem = c.multi_mem.load(Ordering::Relaxed);
-    format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \
-         ssub={} multi={multi} qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={multi_mem} rbs=0 \
-         rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
-         redir={} resp={} lib-name={} lib-ver={}",
-        c.id,
-        c.addr,
-        c.laddr,
-        c.fd,
-        text(&c.name),
-        (now - c.created_ms).max(0) / 1000,
-        (now - c.last_active_ms.load(Ordering::Relaxed)).max(0) / 1000,
-        c.db.load(Ordering::Relaxed),
-        load(&c.sub),
-        load(&c.psub),
-        load(&c.ssub),
-        if omem > 0 { "rw" } else { "r" },
-        if tracking & crate::tracking::FLAG_ON != 0 {
-            c.tracking_redir.load(Ordering::Relaxed) as i64
-        } else {
-            -1
-        },
-        c.resp.load(Ordering::Relaxed),
-        text(&c.lib_name),
-        text(&c.lib_ver),
-    )
 }
 
 /// CLIENT KILL addr:port → OK or "No such client"; CLIENT KILL [ID id] [TYPE type] [USER user]
@@ -969,9 +883,9 @@ fn client_unblock(cx: &mut ConnCtx<'_>) -> CmdResult {
     }
     let id = strata_core::num::parse_i64(&cx.args[2]).ok_or(CmdError::NotInteger)?;
     let how = match cx.args.get(3) {
-        None => crate::ctx::UNBLOCK_TIMEOUT,
-        Some(m) if eq_ci(m, "timeout") => crate::ctx::UNBLOCK_TIMEOUT,
-        Some(m) if eq_ci(m, "error") => crate::ctx::UNBLOCK_ERROR,
+        None => crate::clients::UNBLOCK_TIMEOUT,
+        Some(m) if eq_ci(m, "timeout") => crate::clients::UNBLOCK_TIMEOUT,
+        Some(m) if eq_ci(m, "error") => crate::clients::UNBLOCK_ERROR,
         Some(_) => {
             return Err(CmdError::msg(
                 "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",

@@ -24,135 +24,15 @@
 //! within a factor of two is arbitrary; this one is exact). A client closed this way counts in
 //! INFO `evicted_clients`; it goes as a CLIENT KILL does, its connection's thread closing it.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::ctx::{ClientInfo, ServerState, Session};
+use crate::clients::{client_line, count_evicted, enabled, limit, refresh, ClientInfo};
+use crate::state::{ServerState, Session};
 
-/// `maxmemory-clients` as set: bytes (positive), a percentage of `maxmemory` (negative), 0: off.
-static SETTING: AtomicI64 = AtomicI64::new(0);
-/// Sum of what every live client published (bytes).
-static TOTAL: AtomicI64 = AtomicI64::new(0);
-/// Clients evicted since start (INFO `evicted_clients`).
-static EVICTED: AtomicU64 = AtomicU64::new(0);
-/// A client that is gone publishes nothing more.
-const GONE: u64 = u64::MAX;
-/// The smallest limit honoured (Redis's floor).
-const FLOOR: u64 = 128 * 1024;
 /// What one subscription or one tracking prefix is counted for: its table entries (the names
 /// are not counted, as Redis counts only its structures' overhead there).
 const ENTRY_OVERHEAD: u64 = 64;
-
-/// Whether a `maxmemory-clients` is set: the one load the hot paths pay.
-#[inline]
-pub fn enabled() -> bool {
-    SETTING.load(Ordering::Relaxed) != 0
-}
-
-/// Parses a `maxmemory-clients` value: a memory size, or `N%` with N at most 100. Returns the
-/// setting's stored form (bytes, or minus the percentage) or Redis's reason.
-pub fn parse(value: &str) -> Result<i64, String> {
-    if let Some(p) = value.strip_suffix('%') {
-        let p: i64 = p
-            .parse()
-            .ok()
-            .filter(|p| *p >= 0)
-            .ok_or("argument must be a memory or percent value")?;
-        if p > 100 {
-            return Err("percentage argument must be less or equal to 100".into());
-        }
-        return Ok(-p);
-    }
-    if value.is_empty() {
-        return Ok(0);
-    }
-    crate::config::parse_memory(value)
-        .ok_or_else(|| "argument must be a memory or percent value".into())
-}
-
-/// The canonical text of a stored setting (CONFIG GET): bytes, or `N%`.
-pub fn format(setting: i64) -> String {
-    if setting < 0 {
-        format!("{}%", -setting)
-    } else {
-        setting.to_string()
-    }
-}
-
-/// Applies a validated `maxmemory-clients` value.
-pub fn set(value: &str) {
-    SETTING.store(parse(value).unwrap_or(0), Ordering::Relaxed);
-}
-
-/// The limit in bytes now (0: none): a percentage needs `maxmemory`.
-pub fn limit() -> u64 {
-    let setting = SETTING.load(Ordering::Relaxed);
-    let bytes = match setting {
-        0 => return 0,
-        s if s > 0 => s as u64,
-        p => match strata_shard::evict::maxmemory() {
-            0 => return 0,
-            max => (max as u128 * (-p) as u128 / 100).min(u64::MAX as u128) as u64,
-        },
-    };
-    bytes.max(FLOOR)
-}
-
-/// Clients evicted since start.
-pub fn evicted() -> u64 {
-    EVICTED.load(Ordering::Relaxed)
-}
-
-/// Zeroes `evicted_clients` (CONFIG RESETSTAT).
-pub fn reset_stats() {
-    EVICTED.store(0, Ordering::Relaxed);
-}
-
-/// Brings the total up to date with `info`'s current size (see the module docs).
-pub fn refresh(info: &ClientInfo) {
-    let now = info.tot_mem();
-    let mut old = info.mem_published.load(Ordering::Relaxed);
-    loop {
-        if old == GONE || old == now {
-            return;
-        }
-        match info.mem_published.compare_exchange_weak(
-            old,
-            now,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => break,
-            Err(seen) => old = seen,
-        }
-    }
-    TOTAL.fetch_add(now as i64 - old as i64, Ordering::Relaxed);
-}
-
-/// Takes a closed client out of the total for good.
-pub fn forget(info: &ClientInfo) {
-    let old = info.mem_published.swap(GONE, Ordering::Relaxed);
-    if old != GONE {
-        TOTAL.fetch_sub(old as i64, Ordering::Relaxed);
-    }
-    let evicted = info.mem_evicted.swap(0, Ordering::Relaxed);
-    if evicted != 0 {
-        strata_shard::evict::clients_closing(-(evicted as i64));
-    }
-}
-
-/// What a session holds beyond its buffers, counted as its commands add it: the MULTI queue and
-/// WATCHed keys (so far counted: entries and bytes, extended by the entries added since; a
-/// shorter list was emptied and is counted again), subscriptions and tracking prefixes.
-#[derive(Default)]
-pub struct Counted {
-    queued: usize,
-    queued_bytes: u64,
-    watched: usize,
-    watched_bytes: u64,
-    /// Something non-zero was published: the next batch must publish (zeros, if need be).
-    published: bool,
-}
 
 /// Owner only, after a batch: publishes what `session` holds beyond its buffers into its
 /// [`ClientInfo`] (CLIENT LIST `multi-mem`, `tot-mem`). O(what the batch added); a load or four
@@ -215,7 +95,7 @@ pub fn settle(server: &ServerState, info: &ClientInfo) -> bool {
 /// among them (its connection must not run anything more).
 pub fn check(server: &ServerState, me: Option<&ClientInfo>) -> bool {
     let limit = limit();
-    if limit == 0 || TOTAL.load(Ordering::Relaxed) < limit as i64 {
+    if limit == 0 || crate::clients::total() < limit as i64 {
         return false;
     }
     evict(server, limit, me)
@@ -249,7 +129,7 @@ fn evict(server: &ServerState, limit: u64, me: Option<&ClientInfo>) -> bool {
         }
         eprintln!(
             "Evicting client: {}",
-            crate::connection::client_line(c, strata_shard::now_ms(), 0, server.table)
+            client_line(c, strata_shard::now_ms(), 0)
         );
         // Until its connection has closed, its memory is not what key eviction should free.
         if c.mem_evicted
@@ -259,7 +139,7 @@ fn evict(server: &ServerState, limit: u64, me: Option<&ClientInfo>) -> bool {
             strata_shard::evict::clients_closing(mem.max(1) as i64);
         }
         c.kill();
-        EVICTED.fetch_add(1, Ordering::Relaxed);
+        count_evicted();
         total -= mem;
         evicted_me |= me.is_some_and(|m| std::ptr::eq(m, &**c));
     }
@@ -279,31 +159,4 @@ pub fn configured(server: &ServerState, me: Option<&ClientInfo>) -> bool {
         refresh(&c);
     }
     check(server, me)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn settings_parse_as_redis_accepts_them() {
-        assert_eq!(parse("10%"), Ok(-10));
-        assert_eq!(parse("0%"), Ok(0));
-        assert_eq!(parse("100%"), Ok(-100));
-        assert_eq!(
-            parse("101%"),
-            Err("percentage argument must be less or equal to 100".into())
-        );
-        assert_eq!(parse("1mb"), Ok(1 << 20));
-        assert_eq!(parse(""), Ok(0));
-        for bad in ["-1", "abc", "-5%", "x%"] {
-            assert_eq!(
-                parse(bad),
-                Err("argument must be a memory or percent value".into()),
-                "{bad}"
-            );
-        }
-        assert_eq!(format(-7), "7%");
-        assert_eq!(format(1 << 20), "1048576");
-    }
 }

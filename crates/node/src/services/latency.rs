@@ -11,7 +11,6 @@
 //!   does; LATENCY LATEST, HISTORY, RESET and DOCTOR read them.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use futures_util::future::LocalBoxFuture;
@@ -21,11 +20,8 @@ use strata_shard::now_ms;
 use crate::config::trim_percentile;
 use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
-use crate::slowlog::sub;
+use crate::services::slowlog::sub;
 use crate::table::{CommandSpec, Flags, Handler};
-
-/// `latency-monitor-threshold` (ms; 0: off).
-static THRESHOLD_MS: AtomicU64 = AtomicU64::new(0);
 
 /// Samples kept per event (Redis's LATENCY_TS_LEN).
 const SAMPLES: usize = 160;
@@ -47,15 +43,10 @@ struct Series {
 /// Every event that had a sample, by name.
 static EVENTS: Mutex<BTreeMap<&'static str, Series>> = Mutex::new(BTreeMap::new());
 
-/// Applies `latency-monitor-threshold`.
-pub fn set_threshold(ms: u64) {
-    THRESHOLD_MS.store(ms, Ordering::Relaxed);
-}
-
 /// Whether something that took `usec` µs is a monitor sample: one load and a branch.
 #[inline]
 pub fn monitors(usec: u64) -> bool {
-    let t = THRESHOLD_MS.load(Ordering::Relaxed);
+    let t = crate::settings::latency_threshold();
     t != 0 && usec / 1000 >= t
 }
 
@@ -262,7 +253,7 @@ fn latency_doctor(cx: &mut ConnCtx<'_>) -> CmdResult {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let text = doctor_report(
-        THRESHOLD_MS.load(Ordering::Relaxed),
+        crate::settings::latency_threshold(),
         &EVENTS.lock().unwrap_or_else(|e| e.into_inner()),
         &setup,
     );
@@ -493,7 +484,7 @@ fn sparkline(out: &mut String, values: &[u64], labels: &[String], min: u64, max:
 }
 
 fn latency_help(cx: &mut ConnCtx<'_>) -> CmdResult {
-    crate::server::reply_help(
+    crate::reply::reply_help(
         cx.out,
         &cx.args[0],
         &[
@@ -655,7 +646,7 @@ mod tests {
 
     #[test]
     fn samples_of_one_second_merge_and_the_maximum_is_kept() {
-        set_threshold(1);
+        crate::settings::set_latency_threshold(1);
         assert!(!monitors(999) && monitors(1000));
         // A private event name: tests run in parallel on the shared log.
         add_sample("test-event", 5_000);
@@ -671,7 +662,7 @@ mod tests {
         assert!(report.contains("test-event:"), "{report}");
         assert!(report.contains("no advice"), "{report}");
         drop(events);
-        set_threshold(0);
+        crate::settings::set_latency_threshold(0);
         assert!(!monitors(u64::MAX));
         EVENTS.lock().unwrap().remove("test-event");
     }

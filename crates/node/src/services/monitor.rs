@@ -11,7 +11,8 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
-use crate::ctx::{ClientInfo, ConnCtx};
+use crate::clients::ClientInfo;
+use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
 use crate::table::{CommandSpec, Flags};
 

@@ -24,8 +24,10 @@ use strata_shard::{lru_clock, CmdStat};
 
 use crate::args::eq_ci;
 use crate::config::{Config, ConfigSetError};
-use crate::ctx::{ConnCtx, ServerState};
+use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
+use crate::reply::{reply_help, subcommand_syntax_error};
+use crate::state::ServerState;
 use crate::table::{
     Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec, ACL_ORDER,
 };
@@ -343,34 +345,6 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
         Handler::Conn(config_help),
     ),
 ];
-
-/// Redis's help reply: `<CMD> <subcommand> ...` header, the lines, and the HELP footer, each a
-/// status reply.
-pub fn reply_help(out: &mut ReplyBuf, cmd: &[u8], lines: &[&str]) {
-    out.array(lines.len() + 3);
-    out.simple(&format!(
-        "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        String::from_utf8_lossy(cmd).to_ascii_uppercase()
-    ));
-    for l in lines {
-        out.simple(l);
-    }
-    out.simple("HELP");
-    out.simple("    Prints this help.");
-}
-
-/// `ERR unknown subcommand or wrong number of arguments for '<sub>'. Try <CMD> HELP.`, for
-/// commands that parse their own subcommands (DEBUG).
-pub(crate) fn subcommand_syntax_error(args: &[Bytes]) -> CmdError {
-    let sub = crate::error::echo_128(&args[1]);
-    CmdError::Msg(
-        format!(
-            "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {} HELP.",
-            String::from_utf8_lossy(&args[0]).to_ascii_uppercase()
-        )
-        .into(),
-    )
-}
 
 // =====================================================================================
 // COMMAND
@@ -837,7 +811,7 @@ fn config_set<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             .await;
         // A lower `maxmemory-clients` (or `maxmemory`, for a percentage) evicts clients at once;
         // if this client is one of them, it gets no reply, as in Redis.
-        if !crate::client_evict::configured(cx.server, Some(&cx.session.info)) {
+        if !crate::services::client_evict::configured(cx.server, Some(&cx.session.info)) {
             cx.out.ok();
         }
         Ok(())
@@ -902,7 +876,7 @@ fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
             .await;
         PEAK_MEMORY.store(crate::memory::used_memory(), Ordering::Relaxed);
         strata_shard::evict::reset_stats();
-        crate::client_evict::reset_stats();
+        crate::clients::reset_stats();
         *RATES.lock().unwrap_or_else(|e| e.into_inner()) = None;
         cx.out.ok();
         Ok(())
@@ -1239,7 +1213,7 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 field!(out, "rejected_connections", "{}", d.rejected_connections);
                 field!(out, "expired_keys", "{}", d.expired_keys);
                 field!(out, "evicted_keys", "{}", d.evicted_keys);
-                field!(out, "evicted_clients", "{}", crate::client_evict::evicted());
+                field!(out, "evicted_clients", "{}", crate::clients::evicted());
                 let (total, current) = strata_shard::evict::exceeded_ms(strata_shard::now_us());
                 field!(out, "total_eviction_exceeded_time", "{}", total);
                 field!(out, "current_eviction_exceeded_time", "{}", current);
@@ -1645,7 +1619,7 @@ fn info<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         let sections = info_sections(&cx.args[1..]);
         let mut data = gather_info(cx).await;
         if sections.contains(&"latencystats") {
-            data.latencystats = crate::latency::info_lines(cx).await;
+            data.latencystats = crate::services::latency::info_lines(cx).await;
         }
         let text = render_info(&sections, &data);
         cx.out.verbatim("txt", text.as_bytes());
@@ -1887,10 +1861,10 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                             // As Redis: logically expired keys count until they are removed.
                             s.db(db)
                                 .stored(&key)
-                                .map_or([0; 20], crate::digest::value_digest)
+                                .map_or([0; 20], crate::services::digest::value_digest)
                         })
                         .await;
-                    cx.out.simple(&crate::digest::hex(&d));
+                    cx.out.simple(&crate::services::digest::hex(&d));
                 }
             }
             ("digest", 2) => {
@@ -1903,7 +1877,10 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                                 let mut any = false;
                                 for e in s.db(i).iter_stored() {
                                     any = true;
-                                    crate::digest::xor(&mut keys, &crate::digest::key_digest(e));
+                                    crate::services::digest::xor(
+                                        &mut keys,
+                                        &crate::services::digest::key_digest(e),
+                                    );
                                 }
                                 (any, keys)
                             })
@@ -1917,8 +1894,9 @@ fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                         acc.1.iter_mut().zip(keys).for_each(|(a, b)| *a ^= b);
                     }
                 }
-                cx.out
-                    .simple(&crate::digest::hex(&crate::digest::dataset_digest(&dbs)));
+                cx.out.simple(&crate::services::digest::hex(
+                    &crate::services::digest::dataset_digest(&dbs),
+                ));
             }
             ("set-active-expire", 3) => {
                 // Redis reads it with atoi: (int) strtol.

@@ -11,7 +11,7 @@
 //! (AUTH, HELLO's AUTH, CONFIG SET of `requirepass`/`masterauth`), as in Redis.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -27,10 +27,6 @@ const MAX_ARGS: usize = 32;
 /// Longer arguments are cut to this many bytes, followed by how many were left out.
 const MAX_ARG_BYTES: usize = 128;
 
-/// `slowlog-log-slower-than` (µs; negative: off).
-static SLOWER_THAN: AtomicI64 = AtomicI64::new(10_000);
-/// `slowlog-max-len`.
-static MAX_LEN: AtomicU64 = AtomicU64::new(128);
 /// The id of the next entry: never reset, not even by SLOWLOG RESET (as in Redis).
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 /// Newest first.
@@ -46,20 +42,10 @@ struct Entry {
     name: Bytes,
 }
 
-/// Applies `slowlog-log-slower-than` (called by CONFIG SET and at start-up).
-pub fn set_slower_than(usec: i64) {
-    SLOWER_THAN.store(usec, Ordering::Relaxed);
-}
-
-/// Applies `slowlog-max-len`.
-pub fn set_max_len(len: u64) {
-    MAX_LEN.store(len, Ordering::Relaxed);
-}
-
 /// Whether a command that ran for `usec` microseconds goes to the log. One load and a branch.
 #[inline]
 pub fn logs(usec: u64) -> bool {
-    let t = SLOWER_THAN.load(Ordering::Relaxed);
+    let t = crate::settings::slowlog_slower_than();
     t >= 0 && usec >= t as u64
 }
 
@@ -72,7 +58,7 @@ pub fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
         if kept < args.len() && i == kept - 1 {
             let more = args.len() - kept + 1;
             out.push(Bytes::from(format!("... ({more} more arguments)")));
-        } else if crate::monitor::redacted(spec, args, i) {
+        } else if crate::services::monitor::redacted(spec, args, i) {
             out.push(Bytes::from_static(b"(redacted)"));
         } else if a.len() > MAX_ARG_BYTES {
             let mut s = a[..MAX_ARG_BYTES].to_vec();
@@ -92,7 +78,7 @@ pub fn kept_args(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
 /// (EXEC), or while `slowlog-max-len` is 0.
 #[cold]
 pub fn push(spec: &CommandSpec, args: &[Bytes], usec: u64, addr: &str, name: Bytes, now_ms: i64) {
-    let max = MAX_LEN.load(Ordering::Relaxed);
+    let max = crate::settings::slowlog_max_len();
     if max == 0 || spec.flags.has(Flags::SKIP_SLOWLOG) {
         return;
     }
@@ -123,7 +109,7 @@ fn count_error() -> CmdError {
 /// SLOWLOG GET [count]: the newest `count` entries (10 by default, -1 for all).
 fn slowlog_get(cx: &mut ConnCtx<'_>) -> CmdResult {
     if cx.args.len() > 3 {
-        return Err(crate::server::subcommand_syntax_error(cx.args));
+        return Err(crate::reply::subcommand_syntax_error(cx.args));
     }
     let count = match cx.args.get(2) {
         None => 10,
@@ -174,7 +160,7 @@ fn slowlog_reset(cx: &mut ConnCtx<'_>) -> CmdResult {
 }
 
 fn slowlog_help(cx: &mut ConnCtx<'_>) -> CmdResult {
-    crate::server::reply_help(
+    crate::reply::reply_help(
         cx.out,
         &cx.args[0],
         &[
@@ -206,7 +192,7 @@ pub(crate) const fn sub(
     tips: &'static [&'static str],
     handler: Handler,
 ) -> CommandSpec {
-    crate::server::cmd(
+    crate::services::server::cmd(
         name,
         arity,
         flags,

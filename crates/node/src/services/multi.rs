@@ -23,8 +23,9 @@ use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use strata_shard::{ShardSet, Watch};
 
-use crate::ctx::{ConnCtx, Session};
+use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
+use crate::state::Session;
 use crate::table::{Arg, CommandSpec, Flags, Handler, KeyFlags, KeySpec};
 
 const TXN: Flags = Flags::NOSCRIPT

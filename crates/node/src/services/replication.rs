@@ -61,12 +61,12 @@ fn wait<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
                 .store(false, std::sync::atomic::Ordering::Release);
             info.blocked
                 .store(false, std::sync::atomic::Ordering::Relaxed);
-            if how == crate::ctx::UNBLOCK_ERROR {
+            if how == crate::clients::UNBLOCK_ERROR {
                 return Err(CmdError::msg(
                     "UNBLOCKED client unblocked via CLIENT UNBLOCK",
                 ));
             }
-            if how == crate::ctx::UNBLOCK_TIMEOUT {
+            if how == crate::clients::UNBLOCK_TIMEOUT {
                 // Redis 7.0 counts a command ended by CLIENT UNBLOCK as a failed call even when
                 // it answers as on timeout (no error reply).
                 if let crate::table::Lookup::Found(me) = crate::table::process().resolve(cx.args) {
