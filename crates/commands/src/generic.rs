@@ -1148,7 +1148,7 @@ async fn keys_on_shard(
 /// the thread from serving other databases, connections and shards meanwhile.
 fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now) = (cx.session.db, cx.now);
+        let (db, now) = (cx.db(), cx.now);
         let pattern = cx.args[1].clone();
         let set = cx.shards().clone();
         let lock = set
@@ -1156,7 +1156,7 @@ fn keys<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
             .await;
         let parts = lock
             .shards()
-            .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now, cx.server.sleep));
+            .map(|shard| keys_on_shard(&lock, shard, db, pattern.clone(), now, cx.sleeper()));
         let parts = join_all(parts).await;
         lock.release();
         cx.out.array(parts.iter().map(Vec::len).sum());
@@ -1261,7 +1261,7 @@ pub fn op_scan(
 fn scan<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         let sa = parse_scan(cx.args)?;
-        let (db, now) = (cx.session.db, cx.now);
+        let (db, now) = (cx.db(), cx.now);
         let set = cx.shards().clone();
         let shards = set.len();
         let mut at = ScanCursor::decode(sa.cursor, shards);
@@ -1330,7 +1330,7 @@ const RANDOMKEY_ROUNDS: usize = 16;
 /// proportional to its key count, so every key is about equally likely.
 fn randomkey<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
-        let (db, now) = (cx.session.db, cx.now);
+        let (db, now) = (cx.db(), cx.now);
         let set = cx.shards().clone();
         for _ in 0..RANDOMKEY_ROUNDS {
             let sizes = set.call_all(move |s| (s.db_mut(db).len(), s.rand())).await;
@@ -1385,7 +1385,7 @@ struct Probe {
 
 /// Reads `cx.args[2]` on its shard without recording an access (null reply if missing).
 async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
-    let (db, now) = (cx.session.db, cx.now);
+    let (db, now) = (cx.db(), cx.now);
     let key = cx.args[2].clone();
     let shard = cx.shards().shard_of_key(&key);
     cx.shards()
@@ -1399,7 +1399,7 @@ async fn probe(cx: &mut ConnCtx<'_>) -> Option<Probe> {
 }
 
 fn policy(cx: &ConnCtx<'_>) -> String {
-    cx.server.config.get("maxmemory-policy").unwrap_or_default()
+    cx.config().get("maxmemory-policy").unwrap_or_default()
 }
 
 /// OBJECT FREQ key → the key's logarithmic access counter (LFU policies only).
@@ -1411,8 +1411,8 @@ fn object_freq<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         };
         let access = access_for(
             &policy(cx),
-            cx.server.config.get_i64("lfu-log-factor"),
-            cx.server.config.get_i64("lfu-decay-time"),
+            cx.config().get_i64("lfu-log-factor"),
+            cx.config().get_i64("lfu-decay-time"),
         );
         let Access::Lfu { decay_time, .. } = access else {
             return Err(CmdError::msg("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));

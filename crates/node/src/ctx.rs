@@ -8,6 +8,7 @@ use strata_resp::ReplyBuf;
 use strata_shard::{Db, Owner, Shard, ShardSet};
 
 use crate::args::Args;
+use crate::config::Config;
 use crate::state::{ServerState, Session};
 
 /// Context of a command running on the shard that owns its keys.
@@ -81,15 +82,56 @@ impl<'a> ShardCtx<'a> {
 }
 
 /// Context of a command running on the connection's thread.
+///
+/// The session and the server-wide state are this crate's: its services reach them whole, a
+/// data-type family only through the accessors below (the selected database, the shards, the lock
+/// owner, the configuration, a sleep), so a family cannot reach into the client registry, pub/sub
+/// or another connection's state.
 pub struct ConnCtx<'a> {
-    pub session: &'a mut Session,
-    pub server: &'a Arc<ServerState>,
+    pub(crate) session: &'a mut Session,
+    pub(crate) server: &'a Arc<ServerState>,
     pub args: &'a [Bytes],
     pub out: &'a mut ReplyBuf,
     pub now: i64,
 }
 
 impl<'a> ConnCtx<'a> {
+    /// The context of a command line `args` of the client whose `session` it is, answering into
+    /// `out`, at command time `now` (unix ms).
+    pub fn new(
+        session: &'a mut Session,
+        server: &'a Arc<ServerState>,
+        args: &'a [Bytes],
+        out: &'a mut ReplyBuf,
+        now: i64,
+    ) -> ConnCtx<'a> {
+        ConnCtx {
+            session,
+            server,
+            args,
+            out,
+            now,
+        }
+    }
+
+    /// The selected database.
+    pub fn db(&self) -> usize {
+        self.session.db
+    }
+
+    /// The server's configuration (read-only to a family).
+    pub fn config(&self) -> &Config {
+        &self.server.config
+    }
+
+    /// What suspends the calling task, not its thread, for a while (the event loop's timer): a
+    /// long walk yields with it.
+    pub fn sleeper(
+        &self,
+    ) -> fn(std::time::Duration) -> futures_util::future::LocalBoxFuture<'static, ()> {
+        self.server.sleep
+    }
+
     /// A cursor over the arguments after the command name (`start` = 2 for subcommands).
     pub fn args_from(&self, start: usize) -> Args<'a> {
         Args::new(self.args, start)

@@ -2383,13 +2383,7 @@ impl Batch<'_> {
 
     fn run_conn(&mut self, cmd: &Resolved, args: &[Bytes], f: ConnHandler, out: &mut ReplyBuf) {
         let start = now_us();
-        let mut cx = ConnCtx {
-            session: self.session,
-            server: self.state,
-            args,
-            out: &mut *out,
-            now: start / 1000,
-        };
+        let mut cx = ConnCtx::new(self.session, self.state, args, &mut *out, start / 1000);
         let result = f(&mut cx);
         let at = reply_error(cx.out, result);
         let error = at.map(|at| &out.buf[at..]);
@@ -2404,13 +2398,7 @@ impl Batch<'_> {
         out: &mut ReplyBuf,
     ) {
         let start = now_us();
-        let mut cx = ConnCtx {
-            session: self.session,
-            server: self.state,
-            args,
-            out: &mut *out,
-            now: start / 1000,
-        };
+        let mut cx = ConnCtx::new(self.session, self.state, args, &mut *out, start / 1000);
         let result = f(&mut cx).await;
         let at = reply_error(cx.out, result);
         let error = at.map(|at| &out.buf[at..]);
