@@ -38,6 +38,8 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 fi
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust (https://rustup.rs) first"
+command -v python3 >/dev/null 2>&1 || as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 ||
+    die "python3 missing (the layer check needs it)"
 for component in rustfmt clippy; do
     probe=$([ "$component" = rustfmt ] && echo fmt || echo clippy)
     if ! cargo "$probe" --version >/dev/null 2>&1; then
@@ -56,6 +58,10 @@ printf 'target dir:   %s\n' "$CARGO_TARGET_DIR"
 
 failed=()
 start=$SECONDS
+
+# The one-way rules between crates and between modules (docs/architecture.md, Layers).
+step "scripts/check-layers.py"
+python3 scripts/check-layers.py || failed+=("scripts/check-layers.py")
 
 step "cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast || failed+=("cargo test --workspace")

@@ -633,6 +633,34 @@ pub struct Table {
     top: Vec<&'static CommandSpec>,
 }
 
+/// A command of the server group (also SLOWLOG's and LATENCY's subcommands).
+#[allow(clippy::too_many_arguments)]
+pub(crate) const fn server_command(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    summary: &'static str,
+    since: &'static str,
+    complexity: &'static str,
+    acl: &'static [&'static str],
+    tips: &'static [&'static str],
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec::new(
+        "server",
+        name,
+        arity,
+        flags,
+        &[],
+        summary,
+        since,
+        complexity,
+        handler,
+    )
+    .with_acl(acl)
+    .with_tips(tips)
+}
+
 /// The process's command table: every family's commands, installed once by whoever assembles them
 /// (`strata_commands::table`). The server-wide services name commands by it where no context is at
 /// hand (a client closed for its output limits is logged with its last command).

@@ -28,6 +28,7 @@ use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
 use crate::reply::{reply_help, subcommand_syntax_error};
 use crate::state::ServerState;
+use crate::table::server_command as cmd;
 use crate::table::{
     Arg, ArgKind, BeginSearch, CommandSpec, FindKeys, Flags, Handler, KeyFlags, KeySpec, ACL_ORDER,
 };
@@ -39,34 +40,6 @@ pub const REDIS_VERSION: &str = "7.0.15";
 const LOADING_STALE: Flags = Flags::LOADING.or(Flags::STALE);
 /// Administrative commands: CONFIG GET/SET/..., SHUTDOWN, DEBUG.
 const ADMIN: Flags = Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE);
-
-/// A command of the server group (also SLOWLOG's and LATENCY's subcommands).
-#[allow(clippy::too_many_arguments)]
-pub(crate) const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    summary: &'static str,
-    since: &'static str,
-    complexity: &'static str,
-    acl: &'static [&'static str],
-    tips: &'static [&'static str],
-    handler: Handler,
-) -> CommandSpec {
-    CommandSpec::new(
-        "server",
-        name,
-        arity,
-        flags,
-        &[],
-        summary,
-        since,
-        complexity,
-        handler,
-    )
-    .with_acl(acl)
-    .with_tips(tips)
-}
 
 const ORDER_TIP: &[&str] = &["nondeterministic_output_order"];
 const OUTPUT_TIP: &[&str] = &["nondeterministic_output"];

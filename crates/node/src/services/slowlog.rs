@@ -192,7 +192,7 @@ pub(crate) const fn sub(
     tips: &'static [&'static str],
     handler: Handler,
 ) -> CommandSpec {
-    crate::services::server::cmd(
+    crate::table::server_command(
         name,
         arity,
         flags,
