@@ -111,7 +111,7 @@ pub fn commands_markdown() -> String {
 /// The settings reference.
 pub fn configuration_markdown() -> String {
     let mut s = String::from(
-        "# Configuration\n\nGenerated from the settings table (`crates/commands/src/config.rs`); do not edit by hand.\n\n\
+        "# Configuration\n\nGenerated from the settings table (`crates/node/src/config.rs`); do not edit by hand.\n\n\
          Settings are read from a redis.conf-style file given as the first argument and from `--name value`\n\
          flags (flags win), exactly as `redis-server` takes them. Mutable settings can be changed with\n\
          `CONFIG SET`.\n\n| setting | default | type | runtime | Strata only | meaning |\n|---|---|---|---|---|---|\n",
