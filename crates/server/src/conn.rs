@@ -17,7 +17,7 @@
 //! connection is closed beyond it, as Redis does; shrunk after a big request and freed while the
 //! client idles, see [`sweep_idle_inputs`]), a request's arguments by the parser's limits,
 //! replies by what one batch produces (and, with a hard `client-output-buffer-limit`, by that limit
-//! while the batch runs: see `dispatch::Progress`), and pushed output by the same setting.
+//! while the batch runs: see `dispatch::sub_batch::Progress`), and pushed output by the same setting.
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
