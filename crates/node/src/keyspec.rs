@@ -453,6 +453,7 @@ impl Keys<'_> {
     /// Calls `f(index, flags)` for every key of `args` in spec order. `exact_flags` asks for the
     /// parser's flags when a spec's flags vary with the arguments (GETKEYSANDFLAGS); without it
     /// the declared flags (the worst case) are reported. Returns the number of keys reported.
+    #[inline]
     pub fn each(
         &self,
         args: &[Bytes],

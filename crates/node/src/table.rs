@@ -577,6 +577,7 @@ impl CommandSpec {
     /// Calls `f(arg_index, access)` for every key argument of `args` (args[0] is the command name),
     /// in argument order; `access` says whether the key is only read (RO) or written (RW/OW/RM).
     /// Allocates nothing.
+    #[inline]
     pub fn for_each_key(&self, args: &[Bytes], mut f: impl FnMut(usize, KeyAccess)) {
         self.key_specs()
             .each(args, false, |i, flags| f(i, flags.access()));

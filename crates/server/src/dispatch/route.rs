@@ -314,6 +314,7 @@ pub(super) struct Placement {
 }
 
 impl Placement {
+    #[inline]
     pub(super) fn of(set: &ShardSet, spec: &CommandSpec, args: &[Bytes]) -> Placement {
         let mut shard = None;
         let mut same = true;
@@ -335,6 +336,7 @@ impl Placement {
 
     /// For a keyed command (`Handler::Keys`) whose keys live on one shard: whether it runs there as
     /// one message (not too many keys, and no keys named at run time that may live anywhere).
+    #[inline]
     pub(super) fn one_message(&self, set: &ShardSet, spec: &CommandSpec, args: &[Bytes]) -> bool {
         self.n <= SLICE
             && (set.len() == 1

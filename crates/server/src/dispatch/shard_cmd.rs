@@ -193,37 +193,10 @@ impl ShardCmd {
         if tracking {
             strata_shard::tracking::begin_command(self.client);
         }
-        let mut run = |shard: &mut Shard| match self.run {
-            Run::Shard(handler) => {
-                let mut cx = ShardCtx {
-                    shard,
-                    db: self.db,
-                    args: &self.args,
-                    out: &mut *out,
-                    now,
-                    park: None,
-                };
-                let failed = run_shard_handler(handler, &mut cx);
-                (failed, cx.park.take())
-            }
-            Run::Keys(handler) => {
-                let mut cx = KeysCtx::here(shard, self.db, &self.args, &mut *out, now);
-                cx.woken = self.parked.as_ref().is_some_and(|p| p.was_woken());
-                let r = run_here(handler, &mut cx);
-                let park = cx.park.take();
-                match r {
-                    Ok(()) => (false, park),
-                    Err(e) => {
-                        out.error(&e.message());
-                        (true, None)
-                    }
-                }
-            }
-        };
         let (failed, park) = if self.quiet {
-            shard.quietly(run)
+            shard.quietly(|shard| self.run_on(shard, out, now))
         } else {
-            run(shard)
+            self.run_on(shard, out, now)
         };
         if tracking {
             strata_shard::tracking::end_command();
@@ -261,6 +234,39 @@ impl ShardCmd {
             latency::command_sample(self.cmd.spec, usec);
         }
         park
+    }
+
+    /// The handler's run itself: whether it failed, and what it parked on. Inlined into
+    /// [`ShardCmd::exec`], its one hot caller (a closure there was left out of line).
+    #[inline(always)]
+    fn run_on(&self, shard: &mut Shard, out: &mut ReplyBuf, now: i64) -> (bool, Option<Park>) {
+        match self.run {
+            Run::Shard(handler) => {
+                let mut cx = ShardCtx {
+                    shard,
+                    db: self.db,
+                    args: &self.args,
+                    out: &mut *out,
+                    now,
+                    park: None,
+                };
+                let failed = run_shard_handler(handler, &mut cx);
+                (failed, cx.park.take())
+            }
+            Run::Keys(handler) => {
+                let mut cx = KeysCtx::here(shard, self.db, &self.args, &mut *out, now);
+                cx.woken = self.parked.as_ref().is_some_and(|p| p.was_woken());
+                let r = run_here(handler, &mut cx);
+                let park = cx.park.take();
+                match r {
+                    Ok(()) => (false, park),
+                    Err(e) => {
+                        out.error(&e.message());
+                        (true, None)
+                    }
+                }
+            }
+        }
     }
 
     /// Logs the command in SLOWLOG (it ran for `usec`, long enough), with its client's address and
