@@ -13,6 +13,8 @@ Rules
   * strata-commands: a data-type family imports no other family (GEO, a sorted-set family, may use
     zset's value functions), nothing of the node's registries or services, only the node's base and
     command context, the shard layer and core.
+  * strata-server: the request path's steps (dispatch/*.rs but mod.rs) import each other without a
+    circle.
 Imports are read from the source with comments removed: `crate::a::b`, `use crate::{a, b::c}`,
 `strata_node::a`.
 """
@@ -232,10 +234,29 @@ def check_commands():
                               "family uses only the node's base and command context")
 
 
+def check_dispatch():
+    """The request path's steps (crates/server/src/dispatch/*.rs) import each other without a
+    circle; `mod.rs` (the map, and the `Batch` every step extends) is outside the rule."""
+    src_dir = os.path.join(ROOT, "crates", "server", "src", "dispatch")
+    files = {module_of(p, src_dir): p for p in rust_files(src_dir)}
+    files.pop("dispatch", None)
+    steps = {m for m in files if m != "mod"}
+    edges = {}
+    for mod in steps:
+        src = strip_comments(open(files[mod]).read())
+        for segs in paths_from(src, "super"):
+            if segs[0] in steps and segs[0] != mod:
+                edges.setdefault(mod, set()).add(segs[0])
+    cycle = find_cycle(steps, edges)
+    if cycle:
+        errors.append("crates/server/src/dispatch: import circle " + " -> ".join(cycle))
+
+
 def main():
     check_crates()
     check_node()
     check_commands()
+    check_dispatch()
     if errors:
         for e in errors:
             print("layers: " + e)
