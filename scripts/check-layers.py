@@ -187,8 +187,9 @@ def check_node():
         if "strata_commands" in src:
             errors.append(f"crates/node/src/{mod}.rs names strata_commands: the node never imports a family")
         for segs in paths_from(src, "crate"):
-            if segs[0] == "services" and len(segs) > 1 and os.path.exists(
-                os.path.join(src_dir, "services", segs[1] + ".rs")
+            if segs[0] == "services" and len(segs) > 1 and (
+                os.path.exists(os.path.join(src_dir, "services", segs[1] + ".rs"))
+                or os.path.exists(os.path.join(src_dir, "services", segs[1], "mod.rs"))
             ):
                 target = "services/" + segs[1]
             else:
