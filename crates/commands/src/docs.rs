@@ -3,7 +3,7 @@
 //! fails when the committed files are stale (`STRATA_UPDATE_DOCS=1 cargo test -p strata-commands docs`
 //! rewrites them).
 
-use strata_node::config::{Kind, SPECS};
+use strata_node::config::{Kind, ALIASES, SPECS};
 use strata_node::table::{BeginSearch, CommandSpec, FindKeys, KeySpec};
 
 /// One key spec in a few words: where its keys are, then their flags ("1..-1 step 2: OW update").
@@ -110,11 +110,26 @@ pub fn commands_markdown() -> String {
 
 /// The settings reference.
 pub fn configuration_markdown() -> String {
-    let mut s = String::from(
-        "# Configuration\n\nGenerated from the settings table (`crates/node/src/config.rs`); do not edit by hand.\n\n\
+    let aliases: Vec<String> = ALIASES
+        .iter()
+        .map(|(old, new)| format!("`{old}` (`{new}`)"))
+        .collect();
+    let mut s = format!(
+        "# Configuration\n\nGenerated from the settings table (`crates/node/src/config/specs.rs`); do not edit by hand.\n\n\
          Settings are read from a redis.conf-style file given as the first argument and from `--name value`\n\
          flags (flags win), exactly as `redis-server` takes them. Mutable settings can be changed with\n\
-         `CONFIG SET`.\n\n| setting | default | type | runtime | Strata only | meaning |\n|---|---|---|---|---|---|\n",
+         `CONFIG SET`. A bad line stops start-up with Redis's `*** FATAL CONFIG FILE ERROR ***` report.\n\n\
+         A setting whose status is *stored, inert until …* configures a feature Strata does not have yet:\n\
+         its value is validated as Redis validates it, stored, shown by `CONFIG GET` and kept by\n\
+         `CONFIG REWRITE`, and start-up warns about each such setting given a value other than its\n\
+         default.\n\n\
+         Besides settings, the file may hold `include <file>`, `rename-command <command> <new-name>`\n\
+         (validated and stored; inert until command renaming) and `user <name> <rules...>` (stored;\n\
+         inert until ACL), each repeatable; `list-max-ziplist-entries`, `list-max-ziplist-value` and\n\
+         `lua-replicate-commands` are read and ignored, as Redis 7.0 does. Old names Redis still\n\
+         accepts: {}.\n\n\
+         | setting | default | type | runtime | status | Strata only | meaning |\n|---|---|---|---|---|---|---|\n",
+        aliases.join(", "),
     );
     for spec in SPECS {
         let kind = match spec.kind {
@@ -127,9 +142,16 @@ pub fn configuration_markdown() -> String {
             Kind::KeyspaceEvents => "event classes".into(),
             Kind::Percentiles => "numbers 0..100".into(),
             Kind::MemoryOrPercent => "bytes, or N% of maxmemory".into(),
+            Kind::Save => "seconds changes, ... (or \"\")".into(),
+            Kind::ReplicaOf => "host port".into(),
+            Kind::ShutdownFlags => "default / save nosave now force".into(),
+        };
+        let status = match spec.inert {
+            Some(feature) => format!("stored, inert until {feature}"),
+            None => "implemented".into(),
         };
         s.push_str(&format!(
-            "| `{}` | `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | `{}` | {} | {} | {} | {} | {} |\n",
             spec.name,
             spec.default,
             kind,
@@ -138,6 +160,7 @@ pub fn configuration_markdown() -> String {
             } else {
                 "start-up"
             },
+            status,
             if spec.strata_only { "yes" } else { "" },
             spec.help
         ));

@@ -13,455 +13,13 @@ use std::sync::{Arc, RwLock};
 use strata_core::glob::glob_match;
 use strata_shard::notify;
 
-/// The type of a setting, which decides how values are parsed and validated.
-#[derive(Clone, Copy, Debug)]
-pub enum Kind {
-    Int {
-        min: i64,
-        max: i64,
-    },
-    /// A byte size accepting redis.conf units (1k, 5mb, 2gb...).
-    Memory,
-    Bool,
-    Str,
-    Enum(&'static [&'static str]),
-    /// `client-output-buffer-limit`: `<class> <hard> <soft> <seconds>` groups; a CONFIG SET changes
-    /// only the classes it names.
-    OutputBufferLimit,
-    /// `notify-keyspace-events`: class characters (see `strata_shard::notify`).
-    KeyspaceEvents,
-    /// `latency-tracking-info-percentiles`: numbers from 0 to 100, space-separated.
-    Percentiles,
-    /// `maxmemory-clients`: a byte size, or a percentage of `maxmemory` (`10%`).
-    MemoryOrPercent,
-}
+mod parse;
+mod rewrite;
+mod specs;
 
-/// One setting.
-pub struct ConfigSpec {
-    pub name: &'static str,
-    pub default: &'static str,
-    pub kind: Kind,
-    /// Settable at runtime with CONFIG SET.
-    pub mutable: bool,
-    /// Strata-only settings are documented in `strata --help` and docs/configuration.md.
-    pub strata_only: bool,
-    pub help: &'static str,
-}
-
-const fn spec(
-    name: &'static str,
-    default: &'static str,
-    kind: Kind,
-    mutable: bool,
-    help: &'static str,
-) -> ConfigSpec {
-    ConfigSpec {
-        name,
-        default,
-        kind,
-        mutable,
-        strata_only: false,
-        help,
-    }
-}
-
-/// Every setting Strata knows.
-pub static SPECS: &[ConfigSpec] = &[
-    spec(
-        "port",
-        "6379",
-        Kind::Int { min: 0, max: 65535 },
-        false,
-        "TCP port to listen on",
-    ),
-    spec(
-        "bind",
-        "127.0.0.1",
-        Kind::Str,
-        false,
-        "addresses to listen on (space separated)",
-    ),
-    spec(
-        "databases",
-        "16",
-        Kind::Int {
-            min: 1,
-            max: i32::MAX as i64,
-        },
-        false,
-        "number of databases",
-    ),
-    spec(
-        "requirepass",
-        "",
-        Kind::Str,
-        true,
-        "password clients must AUTH with",
-    ),
-    spec(
-        "dir",
-        "./data",
-        Kind::Str,
-        true,
-        "working directory for data files",
-    ),
-    spec(
-        "dbfilename",
-        "dump.rdb",
-        Kind::Str,
-        true,
-        "snapshot file name",
-    ),
-    spec(
-        "save",
-        "",
-        Kind::Str,
-        true,
-        "snapshot schedule; persistence is not implemented yet, so only \"\" (none) is accepted",
-    ),
-    spec(
-        "appendonly",
-        "no",
-        Kind::Bool,
-        true,
-        "append-only file; not implemented yet, so only no is accepted",
-    ),
-    spec(
-        "maxmemory",
-        "0",
-        Kind::Memory,
-        true,
-        "memory limit (0: none); over it, keys are evicted per maxmemory-policy, else commands that may grow memory are refused",
-    ),
-    spec(
-        "maxmemory-clients",
-        "0",
-        Kind::MemoryOrPercent,
-        true,
-        "limit on the memory all clients hold together (bytes, or N% of maxmemory; 0: none); at it, the largest clients are closed, except CLIENT NO-EVICT ones",
-    ),
-    spec(
-        "maxmemory-policy",
-        "noeviction",
-        Kind::Enum(&[
-            "volatile-lru",
-            "volatile-lfu",
-            "volatile-random",
-            "volatile-ttl",
-            "allkeys-lru",
-            "allkeys-lfu",
-            "allkeys-random",
-            "noeviction",
-        ]),
-        true,
-        "eviction policy",
-    ),
-    spec(
-        "maxmemory-samples",
-        "5",
-        Kind::Int {
-            min: 1,
-            max: i32::MAX as i64,
-        },
-        true,
-        "keys sampled per database per eviction round (LRU, LFU and TTL policies; at most 1024 are used)",
-    ),
-    spec(
-        "maxmemory-eviction-tenacity",
-        "10",
-        Kind::Int { min: 0, max: 100 },
-        true,
-        "how long a command may spend evicting before it runs (0..100; 100: no limit)",
-    ),
-    spec(
-        "proto-max-bulk-len",
-        "536870912",
-        Kind::Memory,
-        true,
-        "largest bulk string a client may send",
-    ),
-    spec(
-        "client-query-buffer-limit",
-        "1073741824",
-        Kind::Memory,
-        true,
-        "largest query buffer per client",
-    ),
-    spec(
-        "client-output-buffer-limit",
-        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-        Kind::OutputBufferLimit,
-        true,
-        "per client class (normal, replica, pubsub): output a client has not read yet; beyond the \
-         hard limit, or beyond the soft limit for the given seconds, the client is disconnected \
-         (0 = no limit)",
-    ),
-    spec(
-        "maxclients",
-        "10000",
-        Kind::Int {
-            min: 1,
-            max: u32::MAX as i64,
-        },
-        true,
-        "connection limit",
-    ),
-    spec(
-        "timeout",
-        "0",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "close clients idle for more than this many seconds (0 = never; blocked and subscribed \
-         clients are exempt)",
-    ),
-    spec(
-        "tcp-keepalive",
-        "300",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "TCP keepalive probe interval in seconds for new connections (0 = off)",
-    ),
-    spec(
-        "tcp-backlog",
-        "511",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        false,
-        "listen backlog",
-    ),
-    spec(
-        "hash-max-listpack-entries",
-        "512",
-        Kind::Int { min: 0, max: i64::MAX },
-        true,
-        "a hash with more fields is stored as a hashtable",
-    ),
-    spec(
-        "hash-max-listpack-value",
-        "64",
-        Kind::Memory,
-        true,
-        "a hash with a longer field or value is stored as a hashtable",
-    ),
-    spec(
-        "set-max-intset-entries",
-        "512",
-        Kind::Int { min: 0, max: i64::MAX },
-        true,
-        "an all-integer set with more members is stored as a hashtable",
-    ),
-    spec(
-        "zset-max-listpack-entries",
-        "128",
-        Kind::Int { min: 0, max: i64::MAX },
-        true,
-        "a sorted set with more members is stored as a skiplist",
-    ),
-    spec(
-        "zset-max-listpack-value",
-        "64",
-        Kind::Memory,
-        true,
-        "a sorted set with a longer member is stored as a skiplist",
-    ),
-    spec(
-        "list-max-listpack-size",
-        "-2",
-        Kind::Int {
-            min: i32::MIN as i64,
-            max: i32::MAX as i64,
-        },
-        true,
-        "entries per list node (positive) or node size class (-1 = 4kb ... -5 = 64kb)",
-    ),
-    spec(
-        "list-compress-depth",
-        "0",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "list nodes left uncompressed at each end (0 = no compression)",
-    ),
-    spec(
-        "hll-sparse-max-bytes",
-        "3000",
-        Kind::Memory,
-        true,
-        "a sparse HyperLogLog that would grow beyond this many bytes becomes dense",
-    ),
-    spec(
-        "notify-keyspace-events",
-        "",
-        Kind::KeyspaceEvents,
-        true,
-        "keyspace notification classes (K E g $ l s h z x e t m d n A)",
-    ),
-    spec(
-        "tracking-table-max-keys",
-        "1000000",
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        true,
-        "keys remembered for CLIENT TRACKING (default mode) before the oldest are invalidated (0 = no limit)",
-    ),
-    spec(
-        "slowlog-log-slower-than",
-        "10000",
-        Kind::Int {
-            min: -1,
-            max: i64::MAX,
-        },
-        true,
-        "log commands that run at least this many microseconds in SLOWLOG (0: every command, -1: none)",
-    ),
-    spec(
-        "slowlog-max-len",
-        "128",
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        true,
-        "entries SLOWLOG keeps (the oldest go first)",
-    ),
-    spec(
-        "latency-monitor-threshold",
-        "0",
-        Kind::Int {
-            min: 0,
-            max: i64::MAX,
-        },
-        true,
-        "LATENCY samples events that take at least this many milliseconds (0: off)",
-    ),
-    spec(
-        "latency-tracking",
-        "yes",
-        Kind::Bool,
-        true,
-        "keep a latency histogram per command (INFO latencystats, LATENCY HISTOGRAM)",
-    ),
-    spec(
-        "latency-tracking-info-percentiles",
-        "50 99 99.9",
-        Kind::Percentiles,
-        true,
-        "the percentiles INFO latencystats shows",
-    ),
-    spec(
-        "hz",
-        "10",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "background task frequency (clamped to 1..500, as Redis does)",
-    ),
-    spec(
-        "loglevel",
-        "notice",
-        Kind::Enum(&["debug", "verbose", "notice", "warning"]),
-        true,
-        "log level",
-    ),
-    spec(
-        "logfile",
-        "",
-        Kind::Str,
-        false,
-        "log file; Strata logs to stdout/stderr only, so only \"\" is accepted",
-    ),
-    spec(
-        "daemonize",
-        "no",
-        Kind::Bool,
-        false,
-        "run in the background (not supported; must be no)",
-    ),
-    spec(
-        "protected-mode",
-        "yes",
-        Kind::Bool,
-        true,
-        "refuse non-loopback clients without a password",
-    ),
-    spec(
-        "lfu-log-factor",
-        "10",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "LFU counter log factor",
-    ),
-    spec(
-        "min-replicas-to-write",
-        "0",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "refuse writes unless this many replicas are connected (Strata has no replication: any value above 0 refuses writes while min-replicas-max-lag is above 0)",
-    ),
-    spec(
-        "min-replicas-max-lag",
-        "10",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "seconds a replica may lag and still count for min-replicas-to-write (0: the check is off)",
-    ),
-    spec(
-        "lfu-decay-time",
-        "1",
-        Kind::Int {
-            min: 0,
-            max: i32::MAX as i64,
-        },
-        true,
-        "LFU decay minutes",
-    ),
-    spec(
-        "enable-debug-command",
-        "no",
-        Kind::Enum(&["no", "yes", "local"]),
-        false,
-        "allow DEBUG: no, yes, or local (loopback connections only)",
-    ),
-    ConfigSpec {
-        name: "threads",
-        default: "0",
-        kind: Kind::Int { min: 0, max: 1024 },
-        mutable: false,
-        strata_only: true,
-        help: "shard threads (0 = one per CPU core)",
-    },
-    ConfigSpec {
-        name: "io-engine",
-        default: "epoll",
-        kind: Kind::Enum(&["epoll", "auto"]),
-        mutable: false,
-        strata_only: true,
-        help: "event loop driver: epoll, the only one (auto names it too); the io_uring engine was removed (docs/architecture.md, Event loop)",
-    },
-];
+pub use parse::{split_args, ConfigFileError, REDIS_VERSION};
+pub use specs::{ConfigSpec, Kind, ALIASES, SPECS};
+use specs::DEPRECATED;
 
 /// A client class of `client-output-buffer-limit`, in Redis's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -607,12 +165,11 @@ fn normalize_output_limits(value: &str, current: &str) -> Result<String, String>
         .join(" "))
 }
 
-/// Values Strata would accept but cannot act on yet: refused with the reason, so that a setting
-/// never silently does nothing. The values that mean "off" stay accepted.
+/// Values of the process settings Strata cannot honour yet (the process's outer shell, another
+/// piece of work): refused with the reason. Settings of missing features are stored instead
+/// (`ConfigSpec::inert`).
 fn not_implemented(name: &str, canonical: &str) -> Option<String> {
     let what = match (name, canonical) {
-        ("appendonly", "yes") => "appendonly yes",
-        ("save", v) if !v.is_empty() => "snapshots (save schedules other than \"\")",
         ("daemonize", "yes") => "daemonize yes",
         ("logfile", v) if !v.is_empty() => "log files (logfile other than \"\")",
         _ => return None,
@@ -628,6 +185,19 @@ pub struct Config {
     output_limits: Arc<OutputLimits>,
     /// The config file given at start-up (absolute), for INFO `config_file` and CONFIG REWRITE.
     file: Option<PathBuf>,
+    /// `rename-command` lines read at start-up, in order: (command, new name; "" removes it).
+    renames: Vec<(String, String)>,
+    /// `user` lines read at start-up, in order (the words after `user`).
+    users: Vec<String>,
+}
+
+/// A setting Strata stores but cannot act on yet, set to a value other than its default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InertSetting {
+    pub name: &'static str,
+    pub value: String,
+    /// The feature Strata does not have yet.
+    pub feature: &'static str,
 }
 
 impl Default for Config {
@@ -642,6 +212,8 @@ impl Default for Config {
             epoch: AtomicU64::new(0),
             output_limits: Arc::new(OutputLimits::default()),
             file: None,
+            renames: Vec::new(),
+            users: Vec::new(),
         }
         .with_limits_loaded()
     }
@@ -778,6 +350,101 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
             v
         }
         Kind::Str => value.to_string(),
+        Kind::Save => normalize_save(value)?,
+        Kind::ReplicaOf => normalize_replicaof(value)?,
+        Kind::ShutdownFlags => normalize_shutdown_flags(value)?,
+    })
+}
+
+/// C's `strtoll(v, &end, 10)` with the whole string consumed: leading blanks, a sign, digits that
+/// saturate; the empty string is 0.
+fn strtoll(v: &str) -> Option<i64> {
+    let t = v.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if v.is_empty() {
+        return Some(0);
+    }
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(match digits.parse::<i64>() {
+        Ok(n) if neg => -n,
+        Ok(n) => n,
+        Err(_) if neg => i64::MIN,
+        Err(_) => i64::MAX,
+    })
+}
+
+/// `save`: `""` (no snapshots) or `<seconds> <changes>` pairs, seconds at least 1 and changes at
+/// least 0, words split on single spaces; stored as Redis prints it.
+pub(super) fn normalize_save(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        return Ok(String::new());
+    }
+    let bad = || "Invalid save parameters".to_string();
+    let words: Vec<&str> = value.split(' ').collect();
+    if !words.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    let mut out = Vec::with_capacity(words.len());
+    for pair in words.chunks(2) {
+        let seconds = strtoll(pair[0]).filter(|s| *s >= 1).ok_or_else(bad)?;
+        let changes = strtoll(pair[1]).filter(|c| *c >= 0).ok_or_else(bad)?;
+        out.push(format!("{seconds} {}", changes as i32));
+    }
+    Ok(out.join(" "))
+}
+
+/// `replicaof`: `<host> <port>`, or `no one` (stored as `""`, none).
+fn normalize_replicaof(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        return Ok(String::new());
+    }
+    let words: Vec<&str> = value.split(' ').collect();
+    let [host, port] = words[..] else {
+        return Err("wrong number of arguments".into());
+    };
+    if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") {
+        return Ok(String::new());
+    }
+    match strtoll(port) {
+        Some(p) if (0..=65535).contains(&p) && !port.is_empty() => Ok(format!("{host} {p}")),
+        _ => Err("Invalid master port".into()),
+    }
+}
+
+/// `shutdown-on-sigint`/`-sigterm`: `default` or SHUTDOWN flags, printed in Redis's order.
+fn normalize_shutdown_flags(value: &str) -> Result<String, String> {
+    const FLAGS: [&str; 4] = ["save", "nosave", "now", "force"];
+    let mut set = [false; 4];
+    for word in value.split(' ') {
+        let word = word.to_ascii_lowercase();
+        if word == "default" {
+            continue;
+        }
+        let i = FLAGS.iter().position(|f| *f == word).ok_or_else(|| {
+            "argument(s) must be one of the following: default, save, nosave, now, force"
+                .to_string()
+        })?;
+        set[i] = true;
+    }
+    if set[0] && set[1] {
+        return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+    }
+    let names: Vec<&str> = FLAGS
+        .iter()
+        .zip(set)
+        .filter(|(_, on)| *on)
+        .map(|(f, _)| *f)
+        .collect();
+    Ok(if names.is_empty() {
+        "default".into()
+    } else {
+        names.join(" ")
     })
 }
 
@@ -824,17 +491,6 @@ fn find(name: &str) -> Option<&'static ConfigSpec> {
     SPECS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
 }
 
-/// Old names Redis 7.0 still accepts (and lists in CONFIG GET), with the setting each stands for.
-const ALIASES: &[(&str, &str)] = &[
-    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
-    ("hash-max-ziplist-value", "hash-max-listpack-value"),
-    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
-    ("zset-max-ziplist-value", "zset-max-listpack-value"),
-    ("list-max-ziplist-size", "list-max-listpack-size"),
-    ("min-slaves-to-write", "min-replicas-to-write"),
-    ("min-slaves-max-lag", "min-replicas-max-lag"),
-];
-
 /// `min-replicas-to-write` and `min-replicas-max-lag` are both above 0: as Strata has no
 /// replicas, write commands are refused (Redis's checkGoodReplicasStatus with no good replica).
 static WRITES_NEED_REPLICAS: AtomicBool = AtomicBool::new(false);
@@ -846,61 +502,78 @@ pub fn writes_need_replicas() -> bool {
 }
 
 impl Config {
-    /// Builds a configuration from `strata [config-file] [--name value ...]`, like redis-server.
-    pub fn from_args(args: &[String]) -> Result<Config, String> {
+    /// Builds a configuration from `strata [config-file] [--name value ...]` as redis-server
+    /// reads its own: the file's lines, then the options as more lines of the same text.
+    /// `command_exists` says whether a command name is in the command table (`rename-command`).
+    pub fn from_args(
+        args: &[String],
+        command_exists: &dyn Fn(&str) -> bool,
+    ) -> Result<Config, ConfigFileError> {
         let mut cfg = Config::default();
-        let mut rest = args;
-        if let Some(first) = rest.first().filter(|a| !a.starts_with("--")) {
-            let text = std::fs::read_to_string(first)
-                .map_err(|e| format!("can't open config file '{first}': {e}"))?;
-            cfg.load_text(&text)?;
-            cfg.file = Some(std::path::absolute(first).unwrap_or_else(|_| PathBuf::from(first)));
-            rest = &rest[1..];
+        let (file, rest) = match args.split_first() {
+            Some((first, rest)) if !first.starts_with('-') => (Some(first), rest),
+            _ => (None, args),
+        };
+        let options = parse::options_text(rest);
+        let mut loader = parse::Loader {
+            config: &mut cfg,
+            command_exists,
+            save_loaded: false,
+            depth: 0,
+        };
+        match file {
+            Some(path) => loader.load_file(path, Some(&options))?,
+            None => loader.load_text(&format!("\n{options}"))?,
         }
-        let mut i = 0;
-        while i < rest.len() {
-            let name = rest[i]
-                .strip_prefix("--")
-                .ok_or_else(|| format!("unexpected argument '{}'", rest[i]))?;
-            let mut vals = Vec::new();
-            i += 1;
-            while i < rest.len() && !rest[i].starts_with("--") {
-                vals.push(rest[i].clone());
-                i += 1;
-            }
-            cfg.set_startup(name, &vals.join(" "))?;
+        if let Some(path) = file {
+            cfg.file = Some(std::path::absolute(path).unwrap_or_else(|_| PathBuf::from(path)));
         }
         Ok(cfg)
     }
 
-    /// Applies redis.conf text: `name value...` lines, `#` comments, quoted values.
-    pub fn load_text(&self, text: &str) -> Result<(), String> {
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (name, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-            let value = value.trim().trim_matches('"');
-            self.set_startup(name, value)
-                .map_err(|e| format!("config file line {}: {e}", n + 1))?;
+    /// Applies redis.conf text (any command may be renamed). For tests and tools.
+    pub fn load_text(&mut self, text: &str) -> Result<(), ConfigFileError> {
+        parse::Loader {
+            config: self,
+            command_exists: &|_| true,
+            save_loaded: false,
+            depth: 0,
         }
-        Ok(())
+        .load_text(text)
     }
 
-    fn set_startup(&self, name: &str, value: &str) -> Result<(), String> {
-        let spec = find(name)
-            .ok_or_else(|| format!("Bad directive or wrong number of arguments: '{name}'"))?;
-        // A config line or flag may space its words freely; CONFIG SET splits on single spaces.
-        let value = match spec.kind {
-            Kind::OutputBufferLimit => value.split_whitespace().collect::<Vec<_>>().join(" "),
-            _ => value.to_string(),
-        };
-        self.store(spec, &value)
-            .map_err(|why| format!("'{} {value}': {why}", spec.name))
+    /// The settings Strata stores without acting on them yet that are set to a value other than
+    /// their default, plus the `rename-command` and `user` lines (commands cannot be renamed, and
+    /// there is no ACL, yet): what start-up warns about.
+    pub fn inert_settings(&self) -> Vec<InertSetting> {
+        let values = self.values.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<InertSetting> = SPECS
+            .iter()
+            .filter_map(|spec| {
+                let feature = spec.inert?;
+                let value = values.get(spec.name)?;
+                let default = normalize_kind(spec, spec.default, spec.default).ok()?;
+                (*value != default).then(|| InertSetting {
+                    name: spec.name,
+                    value: value.clone(),
+                    feature,
+                })
+            })
+            .collect();
+        out.extend(self.renames.iter().map(|(from, to)| InertSetting {
+            name: "rename-command",
+            value: format!("{from} {to}"),
+            feature: "command renaming",
+        }));
+        out.extend(self.users.iter().map(|user| InertSetting {
+            name: "user",
+            value: user.clone(),
+            feature: "ACL",
+        }));
+        out
     }
 
-    fn store(&self, spec: &'static ConfigSpec, value: &str) -> Result<(), String> {
+    pub(super) fn store(&self, spec: &'static ConfigSpec, value: &str) -> Result<(), String> {
         let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
         let current = table.get(spec.name).cloned().unwrap_or_default();
         let normalized = normalize(spec, value, &current)?;
@@ -1042,77 +715,6 @@ impl Config {
     /// The config file the server started with (absolute path), if any.
     pub fn config_file(&self) -> Option<&Path> {
         self.file.as_deref()
-    }
-
-    /// CONFIG REWRITE: rewrites the start-up config file so that it yields the live settings.
-    /// Comments, blank lines and the order of lines are kept; each setting's first line gets the
-    /// live value and its repeats are dropped; settings that differ from their default but have no
-    /// line are appended. The file is replaced atomically (written aside, then renamed). The error is
-    /// Redis's text.
-    pub fn rewrite(&self) -> Result<(), String> {
-        let path = self
-            .file
-            .as_deref()
-            .ok_or_else(|| "The server is running without a config file".to_string())?;
-        let old = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(format!("Rewriting config file: {e}")),
-        };
-        let text = self.rewritten(&old);
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                format!("Rewriting config file: {e}")
-            })
-    }
-
-    /// The text [`Config::rewrite`] writes, given the file's current text.
-    fn rewritten(&self, old: &str) -> String {
-        let values = self.values.read().unwrap_or_else(|e| e.into_inner());
-        let line_for = |spec: &ConfigSpec| {
-            let v = values.get(spec.name).map(String::as_str).unwrap_or("");
-            // A line's value is the rest of the line, so only the empty value needs quotes.
-            if v.is_empty() {
-                format!("{} \"{v}\"", spec.name)
-            } else {
-                format!("{} {v}", spec.name)
-            }
-        };
-        let mut out = String::new();
-        let mut written: Vec<&str> = Vec::new();
-        for line in old.lines() {
-            let trimmed = line.trim();
-            let name = trimmed.split_whitespace().next().unwrap_or("");
-            match find(name).filter(|_| !trimmed.starts_with('#')) {
-                Some(spec) if written.contains(&spec.name) => continue,
-                Some(spec) => {
-                    written.push(spec.name);
-                    out.push_str(&line_for(spec));
-                }
-                None => out.push_str(line),
-            }
-            out.push('\n');
-        }
-        let missing: Vec<&ConfigSpec> = SPECS
-            .iter()
-            .filter(|s| !written.contains(&s.name))
-            .filter(|s| values.get(s.name).map(String::as_str) != Some(s.default))
-            .filter(|s| {
-                normalize(s, s.default, s.default).ok().as_deref()
-                    != values.get(s.name).map(String::as_str)
-            })
-            .collect();
-        if !missing.is_empty() {
-            out.push_str("# Generated by CONFIG REWRITE\n");
-            for spec in missing {
-                out.push_str(&line_for(spec));
-                out.push('\n');
-            }
-        }
-        out
     }
 }
 
