@@ -4,6 +4,7 @@ mod atomicity;
 mod bitmap;
 mod blocking;
 mod chaos;
+mod config;
 mod fuzz;
 mod geo;
 mod hash;

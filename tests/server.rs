@@ -1293,8 +1293,6 @@ fn config_get_and_set_match_redis() {
             "timeout",
             "0",
         ],
-        // The values that turn features off are accepted (Strata refuses the others, see
-        // settings_strata_does_not_implement_are_refused).
         &["CONFIG", "SET", "appendonly", "NO"],
         &["CONFIG", "GET", "appendonly"],
         &["CONFIG", "SET", "save", ""],
@@ -1408,55 +1406,6 @@ fn client_output_buffer_limit_round_trips_as_in_redis() {
 }
 
 #[test]
-fn settings_strata_does_not_implement_are_refused() {
-    let s = Server::strata(&[]);
-    let mut c = s.conn();
-    for (name, value, what) in [
-        ("appendonly", "yes", "appendonly yes"),
-        ("save", "3600 1", "snapshots"),
-    ] {
-        let reply = c.call_decoded(&["CONFIG", "SET", name, value]);
-        let text = String::from_utf8_lossy(reply.error_text().expect("refused")).into_owned();
-        assert!(
-            text.starts_with(&format!(
-                "ERR CONFIG SET failed (possibly related to argument '{name}') - Strata does \
-                 not implement {what}"
-            )),
-            "{text}"
-        );
-    }
-    // Nothing was stored, and the values meaning "off" are accepted.
-    for (name, value) in [("appendonly", "no"), ("save", "")] {
-        let got = c.call_decoded(&["CONFIG", "GET", name]);
-        assert_eq!(
-            got.get(name).and_then(Reply::as_bytes),
-            Some(value.as_bytes()),
-            "{name}"
-        );
-        assert_eq!(c.call(&["CONFIG", "SET", name, value]), b"+OK\r\n");
-    }
-    // At start-up, from a flag or a config file, the server refuses to run with them.
-    let dir = crate::harness::TempDir::new("refused-settings");
-    let conf = dir.path().join("strata.conf");
-    std::fs::write(&conf, "port 0\nappendonly yes\n").unwrap();
-    for args in [
-        vec!["--port", "0", "--appendonly", "yes"],
-        vec!["--port", "0", "--save", "900", "1"],
-        vec!["--port", "0", "--daemonize", "yes"],
-        vec![conf.to_str().unwrap()],
-    ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(&args)
-            .current_dir(dir.path())
-            .output()
-            .expect("run strata");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} started");
-        assert!(err.contains("Strata does not implement"), "{args:?}: {err}");
-    }
-}
-
-#[test]
 fn config_set_applies_all_or_nothing() {
     let mut d = Diff::new();
     // The first pair is valid, the second is not: neither takes effect.
@@ -1524,7 +1473,7 @@ fn config_rewrite_without_and_with_a_config_file() {
         text.starts_with("# my settings\ntimeout 42\nhz 10\n"),
         "{text}"
     );
-    assert!(text.contains("\nproto-max-bulk-len 2097152\n"), "{text}");
+    assert!(text.contains("\nproto-max-bulk-len 2mb\n"), "{text}");
     let info = c.call_decoded(&["INFO", "server"]);
     assert_eq!(
         info_field(&info_sections(&info), "config_file"),

@@ -356,12 +356,20 @@ mod tests {
 
     #[test]
     fn split_args_follows_sdssplitargs() {
-        assert_eq!(split("  a  b\tc "), Some(vec!["a".into(), "b".into(), "c".into()]));
+        assert_eq!(
+            split("  a  b\tc "),
+            Some(vec!["a".into(), "b".into(), "c".into()])
+        );
         assert_eq!(split(""), Some(vec![]));
         assert_eq!(split("save \"\""), Some(vec!["save".into(), "".into()]));
         assert_eq!(
             split(r#"x "a b\n\x41\"" 'it\'s' "\q""#),
-            Some(vec!["x".into(), "a b\nA\"".into(), "it's".into(), "q".into()])
+            Some(vec![
+                "x".into(),
+                "a b\nA\"".into(),
+                "it's".into(),
+                "q".into()
+            ])
         );
         // A quote may open in the middle of a word.
         assert_eq!(split("ab\"c d\""), Some(vec!["abc d".into()]));

@@ -1424,7 +1424,10 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("slaveof", "replicaof"),
     ("repl-ping-slave-period", "repl-ping-replica-period"),
     ("cluster-slave-no-failover", "cluster-replica-no-failover"),
-    ("cluster-slave-validity-factor", "cluster-replica-validity-factor"),
+    (
+        "cluster-slave-validity-factor",
+        "cluster-replica-validity-factor",
+    ),
     ("lua-time-limit", "busy-reply-threshold"),
     ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
     ("hash-max-ziplist-value", "hash-max-listpack-value"),
@@ -1434,7 +1437,6 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("min-slaves-to-write", "min-replicas-to-write"),
     ("min-slaves-max-lag", "min-replicas-max-lag"),
 ];
-
 
 /// Directives Redis 7.0 still reads and ignores (each with one argument): they configure nothing
 /// any more, and CONFIG GET/SET do not know them.
