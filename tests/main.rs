@@ -4,6 +4,7 @@ mod atomicity;
 mod bitmap;
 mod blocking;
 mod chaos;
+mod debug;
 mod fuzz;
 mod geo;
 mod hash;
