@@ -229,7 +229,7 @@ fn debug_htstats_key_describes_a_collection_table() {
         );
         let size = numbers_after(&stats, "table size:")[0];
         assert!(size >= 300 && size.is_power_of_two(), "{stats}");
-        assert!(stats.contains(&format!("   1: 300 (")), "{stats}");
+        assert!(stats.contains("   1: 300 ("), "{stats}");
     }
 }
 
