@@ -313,3 +313,28 @@ fn debug_segfault_and_panic_end_the_process() {
         }
     }
 }
+
+#[test]
+fn debug_listpack_and_quicklist_print_the_layout_to_the_log() {
+    let s = Server::strata(ENABLED);
+    let mut c = s.conn();
+    c.call(&["RPUSH", "list", "a", "b", "c"]);
+    c.call(&["HSET", "hash", "field", "value"]);
+    c.call(&["DEBUG", "QUICKLIST", "list", "1"]);
+    c.call(&["DEBUG", "LISTPACK", "hash"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = s.log_tail();
+        let printed = ["{quicklist}", "{count : 3}", "{len : 1}", "[entry]c"]
+            .iter()
+            .all(|l| log.contains(l))
+            && ["{num entries 2}", "[str]field", "[str]value", "{end}"]
+                .iter()
+                .all(|l| log.contains(l));
+        if printed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "layouts not in the log:\n{log}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
