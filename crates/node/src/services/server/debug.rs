@@ -46,8 +46,8 @@ pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
     }
 }
 
-/// DEBUG SLEEP seconds | OBJECT key | SET-ACTIVE-EXPIRE 0|1 | PAUSE-CRON 0|1 | ERROR message |
-/// LOG message | HELP (and the other subcommands below).
+/// DEBUG subcommand [arg ...]: dispatches on the subcommand and the argument count as Redis does
+/// (a count a subcommand does not take is an unknown subcommand); see the module docs for the list.
 pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         if !debug_allowed(cx) {
