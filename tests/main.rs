@@ -5,6 +5,7 @@ mod bitmap;
 mod blocking;
 mod chaos;
 mod config;
+mod debug;
 mod fuzz;
 mod geo;
 mod hash;

@@ -40,6 +40,40 @@ fn prefetch(p: *const u8) {
 /// Empty buckets one rehash step may skip before giving up (bounds the work of a step).
 const EMPTY_VISITS: usize = 10;
 
+/// Chain lengths [`TableStats::chains`] tells apart; longer chains count in its last slot (Redis's
+/// DICT_STATS_VECTLEN).
+pub const CHAIN_STATS_LEN: usize = 50;
+
+/// The shape of one bucket array (DEBUG HTSTATS): what Redis's dictGetStats reports of a table.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableStats {
+    /// Buckets in the array.
+    pub buckets: usize,
+    /// Entries stored in the array.
+    pub entries: usize,
+    /// Buckets holding at least one entry.
+    pub used_buckets: usize,
+    /// The longest chain.
+    pub max_chain: usize,
+    /// `chains[n]`: buckets whose chain holds `n` entries; the last slot also counts the longer ones.
+    pub chains: Vec<usize>,
+}
+
+impl TableStats {
+    /// The shape of an open-addressed table of `buckets` slots holding `entries` (hashbrown's, as
+    /// the hashtable encodings of sets, hashes and sorted sets use): a slot holds at most one
+    /// entry, so every "chain" is 0 or 1 long.
+    pub fn open_addressed(buckets: usize, entries: usize) -> TableStats {
+        TableStats {
+            buckets,
+            entries,
+            used_buckets: entries,
+            max_chain: usize::from(entries > 0),
+            chains: vec![buckets - entries, entries],
+        }
+    }
+}
+
 /// A hash table of [`Entry`] keyed by the entry's key bytes.
 pub struct Dict {
     tables: [Vec<Option<Entry>>; 2],
@@ -420,6 +454,35 @@ impl Dict {
         Some(chain[(rand() % chain.len() as u64) as usize])
     }
 
+    /// The shape of table 0 and, while a resize is in progress, of table 1 (the target): bucket
+    /// counts and chain lengths, walking every bucket (O(buckets + entries), for DEBUG HTSTATS).
+    pub fn table_stats(&self) -> Vec<TableStats> {
+        let tables = if self.rehash_idx.is_some() { 2 } else { 1 };
+        self.tables[..tables]
+            .iter()
+            .map(|t| {
+                let mut s = TableStats {
+                    buckets: t.len(),
+                    chains: vec![0; CHAIN_STATS_LEN],
+                    ..TableStats::default()
+                };
+                for head in t {
+                    let mut n = 0;
+                    let mut link = head.as_ref();
+                    while let Some(e) = link {
+                        n += 1;
+                        link = e.next().as_ref();
+                    }
+                    s.entries += n;
+                    s.used_buckets += usize::from(n > 0);
+                    s.max_chain = s.max_chain.max(n);
+                    s.chains[n.min(CHAIN_STATS_LEN - 1)] += 1;
+                }
+                s
+            })
+            .collect()
+    }
+
     /// Iterates over every entry (used by KEYS and snapshots).
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
         self.tables.iter().flatten().flat_map(|head| {
@@ -673,5 +736,47 @@ mod tests {
         };
         assert!(d.random(&mut rng).is_some());
         assert_eq!(d.iter().count(), 10);
+    }
+
+    #[test]
+    fn table_stats_count_every_entry_and_chain_and_show_a_resize_target() {
+        let d = Dict::new();
+        assert_eq!(
+            d.table_stats(),
+            vec![TableStats {
+                chains: vec![0; CHAIN_STATS_LEN],
+                ..TableStats::default()
+            }]
+        );
+        let mut d = Dict::new();
+        for i in 0..1000 {
+            d.insert(e(&format!("k{i}"), i));
+        }
+        d.rehash_for(usize::MAX);
+        let stats = d.table_stats();
+        assert_eq!(stats.len(), 1);
+        let t = &stats[0];
+        assert_eq!((t.buckets, t.entries), (1024, 1000));
+        assert_eq!(t.chains.iter().sum::<usize>(), t.buckets);
+        assert_eq!(t.buckets - t.chains[0], t.used_buckets);
+        let weighted: usize = t.chains.iter().enumerate().map(|(n, c)| n * c).sum();
+        assert_eq!(weighted, 1000);
+        assert!(t.max_chain >= 1 && t.chains[t.max_chain] > 0);
+        // Growing past the bucket count starts a resize: both tables are reported, entries split.
+        for i in 1000..1100 {
+            d.insert(e(&format!("k{i}"), i));
+        }
+        assert!(d.is_rehashing());
+        let stats = d.table_stats();
+        assert_eq!(stats.len(), 2);
+        assert_eq!(stats[1].buckets, 2048);
+        assert_eq!(stats[0].entries + stats[1].entries, 1100);
+    }
+
+    #[test]
+    fn open_addressed_stats_put_one_entry_per_used_slot() {
+        let t = TableStats::open_addressed(8, 3);
+        assert_eq!((t.used_buckets, t.max_chain, t.chains), (3, 1, vec![5, 3]));
+        assert_eq!(TableStats::open_addressed(4, 0).max_chain, 0);
     }
 }

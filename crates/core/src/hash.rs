@@ -465,6 +465,25 @@ impl Hash {
         !self.repr.is_big()
     }
 
+    /// The shape of the hashtable encoding's table (DEBUG HTSTATS-KEY); None for a listpack.
+    pub fn table_stats(&self) -> Option<crate::TableStats> {
+        match self.repr.get() {
+            Rep::Pack(_) => None,
+            Rep::Big(t) => Some(crate::TableStats::open_addressed(
+                t.table.num_buckets(),
+                t.table.len(),
+            )),
+        }
+    }
+
+    /// Bytes of the listpack encoding's buffer (DEBUG LISTPACK); None for a hashtable.
+    pub fn packed_bytes(&self) -> Option<usize> {
+        match self.repr.get() {
+            Rep::Pack(p) => Some(p.0.len()),
+            Rep::Big(_) => None,
+        }
+    }
+
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
         match self.repr.get() {
@@ -990,5 +1009,17 @@ mod tests {
         assert_eq!(a, b);
         b.insert(b"y", b"2");
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn table_stats_and_packed_bytes_follow_the_encoding() {
+        let mut h = Hash::default();
+        h.insert(b"f", b"v");
+        assert!(h.table_stats().is_none());
+        assert!(h.packed_bytes().is_some_and(|n| n >= 3));
+        h.insert(&[b'x'; 1000], b"v");
+        assert!(h.packed_bytes().is_none());
+        let t = h.table_stats().expect("a hashtable now");
+        assert_eq!((t.entries, t.max_chain), (2, 1));
     }
 }

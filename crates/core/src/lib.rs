@@ -28,7 +28,7 @@ pub mod set;
 pub mod slot;
 pub mod zset;
 
-pub use dict::{Dict, Drain};
+pub use dict::{Dict, Drain, TableStats};
 pub use entry::{Entry, Object, Value, ValueRef};
 pub use hash::Hash;
 pub use list::List;

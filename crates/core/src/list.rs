@@ -113,6 +113,11 @@ impl<'a> Needle<'a> {
 /// Elements at least this long get a node of their own (Redis's `packed_threshold`).
 static PACKED_THRESHOLD: AtomicU64 = AtomicU64::new(1 << 30);
 
+/// The size from which an element gets a node of its own (see [`set_packed_threshold`]).
+pub fn packed_threshold() -> u64 {
+    PACKED_THRESHOLD.load(Ordering::Relaxed)
+}
+
 /// Sets the size from which an element gets a node of its own (DEBUG
 /// QUICKLIST-PACKED-THRESHOLD); 0 restores the default of 1 GiB. False (changing nothing) for
 /// sizes beyond 4 GiB - 1 MiB, as Redis refuses them.
@@ -575,6 +580,18 @@ fn fits(bytes: usize, count: usize) -> bool {
 }
 
 // ===== the list =====
+/// One node of a list as [`List::node_layout`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLayout {
+    /// Elements in the node.
+    pub count: usize,
+    /// Bytes of the node's packed entries (uncompressed).
+    pub bytes: usize,
+    /// Bytes stored while the node is compressed (None: stored raw).
+    pub compressed_bytes: Option<usize>,
+    /// A node holding one element at least the packed threshold long (Redis's PLAIN container).
+    pub plain: bool,
+}
 
 /// A list; see the module docs.
 #[derive(Debug)]
@@ -649,6 +666,21 @@ impl List {
     /// The encoding OBJECT ENCODING reports: always `quicklist`, as in Redis 7.0.
     pub fn encoding(&self) -> &'static str {
         "quicklist"
+    }
+
+    /// `list-compress-depth` as fixed for this list: raw nodes kept at each end (0: none compressed).
+    pub fn compress_depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The layout of each node, head first (DEBUG QUICKLIST): what Redis's quicklistRepr shows.
+    pub fn node_layout(&self) -> impl Iterator<Item = NodeLayout> + '_ {
+        self.nodes.iter().map(|n| NodeLayout {
+            count: n.count as usize,
+            bytes: n.raw_len(),
+            compressed_bytes: n.buf.zipped.map(|_| n.buf.len()),
+            plain: n.plain,
+        })
     }
 
     /// Heap bytes owned (approximate, O(1)).
@@ -1806,5 +1838,22 @@ mod tests {
         );
         b.set(3, b"x");
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn node_layout_reports_counts_sizes_and_plain_nodes() {
+        let mut l = List::with_compress_depth(0);
+        assert_eq!(l.node_layout().count(), 0);
+        for i in 0..10 {
+            l.push_back(format!("e{i}").as_bytes());
+        }
+        let nodes: Vec<NodeLayout> = l.node_layout().collect();
+        assert_eq!(nodes.iter().map(|n| n.count).sum::<usize>(), 10);
+        assert!(nodes
+            .iter()
+            .all(|n| !n.plain && n.compressed_bytes.is_none() && n.bytes > 0));
+        assert_eq!(l.compress_depth(), 0);
+        // Other tests change the threshold concurrently; it is always within Redis's bounds.
+        assert!((1..=(1 << 32)).contains(&packed_threshold()));
     }
 }

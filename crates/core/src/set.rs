@@ -110,6 +110,17 @@ impl Set {
         }
     }
 
+    /// The shape of the hashtable encoding's table (DEBUG HTSTATS-KEY); None for an intset.
+    pub fn table_stats(&self) -> Option<crate::TableStats> {
+        match self.repr.get() {
+            Rep::Pack(_) => None,
+            Rep::Big(t) => Some(crate::TableStats::open_addressed(
+                t.map.num_buckets(),
+                t.map.len(),
+            )),
+        }
+    }
+
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
         match self.repr.get() {
@@ -680,5 +691,17 @@ mod tests {
         let mut want: Vec<Box<[u8]>> = members(&s).into_iter().map(Vec::into_boxed_slice).collect();
         want.sort();
         assert_eq!(all, want);
+    }
+
+    #[test]
+    fn table_stats_describe_only_the_hashtable_encoding() {
+        let mut s = Set::new();
+        s.insert(b"1");
+        assert!(s.table_stats().is_none());
+        s.insert(b"a");
+        let t = s.table_stats().expect("a hashtable now");
+        assert_eq!((t.entries, t.used_buckets), (2, 2));
+        assert!(t.buckets >= 2 && t.buckets.is_power_of_two());
+        assert_eq!(t.chains, vec![t.buckets - 2, 2]);
     }
 }

@@ -146,6 +146,25 @@ impl ZSet {
         !self.repr.is_big()
     }
 
+    /// The shape of the skiplist encoding's member table (DEBUG HTSTATS-KEY); None for a listpack.
+    pub fn table_stats(&self) -> Option<crate::TableStats> {
+        match self.repr.get() {
+            Rep::Pack(_) => None,
+            Rep::Big(s) => Some(crate::TableStats::open_addressed(
+                s.table.num_buckets(),
+                s.table.len(),
+            )),
+        }
+    }
+
+    /// Bytes of the listpack encoding's buffer (DEBUG LISTPACK); None for a skiplist.
+    pub fn packed_bytes(&self) -> Option<usize> {
+        match self.repr.get() {
+            Rep::Pack(p) => Some(p.0.len()),
+            Rep::Big(_) => None,
+        }
+    }
+
     /// Heap bytes owned (approximate, O(1)).
     pub fn heap_size(&self) -> usize {
         match self.repr.get() {
@@ -1191,5 +1210,19 @@ mod tests {
         b.remove(b"3");
         assert_ne!(a, b);
         assert!(b.heap_size() > 0);
+    }
+
+    #[test]
+    fn table_stats_and_packed_bytes_follow_the_encoding() {
+        let mut z = ZSet::new();
+        z.add(b"a", 1.0);
+        assert!(z.table_stats().is_none());
+        assert!(z.packed_bytes().is_some_and(|n| n > 1));
+        let mut z = ZSet::new_skiplist();
+        z.add(b"a", 1.0);
+        z.add(b"b", 2.0);
+        assert!(z.packed_bytes().is_none());
+        let t = z.table_stats().expect("a skiplist's table");
+        assert_eq!((t.entries, t.used_buckets), (2, 2));
     }
 }

@@ -56,3 +56,18 @@ pub fn set_maxmemory_clients(setting: i64) {
 pub fn maxmemory_clients() -> i64 {
     MAXMEMORY_CLIENTS.load(Ordering::Relaxed)
 }
+
+/// DEBUG SET-DISABLE-DENY-SCRIPTS: when set, commands flagged `noscript` may run from scripts
+/// (Redis's `script_disable_deny_script`, a testing aid). Read by scripting once it exists.
+static DISABLE_DENY_SCRIPTS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Applies DEBUG SET-DISABLE-DENY-SCRIPTS.
+pub fn set_disable_deny_scripts(on: bool) {
+    DISABLE_DENY_SCRIPTS.store(on, Ordering::Relaxed);
+}
+
+/// Whether scripts may run `noscript` commands (DEBUG SET-DISABLE-DENY-SCRIPTS).
+pub fn disable_deny_scripts() -> bool {
+    DISABLE_DENY_SCRIPTS.load(Ordering::Relaxed)
+}

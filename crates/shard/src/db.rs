@@ -1073,6 +1073,16 @@ impl Db {
         self.dict.table_size()
     }
 
+    /// The shape of the key table (DEBUG HTSTATS): table 0, and the resize target while resizing.
+    pub fn table_stats(&self) -> Vec<strata_core::TableStats> {
+        self.dict.table_stats()
+    }
+
+    /// Expiry hints held for active expiry, stale ones included (DEBUG HTSTATS).
+    pub fn expiry_hints(&self) -> usize {
+        self.ttl.len()
+    }
+
     fn expired(e: &Entry, now: i64) -> bool {
         e.expire().is_some_and(|at| at <= now)
     }
@@ -2196,5 +2206,16 @@ mod tests {
             .collect();
         assert_eq!(kinds, [(1, Swapped), (1, Written)]);
         assert_eq!(b.active_expire(100, 10).1, 1);
+    }
+
+    #[test]
+    fn table_stats_and_expiry_hints_describe_the_keyspace() {
+        let mut db = Db::new(0);
+        assert_eq!(db.table_stats()[0].entries, 0);
+        db.set(b"a", s("1"), None, 0);
+        db.set(b"b", s("2"), Some(1_000_000), 0);
+        let t = &db.table_stats()[0];
+        assert_eq!((t.entries, t.buckets), (2, 4));
+        assert_eq!(db.expiry_hints(), 1);
     }
 }

@@ -1,7 +1,32 @@
-//! DEBUG (Redis's debug.c): the subcommands Strata implements, among them OBJECT, DIGEST,
-//! DIGEST-VALUE, SLEEP, SET-ACTIVE-EXPIRE, and the RDB lengths DEBUG OBJECT reports.
+//! DEBUG (Redis's debug.c): the subcommands Redis's test suite and operators use, each doing its
+//! work on Strata's own structures: POPULATE, DIGEST, DIGEST-VALUE, OBJECT, HTSTATS, HTSTATS-KEY,
+//! LISTPACK, QUICKLIST, SLEEP, SET-ACTIVE-EXPIRE, PAUSE-CRON, QUICKLIST-PACKED-THRESHOLD,
+//! SET-DISABLE-DENY-SCRIPTS, CHANGE-REPL-ID, PROTOCOL, ERROR, LOG, SEGFAULT and PANIC (the last
+//! two crash the process on purpose), plus the RDB lengths DEBUG OBJECT reports.
+//!
+//! Where Redis's reply describes its internals (HTSTATS's tables, the LISTPACK and QUICKLIST
+//! dumps) Strata describes its own in the same shape: the keyspace's chained [`Dict`] per shard,
+//! the open-addressed tables of the collections, its own packed encodings. Subcommands of features
+//! Strata does not have yet (RELOAD, LOADAOF, SET-SKIP-CHECKSUM-VALIDATION, replication and
+//! cluster ones, REPLYBUFFER) answer Redis's unknown-subcommand error.
+//!
+//! [`Dict`]: strata_core::Dict
+
+use std::fmt::Write as _;
+
+use strata_core::dict::CHAIN_STATS_LEN;
+use strata_core::{TableStats, Value};
 
 use super::*;
+
+/// Keys DEBUG POPULATE creates per round (see [`debug_populate`]).
+const POPULATE_SLICE: u64 = 4096;
+
+/// Writes one line to the server's log at warning level (`#`) or notice level (`*`), as Redis's
+/// serverLog. Stand-in until the Redis-format logger lands.
+fn server_log(level: char, msg: &str) {
+    eprintln!("{}:M {level} {msg}", std::process::id());
+}
 
 /// Whether `enable-debug-command` lets this connection run DEBUG (`local`: loopback only).
 pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
@@ -21,8 +46,8 @@ pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
     }
 }
 
-/// DEBUG SLEEP seconds | OBJECT key | SET-ACTIVE-EXPIRE 0|1 | PAUSE-CRON 0|1 | ERROR message |
-/// LOG message | HELP (and the other subcommands below).
+/// DEBUG subcommand [arg ...]: dispatches on the subcommand and the argument count as Redis does
+/// (a count a subcommand does not take is an unknown subcommand); see the module docs for the list.
 pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     Box::pin(async move {
         if !debug_allowed(cx) {
@@ -132,10 +157,35 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 cx.out.ok();
             }
             ("log", 3) => {
-                eprintln!("DEBUG LOG: {}", String::from_utf8_lossy(&cx.args[2]));
+                server_log(
+                    '#',
+                    &format!("DEBUG LOG: {}", String::from_utf8_lossy(&cx.args[2])),
+                );
                 cx.out.ok();
             }
             ("protocol", 3) => debug_protocol(cx)?,
+            ("populate", 3..=5) => debug_populate(cx).await?,
+            ("htstats", 3) => debug_htstats(cx).await?,
+            ("htstats-key", 3) => debug_htstats_key(cx).await?,
+            ("listpack", 3) => debug_listpack(cx).await?,
+            ("quicklist", 3 | 4) => debug_quicklist(cx).await?,
+            ("change-repl-id", 2) => {
+                server_log(
+                    '*',
+                    "Changing replication IDs after receiving DEBUG change-repl-id",
+                );
+                change_replid();
+                cx.out.ok();
+            }
+            ("set-disable-deny-scripts", 3) => {
+                crate::settings::set_disable_deny_scripts(
+                    crate::args::c_strtol(&cx.args[2]) as i32 != 0,
+                );
+                cx.out.ok();
+            }
+            // Like Redis, both take any number of arguments.
+            ("segfault", _) => crash_with_sigsegv(),
+            ("panic", _) => crash_with_panic(),
             _ => return Err(subcommand_syntax_error(cx.args)),
         }
         Ok(())
@@ -210,11 +260,15 @@ pub(super) fn debug_protocol(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
+/// DEBUG HELP: the subcommands Strata has, in Redis's order and words.
 pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
     reply_help(
         cx.out,
         &cx.args[0],
         &[
+            "CHANGE-REPL-ID",
+            "    Change the replication IDs of the instance.",
+            "    Dangerous: should be used only for testing the replication subsystem.",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
@@ -224,25 +278,380 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "    unit tests to simulate Redis errors.",
             "LOG <message>",
             "    Write <message> to the server log.",
+            "HTSTATS <dbid>",
+            "    Return hash table statistics of the specified Redis database.",
+            "HTSTATS-KEY <key>",
+            "    Like HTSTATS but for the hash table stored at <key>'s value.",
             "OBJECT <key>",
             "    Show low level info about `key` and associated value.",
-            "QUICKLIST-PACKED-THRESHOLD <size>",
-            "    Sets the threshold for elements to be inserted as plain vs packed nodes",
-            "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+            "PANIC",
+            "    Crash the server simulating a panic.",
+            "POPULATE <count> [<prefix>] [<size>]",
+            "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+            "    it is used instead of the 'key' prefix. These are not propagated to",
+            "    replicas. Cluster slots are not respected so keys not belonging to the",
+            "    current node can be created in cluster mode.",
             "PROTOCOL <type>",
             "    Reply with a test value of the specified type. <type> can be: string,",
             "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
             "    true, false.",
+            "SEGFAULT",
+            "    Crash the server with sigsegv.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in background when they are not",
             "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
             "    default.",
+            "QUICKLIST-PACKED-THRESHOLD <size>",
+            "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+            "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
             "SLEEP <seconds>",
             "    Stop the server for <seconds>. Decimals allowed.",
+            "LISTPACK <key>",
+            "    Show low level info about the listpack encoding of <key>.",
+            "QUICKLIST <key> [<0|1>]",
+            "    Show low level info about the quicklist encoding of <key>.",
+            "    The optional argument (0 by default) sets the level of detail",
             "PAUSE-CRON <0|1>",
             "    Stop periodic cron job processing.",
+            "SET-DISABLE-DENY-SCRIPTS <0|1>",
+            "    Allow scripts to run commands flagged noscript (for testing).",
         ],
     );
+}
+
+/// DEBUG POPULATE count [prefix] [size] → OK: creates the string keys `prefix:N` (`key:N` without
+/// a prefix) for N in 0..count, each holding `value:N`, or with `size` that text cut or padded
+/// with zero bytes to `size` bytes. Existing keys are left as they are.
+///
+/// Where Strata differs: Redis creates every key in one go, atomically. Strata creates them
+/// [`POPULATE_SLICE`] at a time, each slice on every shard at once under the database's locks
+/// (as FLUSHDB), so no thread stalls on a large count and no multi-key command sees part of a
+/// slice; between slices other clients run, may see some of the keys, and keys they create first
+/// are skipped.
+async fn debug_populate(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let positive = |arg: &[u8]| {
+        strata_core::num::parse_i64(arg)
+            .filter(|n| *n >= 0)
+            .ok_or(CmdError::msg("ERR value is out of range, must be positive"))
+    };
+    let count = positive(&cx.args[2])? as u64;
+    let size = match cx.args.get(4) {
+        Some(a) => positive(a)? as usize,
+        None => 0,
+    };
+    // Redis prints the prefix with "%s": it ends at a NUL byte.
+    let prefix = cx.args.get(3).map_or(&b"key"[..], |p| {
+        &p[..p.iter().position(|&b| b == 0).unwrap_or(p.len())]
+    });
+    let db = cx.session.db;
+    let set = cx.shards().clone();
+    let mut start = 0;
+    while start < count {
+        let end = count.min(start + POPULATE_SLICE);
+        let mut per_shard: Vec<Vec<(Bytes, u64)>> = vec![Vec::new(); set.len()];
+        for j in start..end {
+            let key = populate_key(prefix, j);
+            per_shard[set.shard_of_key(&key)].push((key, j));
+        }
+        let lock = set
+            .lock_dbs_as(cx.lock_owner(), &[db as u32], strata_shard::Mode::Exclusive)
+            .await;
+        let parts = per_shard
+            .into_iter()
+            .enumerate()
+            .filter(|(_, keys)| !keys.is_empty())
+            .map(|(shard, keys)| {
+                lock.run(shard, move |s| {
+                    let now = strata_shard::now_ms();
+                    let d = s.db_mut(db);
+                    for (key, j) in keys {
+                        if !d.contains(&key, now) {
+                            d.set(&key, Value::Str(populate_value(j, size)), None, now);
+                        }
+                    }
+                })
+            });
+        join_all(parts).await;
+        lock.release();
+        start = end;
+    }
+    cx.out.ok();
+    Ok(())
+}
+
+/// `prefix:j`, cut to 127 bytes as Redis's 128-byte buffer cuts it.
+fn populate_key(prefix: &[u8], j: u64) -> Bytes {
+    let mut key = Vec::with_capacity(prefix.len() + 21);
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(format!(":{j}").as_bytes());
+    key.truncate(127);
+    Bytes::from(key)
+}
+
+/// `value:j`, or with `size` > 0 its first `size` bytes padded with zero bytes to `size`.
+fn populate_value(j: u64, size: usize) -> Bytes {
+    let text = format!("value:{j}").into_bytes();
+    if size == 0 {
+        return Bytes::from(text);
+    }
+    let mut v = vec![0u8; size];
+    let n = size.min(text.len());
+    v[..n].copy_from_slice(&text[..n]);
+    Bytes::from(v)
+}
+
+/// DEBUG HTSTATS dbid → a verbatim text: the shape of the database's key table on each shard
+/// (Redis's `[Dictionary HT]`, with one block per shard when there are several), then its
+/// expiry bookkeeping (`[Expires HT]`: Strata keeps deadlines in the entries, with a heap of
+/// hints for active expiry, rather than a second table).
+async fn debug_htstats(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let dbid = strata_core::num::parse_i64(&cx.args[2]).ok_or(CmdError::NotInteger)?;
+    if dbid < 0 || dbid >= cx.server.config.get_i64("databases") {
+        return Err(CmdError::msg("ERR Out of range database"));
+    }
+    let db = dbid as usize;
+    let per_shard = cx
+        .shards()
+        .call_all(move |s| {
+            let d = s.db(db);
+            (d.table_stats(), d.volatile_len(), d.expiry_hints())
+        })
+        .await;
+    let shards = per_shard.len();
+    let mut text = String::from("[Dictionary HT]\n");
+    for (i, (tables, _, _)) in per_shard.iter().enumerate() {
+        if shards > 1 {
+            let _ = writeln!(text, "Shard {i} of {shards}:");
+        }
+        for (id, t) in tables.iter().enumerate() {
+            table_stats_text(&mut text, id, t);
+        }
+    }
+    text.push_str("[Expires HT]\n");
+    let volatile: usize = per_shard.iter().map(|p| p.1).sum();
+    if volatile == 0 {
+        table_stats_text(&mut text, 0, &TableStats::default());
+    } else {
+        let hints: usize = per_shard.iter().map(|p| p.2).sum();
+        let _ = write!(
+            text,
+            "Deadlines kept in the keys' entries, with a heap of hints for active expiry:\n \
+             number of elements: {volatile}\n heap hints: {hints}\n"
+        );
+    }
+    cx.out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+/// DEBUG HTSTATS-KEY key → a verbatim text: the shape of the hash table of a hashtable-encoded
+/// set or hash, or of a skiplist-encoded sorted set's member table. These are open-addressed
+/// (each slot holds at most one element), so their "chains" are 0 or 1 long.
+async fn debug_htstats_key(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let stats = lookup_value(cx, |v| match v {
+        ValueRef::Obj(Object::Set(s)) => s.table_stats(),
+        ValueRef::Obj(Object::Hash(h)) => h.table_stats(),
+        ValueRef::Obj(Object::ZSet(z)) => z.table_stats(),
+        _ => None,
+    })
+    .await?
+    .ok_or(CmdError::msg(
+        "ERR The value stored at the specified key is not represented using an hash table",
+    ))?;
+    let mut text = String::new();
+    table_stats_text(&mut text, 0, &stats);
+    cx.out.verbatim("txt", text.as_bytes());
+    Ok(())
+}
+
+/// Runs `f` on the value at the command's key (argument 2) on its shard, without touching its
+/// access clock; `ERR no such key` if it is missing (or due to expire, which it then does).
+async fn lookup_value<R: Send + 'static>(
+    cx: &mut ConnCtx<'_>,
+    f: impl FnOnce(ValueRef<'_>) -> R + Send + 'static,
+) -> Result<R, CmdError> {
+    let key = cx.args[2].clone();
+    let (db, now) = (cx.session.db, cx.now);
+    let shard = cx.shards().shard_of_key(&key);
+    cx.shards()
+        .call(shard, move |s| {
+            s.db_mut(db).peek(&key, now).map(|e| f(e.value()))
+        })
+        .await
+        .ok_or(CmdError::NoSuchKey)
+}
+
+/// One table's statistics in Redis's dictGetStats format.
+fn table_stats_text(out: &mut String, id: usize, t: &TableStats) {
+    let role = if id == 0 {
+        "main hash table"
+    } else {
+        "rehashing target"
+    };
+    let _ = writeln!(out, "Hash table {id} stats ({role}):");
+    if t.entries == 0 {
+        out.push_str("No stats available for empty dictionaries\n");
+        return;
+    }
+    // Redis computes these in single precision.
+    let avg = f64::from(t.entries as f32 / t.used_buckets as f32);
+    let _ = write!(
+        out,
+        " table size: {}\n number of elements: {}\n different slots: {}\n \
+         max chain length: {}\n avg chain length (counted): {avg:.2}\n \
+         avg chain length (computed): {avg:.2}\n Chain length distribution:\n",
+        t.buckets, t.entries, t.used_buckets, t.max_chain
+    );
+    for (n, &c) in t.chains.iter().enumerate().take(CHAIN_STATS_LEN - 1) {
+        if c > 0 {
+            let pct = f64::from(c as f32 / t.buckets as f32 * 100.0);
+            let _ = writeln!(out, "   {n}: {c} ({pct:.2}%)");
+        }
+    }
+}
+
+/// DEBUG LISTPACK key → `Listpack structure printed on stdout`, after printing the packed
+/// encoding of a small hash or sorted set (Strata's own layout, not Redis's listpack: its size
+/// and entries, in order).
+async fn debug_listpack(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let dump = lookup_value(cx, |v| {
+        let mut out = String::new();
+        let entry = |out: &mut String, i: usize, kind: &str, bytes: &[u8]| {
+            let _ = writeln!(
+                out,
+                "{{\n\tindex: {i:>2},\n\t[{kind}]{}\n}}",
+                String::from_utf8_lossy(bytes)
+            );
+        };
+        match v {
+            ValueRef::Obj(Object::Hash(h)) => {
+                let bytes = h.packed_bytes()?;
+                let _ = writeln!(
+                    out,
+                    "{{total bytes {bytes}}} {{num entries {}}}",
+                    2 * h.len()
+                );
+                for (i, (f, v)) in h.iter().enumerate() {
+                    entry(&mut out, 2 * i, "str", f);
+                    entry(&mut out, 2 * i + 1, "str", v);
+                }
+            }
+            ValueRef::Obj(Object::ZSet(z)) => {
+                let bytes = z.packed_bytes()?;
+                let _ = writeln!(
+                    out,
+                    "{{total bytes {bytes}}} {{num entries {}}}",
+                    2 * z.len()
+                );
+                let mut i = 0;
+                z.for_each(|m, score| {
+                    entry(&mut out, i, "str", m);
+                    let score = strata_core::num::format_g17(score);
+                    entry(&mut out, i + 1, "score", score.as_bytes());
+                    i += 2;
+                });
+            }
+            _ => return None,
+        }
+        out.push_str("{end}\n");
+        Some(out)
+    })
+    .await?
+    .ok_or(CmdError::msg("ERR Not a listpack encoded object."))?;
+    print!("{dump}");
+    cx.out.simple("Listpack structure printed on stdout");
+    Ok(())
+}
+
+/// DEBUG QUICKLIST key [0|1] → `Quicklist structure printed on stdout`, after printing the list's
+/// nodes (with 1, their elements too), as Redis's quicklistRepr.
+async fn debug_quicklist(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let full = cx
+        .args
+        .get(3)
+        .is_some_and(|a| crate::args::c_strtol(a) as i32 != 0);
+    let dump =
+        lookup_value(cx, move |v| {
+            let ValueRef::Obj(Object::List(l)) = v else {
+                return None;
+            };
+            let nodes: Vec<_> = l.node_layout().collect();
+            let mut out = String::from("{quicklist}\n");
+            let _ = write!(
+                out,
+                "{{count : {}}}\n{{len : {}}}\n{{fill : {}}}\n{{compress : {}}}\n\
+             {{packed_threshold : {}}}\n",
+                l.len(),
+                nodes.len(),
+                strata_core::limits::LIST_MAX_LISTPACK_SIZE.get(),
+                l.compress_depth(),
+                strata_core::list::packed_threshold(),
+            );
+            let mut elems = l.iter();
+            for (i, n) in nodes.iter().enumerate() {
+                let _ =
+                    writeln!(
+                out,
+                "{{quicklist node({i})\n{{container : {}, encoding: {}, size: {}, count: {}, \
+                 compressed size: {}}}",
+                if n.plain { "PLAIN" } else { "PACKED" },
+                if n.compressed_bytes.is_some() { "LZF" } else { "RAW" },
+                n.bytes,
+                n.count,
+                n.compressed_bytes.unwrap_or(n.bytes),
+            );
+                if full {
+                    for e in elems.by_ref().take(n.count) {
+                        let _ = writeln!(out, "\t[entry]{}", String::from_utf8_lossy(&e.to_vec()));
+                    }
+                }
+                out.push_str("}\n");
+            }
+            Some(out)
+        })
+        .await?
+        .ok_or(CmdError::msg("ERR Not a quicklist encoded object."))?;
+    print!("{dump}");
+    cx.out.simple("Quicklist structure printed on stdout");
+    Ok(())
+}
+
+/// DEBUG SEGFAULT: a real segmentation fault, as Redis causes one: a write to a read-only page.
+fn crash_with_sigsegv() -> ! {
+    // SAFETY: none, on purpose: the write faults and the kernel delivers SIGSEGV, which kills the
+    // process (or runs the crash-report handler, which then does). Should mmap fail, the signal
+    // is raised directly.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p != libc::MAP_FAILED {
+            std::ptr::write_volatile(p.cast::<u8>(), b'x');
+        }
+        libc::raise(libc::SIGSEGV);
+    }
+    std::process::abort()
+}
+
+/// DEBUG PANIC: a Rust panic with Redis's message. The release profile aborts on panic; where
+/// panics unwind (tests' debug builds), the guard aborts when the unwinding reaches it, so the
+/// process ends either way instead of losing one shard thread.
+fn crash_with_panic() -> ! {
+    struct AbortOnUnwind;
+    impl Drop for AbortOnUnwind {
+        fn drop(&mut self) {
+            std::process::abort();
+        }
+    }
+    let _guard = AbortOnUnwind;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    panic!("DEBUG PANIC called at Unix time {now}");
 }
 
 /// DEBUG OBJECT's line, in Redis's format.

@@ -476,21 +476,37 @@ pub(super) struct ShardInfo {
     unlocked_reads: (u64, u64),
 }
 
-/// A 40-hex-digit replication id, fixed for the life of the process.
-pub(super) fn replid() -> &'static str {
-    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    ID.get_or_init(|| {
-        let mut seed =
-            ((std::process::id() as u64) << 20) ^ (strata_shard::now_ms() as u64) ^ 0x5DEE_CE66D;
-        (0..40)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                char::from_digit((seed >> 32) as u32 % 16, 16).unwrap_or('0')
-            })
-            .collect()
-    })
+/// The replication id: 40 hex digits drawn at start-up, drawn again by DEBUG CHANGE-REPL-ID.
+static REPLID: Mutex<String> = Mutex::new(String::new());
+
+/// The current replication id (INFO's `master_replid`).
+pub(super) fn replid() -> String {
+    let mut id = REPLID.lock().unwrap_or_else(|e| e.into_inner());
+    if id.is_empty() {
+        *id = new_replid();
+    }
+    id.clone()
+}
+
+/// Replaces the replication id with a fresh one (Redis's changeReplicationId). `master_replid2`
+/// stays all zeros: Strata keeps no previous id yet (Redis's clearReplicationId2 leaves it so).
+pub(super) fn change_replid() {
+    *REPLID.lock().unwrap_or_else(|e| e.into_inner()) = new_replid();
+}
+
+/// 40 pseudo-random hex digits seeded by the pid and the clock.
+fn new_replid() -> String {
+    let mut seed = ((std::process::id() as u64) << 20)
+        ^ (strata_shard::now_us() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ 0x5DEE_CE66D;
+    (0..40)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from_digit((seed >> 32) as u32 % 16, 16).unwrap_or('0')
+        })
+        .collect()
 }
 
 pub(super) fn os_name() -> String {
@@ -697,7 +713,7 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
     d.maxmemory = config.get_i64("maxmemory");
     d.maxmemory_policy = config.get("maxmemory-policy").unwrap_or_default();
     d.last_save = server.started_ms / 1000;
-    d.replid = replid().to_string();
+    d.replid = replid();
     d.cpu = cpu_times();
     d
 }
