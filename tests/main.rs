@@ -13,6 +13,7 @@ mod keys;
 mod latency;
 mod lifecycle;
 mod list;
+mod logging;
 mod maxmemory;
 mod monitor;
 mod multi;

@@ -382,14 +382,79 @@ pub static SPECS: &[ConfigSpec] = &[
         "",
         Kind::Str,
         false,
-        "log file; Strata logs to stdout/stderr only, so only \"\" is accepted",
+        "log file, appended to (\"\": standard output)",
+    ),
+    spec(
+        "always-show-logo",
+        "no",
+        Kind::Bool,
+        false,
+        "log the ASCII-art logo at start-up instead of the one-line banner",
+    ),
+    spec(
+        "syslog-enabled",
+        "no",
+        Kind::Bool,
+        false,
+        "also send log lines to syslog",
+    ),
+    spec(
+        "syslog-ident",
+        "redis",
+        Kind::Str,
+        false,
+        "syslog identity",
+    ),
+    spec(
+        "syslog-facility",
+        "local0",
+        Kind::Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        false,
+        "syslog facility",
+    ),
+    spec(
+        "pidfile",
+        "",
+        Kind::Str,
+        false,
+        "file the server writes its pid to at start-up and removes at shutdown (a daemon without one uses /var/run/redis.pid)",
+    ),
+    spec(
+        "crash-log-enabled",
+        "yes",
+        Kind::Bool,
+        true,
+        "write a crash report (signal or panic, stack trace) to the log when the server crashes",
+    ),
+    spec(
+        "crash-memcheck-enabled",
+        "yes",
+        Kind::Bool,
+        true,
+        "run a memory test after a crash (stored only: Strata has no memory test)",
+    ),
+    spec(
+        "set-proc-title",
+        "yes",
+        Kind::Bool,
+        false,
+        "set the process title from proc-title-template (stored only: Strata keeps its command line)",
+    ),
+    spec(
+        "proc-title-template",
+        "{title} {listen-addr} {server-mode}",
+        Kind::Str,
+        true,
+        "process title template: {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file} (stored only)",
     ),
     spec(
         "daemonize",
         "no",
         Kind::Bool,
         false,
-        "run in the background (not supported; must be no)",
+        "run in the background (double fork, setsid, standard streams to /dev/null, a pidfile)",
     ),
     spec(
         "protected-mode",
@@ -613,8 +678,6 @@ fn not_implemented(name: &str, canonical: &str) -> Option<String> {
     let what = match (name, canonical) {
         ("appendonly", "yes") => "appendonly yes",
         ("save", v) if !v.is_empty() => "snapshots (save schedules other than \"\")",
-        ("daemonize", "yes") => "daemonize yes",
-        ("logfile", v) if !v.is_empty() => "log files (logfile other than \"\")",
         _ => return None,
     };
     Some(format!("Strata does not implement {what} yet"))
@@ -726,6 +789,9 @@ pub fn trim_percentile(p: f64) -> String {
 
 fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
     let v = normalize_kind(spec, value, current)?;
+    if spec.name == "proc-title-template" && !valid_proc_title_template(&v) {
+        return Err("template format is invalid or contains unknown variables".into());
+    }
     match not_implemented(spec.name, &v) {
         Some(why) => Err(why),
         None => Ok(v),
@@ -781,6 +847,37 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
     })
 }
 
+/// Redis's check of `proc-title-template` (`validateProcTitleTemplate`): `{name}` variables
+/// Redis knows, `{{` for a brace, and a title that is not empty once expanded with an empty
+/// `{title}` and trimmed of spaces.
+fn valid_proc_title_template(template: &str) -> bool {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        if after.is_empty() {
+            return false;
+        }
+        if let Some(quoted) = after.strip_prefix('{') {
+            out.push('{');
+            rest = quoted;
+            continue;
+        }
+        let Some(close) = after.find('}') else {
+            return false;
+        };
+        out.push_str(match &after[..close] {
+            "title" | "server-mode" | "unixsocket" | "config-file" => "",
+            "listen-addr" | "port" | "tls-port" => "0",
+            _ => return false,
+        });
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    !out.trim_matches(' ').is_empty()
+}
+
 /// Settings whose effect the canonical text does not capture: `notify-keyspace-events` lists
 /// 'A' without 'n' (as Redis's CONFIG GET does) though 'n' stays on.
 fn apply_raw(spec: &ConfigSpec, raw: &str) {
@@ -812,6 +909,10 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
         "latency-monitor-threshold" => {
             crate::settings::set_latency_threshold(value.parse().unwrap_or(0))
         }
+        "loglevel" => crate::log::set_level(
+            crate::log::Level::parse(value).unwrap_or(crate::log::Level::Notice),
+        ),
+        "crash-log-enabled" => crate::log::set_crash_log(value == "yes"),
         _ => {}
     }
 }
@@ -1131,6 +1232,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn log_settings_validate_as_redis() {
+        let c = Config::default();
+        assert_eq!(c.get("syslog-ident").as_deref(), Some("redis"));
+        assert_eq!(
+            c.get("proc-title-template").as_deref(),
+            Some("{title} {listen-addr} {server-mode}")
+        );
+        for bad in ["{foo}", "{title}", "{title", "x{", ""] {
+            assert!(
+                matches!(
+                    c.set("proc-title-template", bad),
+                    Err(ConfigSetError::Invalid(_, ref why))
+                        if why == "template format is invalid or contains unknown variables"
+                ),
+                "{bad:?}"
+            );
+        }
+        for good in ["x", "{title} {port}", "{{literal {listen-addr}"] {
+            assert_eq!(c.set("proc-title-template", good), Ok(()), "{good:?}");
+        }
+        assert_eq!(
+            c.set("pidfile", "/tmp/p"),
+            Err(ConfigSetError::Immutable("pidfile"))
+        );
+        assert!(c.load_text("syslog-facility local9\n").is_err());
+        assert!(c.load_text("syslog-facility LOCAL3\n").is_ok());
+        assert_eq!(c.get("syslog-facility").as_deref(), Some("local3"));
+        assert_eq!(c.set("crash-log-enabled", "no"), Ok(()));
+        assert_eq!(c.set("crash-log-enabled", "yes"), Ok(()));
+    }
+
+    #[test]
     fn args_and_file() {
         let dir = std::env::temp_dir().join(format!("strata-conf-{}", std::process::id()));
         std::fs::write(&dir, "# comment\nport 7000\nrequirepass \"secret\"\n").unwrap();
@@ -1178,8 +1311,9 @@ mod tests {
                 .map(|c| c.get_i64("maxmemory")),
             Ok(1 << 20)
         );
-        assert!(Config::default().load_text("daemonize yes\n").is_err());
-        assert!(Config::default().load_text("logfile /tmp/x.log\n").is_err());
+        assert!(Config::default()
+            .load_text("daemonize yes\nlogfile /tmp/x.log\npidfile /tmp/x.pid\n")
+            .is_ok());
         assert!(Config::default()
             .load_text("appendonly no\nsave \"\"\nmaxmemory 0\nlogfile \"\"\n")
             .is_ok());

@@ -132,7 +132,11 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 cx.out.ok();
             }
             ("log", 3) => {
-                eprintln!("DEBUG LOG: {}", String::from_utf8_lossy(&cx.args[2]));
+                crate::server_log!(
+                    Warning,
+                    "DEBUG LOG: {}",
+                    String::from_utf8_lossy(&cx.args[2])
+                );
                 cx.out.ok();
             }
             ("protocol", 3) => debug_protocol(cx)?,
