@@ -251,10 +251,9 @@ fn pidfile_is_written_at_start_and_removed_at_shutdown() {
     let dir = TempDir::new("pidfile");
     let pidfile = dir.path().join("server.pid");
     let path = pidfile.to_str().unwrap();
-    for mut s in [
-        Server::redis(&["--pidfile", path]),
-        Server::strata(&["--pidfile", path]),
-    ] {
+    // One after the other: both write the same path.
+    for kind in [Kind::Redis, Kind::Strata] {
+        let mut s = Server::start(kind, &["--pidfile", path]);
         let who = s.kind().name();
         let written = std::fs::read_to_string(&pidfile).unwrap_or_default();
         assert_eq!(written.trim(), s.pid().to_string(), "{who}");
