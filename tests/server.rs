@@ -1442,7 +1442,6 @@ fn settings_strata_does_not_implement_are_refused() {
     for args in [
         vec!["--port", "0", "--appendonly", "yes"],
         vec!["--port", "0", "--save", "900", "1"],
-        vec!["--port", "0", "--daemonize", "yes"],
         vec![conf.to_str().unwrap()],
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
