@@ -571,6 +571,48 @@ mod tests {
         assert_eq!(b.bytes().len(), 1024);
     }
 
+    /// A panic writes the report with its message and a symbolized backtrace, then the process
+    /// dies of SIGABRT. Runs in a child (this test binary again): the report ends the process.
+    #[test]
+    fn a_panic_writes_a_report_and_aborts() {
+        const CHILD: &str = "STRATA_LOG_PANIC_CHILD";
+        if let Some(path) = std::env::var_os(CHILD) {
+            open_file(path.to_str().unwrap()).unwrap();
+            set_server_pid(std::process::id());
+            install_crash_handlers();
+            panic!("the answer is {}", 42);
+        }
+        let path = std::env::temp_dir().join(format!("strata-log-panic-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "log::tests::a_panic_writes_a_report_and_aborts"])
+            .env(CHILD, &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        let _ = std::fs::remove_file(&path);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGABRT), "{status:?}\n{log}");
+        let mut at = 0;
+        for needle in [
+            "=== REDIS BUG REPORT START: Cut & paste starting from here ===",
+            ":M ",
+            "# Guru Meditation: the answer is 42 #crates/node/src/log.rs:",
+            "------ STACK TRACE ------",
+            "a_panic_writes_a_report_and_aborts",
+            "=== REDIS BUG REPORT END. Make sure to include from START to END. ===",
+        ] {
+            let found = log[at..]
+                .find(needle)
+                .unwrap_or_else(|| panic!("{needle:?} missing or out of order:\n{log}"));
+            at += found + needle.len();
+        }
+        // The abort that ends the panic is not reported a second time.
+        assert_eq!(log.matches("BUG REPORT START").count(), 1, "{log}");
+    }
+
     #[test]
     fn syslog_facilities() {
         assert_eq!(syslog_facility("LOCAL3"), Some(libc::LOG_LOCAL3));
