@@ -331,6 +331,33 @@ impl Server {
         }
     }
 
+    /// Everything the server wrote to stdout and stderr so far.
+    pub fn log_text(&self) -> String {
+        fs::read(&self.log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Waits (bounded by [`TIMEOUT`]) until the server's stdout/stderr holds `needle`; returns
+    /// the text read last, or panics with the log tail.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let text = self.log_text();
+            if text.contains(needle) {
+                return text;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} never logged {needle:?}; log tail:\n{}",
+                    self.kind.name(),
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The resident set size of the server process in bytes (VmRSS from /proc).
     pub fn rss_bytes(&self) -> u64 {
         self.status_bytes("VmRSS:")

@@ -482,7 +482,8 @@ impl ClientInfo {
         let line = client_line(self, now_ms(), 0);
         self.close_locked(&mut ob);
         drop(ob);
-        eprintln!(
+        crate::server_log!(
+            Warning,
             "Client {line} scheduled to be closed ASAP for overcoming of output buffer limits."
         );
         self.waker.wake();

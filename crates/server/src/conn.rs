@@ -33,9 +33,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::future::{select, Either};
 use strata_node::args::eq_ci;
-use strata_node::clients::Output;
-use strata_node::services::client_evict;
+use strata_node::clients::{client_line, Output};
+use strata_node::server_log;
 use strata_node::services::connection::is_authenticated;
+use strata_node::services::{client_evict, monitor};
 use strata_node::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
 use strata_rt::net::TcpStream;
@@ -438,10 +439,16 @@ async fn read_loop(
                 unfinished + n
             };
             if unfinished > limits.query_buffer {
-                eprintln!(
-                    "Closing client that reached max query buffer length (id={})",
-                    info.id
-                );
+                if strata_node::log::enabled(strata_node::log::Level::Warning) {
+                    let mut head = Vec::new();
+                    monitor::repr(&mut head, &rbuf[..rbuf.len().min(64)]);
+                    server_log!(
+                        Warning,
+                        "Closing client that reached max query buffer length: {} (qbuf initial bytes: {})",
+                        client_line(info, now_ms(), 0),
+                        String::from_utf8_lossy(&head)
+                    );
+                }
                 break 'conn;
             }
             info.qbuf.store(buffered as u64, Ordering::Relaxed);

@@ -8,6 +8,7 @@
 pub mod conn;
 pub mod dispatch;
 mod moving;
+pub mod process;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use strata_commands::table;
 use strata_node::config::Config;
+use strata_node::server_log;
 use strata_node::state::ServerStats;
 use strata_node::ServerState;
 use strata_rt::net::{TcpListener, TcpStream};
@@ -52,31 +54,40 @@ fn bind_addrs(config: &Config) -> Result<Vec<SocketAddr>, String> {
     Ok(addrs)
 }
 
-/// Fails when something already listens on one of `addrs`. Every shard thread binds its own listener
-/// with SO_REUSEPORT, and the kernel would let a second Strata process (same user) join that group
-/// silently and take part of the connections; a probe bound without SO_REUSEPORT fails instead, as
-/// Redis's own bind does. (Two processes starting in the same instant can still both pass: the window
-/// is between this probe and the threads' binds.)
-fn check_ports_free(addrs: &[SocketAddr]) -> Result<(), String> {
+/// Fails when something already listens on one of `addrs`, with the address and why. Every shard
+/// thread binds its own listener with SO_REUSEPORT, and the kernel would let a second Strata process
+/// (same user) join that group silently and take part of the connections; a probe bound without
+/// SO_REUSEPORT fails instead, as Redis's own bind does. (Two processes starting in the same
+/// instant can still both pass: the window is between this probe and the threads' binds.)
+fn check_ports_free(addrs: &[SocketAddr]) -> Result<(), (SocketAddr, String)> {
     for addr in addrs {
-        if addr.port() == 0 {
-            return Err("Configured to not listen anywhere, exiting.".into());
-        }
         if let Err(e) = std::net::TcpListener::bind(addr) {
             let why = match e.kind() {
                 std::io::ErrorKind::AddrInUse => "Address already in use".to_string(),
                 _ => e.to_string(),
             };
-            return Err(format!(
-                "Could not create server TCP listening socket {addr}: bind: {why}"
-            ));
+            return Err((*addr, why));
         }
     }
     Ok(())
 }
 
-/// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code.
+/// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code. Call it before
+/// any other thread exists: with `daemonize yes` it forks first.
 pub fn run(config: Config) -> i32 {
+    if let Err(e) = process::open_log(&config) {
+        eprintln!("{e}");
+        return 1;
+    }
+    if config.get_bool("daemonize") {
+        if let Err(e) = process::daemonize() {
+            server_log!(Warning, "Can't daemonize: {e}");
+            return 1;
+        }
+    }
+    process::log_starting(&config);
+    strata_node::log::set_server_pid(std::process::id());
+    strata_node::log::install_crash_handlers();
     let threads = match config.get_i64("threads") {
         // One per core, within the setting's own maximum (1024: eviction keeps a slot per shard).
         0 => std::thread::available_parallelism()
@@ -84,19 +95,33 @@ pub fn run(config: Config) -> i32 {
             .unwrap_or(1),
         n => n as usize,
     };
+    let port = config.get_i64("port") as u16;
+    if port == 0 {
+        server_log!(Warning, "Configured to not listen anywhere, exiting.");
+        return 1;
+    }
     let addrs = match bind_addrs(&config) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("strata: {e}");
+            server_log!(Warning, "Warning: {e}");
+            server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
             return 1;
         }
     };
     // The clock's one-off calibration (a 2 ms wait) happens here, not in a shard's first command.
     strata_shard::clock::init();
-    if let Err(e) = check_ports_free(&addrs) {
-        eprintln!("strata: {e}");
+    if let Err((addr, why)) = check_ports_free(&addrs) {
+        server_log!(
+            Warning,
+            "Warning: Could not create server TCP listening socket {addr}: bind: {why}"
+        );
+        server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
         return 1;
     }
+    let pidfile = process::PidFile::create(&config);
+    process::log_banner(&config, port, threads);
+    process::log_inert_settings(&config);
+    server_log!(Warning, "Server initialized");
     let databases = config.get_i64("databases") as usize;
     let (shards, inboxes) = ShardSet::new(threads);
     strata_shard::evict::set_shards(threads);
@@ -120,8 +145,16 @@ pub fn run(config: Config) -> i32 {
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
     // SIGTERM that came first used to kill the process outright).
     let signalled = state.clone();
-    if let Err(e) = ctrlc::set_handler(move || signalled.request_shutdown()) {
-        eprintln!("strata: can't install signal handlers: {e}");
+    let handler = ctrlc::set_handler(move || {
+        // The handler runs on ctrlc's own thread, not in signal context: it may log.
+        server_log!(
+            Warning,
+            "Received SIGTERM or SIGINT, scheduling shutdown..."
+        );
+        signalled.request_shutdown()
+    });
+    if let Err(e) = handler {
+        server_log!(Warning, "Can't install the SIGTERM/SIGINT handlers: {e}");
     }
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (id, inbox) in inboxes.into_iter().enumerate() {
@@ -130,37 +163,33 @@ pub fn run(config: Config) -> i32 {
             .name(format!("strata-shard-{id}"))
             .spawn(move || thread_main(id, databases, inbox, state, addrs, ready));
         if let Err(e) = spawned {
-            eprintln!("strata: can't start thread {id}: {e}");
+            server_log!(Warning, "Can't start shard thread {id}: {e}");
+            pidfile.remove();
             return 1;
         }
     }
     drop(ready_tx);
     for _ in 0..threads {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                eprintln!("strata: {e}");
-                return 1;
-            }
-            Err(_) => {
-                eprintln!("strata: a shard thread died during start-up");
-                return 1;
-            }
-        }
+        let failure = match ready_rx.recv() {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            Err(_) => "a shard thread died during start-up".to_string(),
+        };
+        server_log!(Warning, "{failure}");
+        server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
+        pidfile.remove();
+        return 1;
     }
-    let shown: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-    println!(
-        "Strata {} ready to accept connections on {} ({threads} shard threads, epoll event loop)",
-        env!("CARGO_PKG_VERSION"),
-        shown.join(", "),
-    );
+    server_log!(Notice, "Ready to accept connections");
 
     while !state.shutting_down.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
     }
+    server_log!(Warning, "User requested shutdown...");
     // Connections were shut down by request_shutdown; give in-flight replies a moment to flush.
     std::thread::sleep(Duration::from_millis(50));
-    println!("Strata is now ready to exit, bye bye...");
+    pidfile.remove();
+    server_log!(Warning, "Strata is now ready to exit, bye bye...");
     state.exit_code.load(Ordering::SeqCst) as i32
 }
 
@@ -227,6 +256,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
                 if state.shutting_down.load(Ordering::Relaxed) {
                     continue;
                 }
+                server_log!(Verbose, "Accepted {peer}");
                 let max = state.config.get_i64("maxclients").max(1) as u64;
                 if state.stats.connected_clients.load(Ordering::Relaxed) >= max {
                     with_shard(|s| s.stats.rejected_connections += 1);
@@ -236,7 +266,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
                 strata_rt::spawn(conn::serve(stream, peer, state.clone()));
             }
             Err(e) => {
-                eprintln!("strata: accept failed: {e}");
+                server_log!(Warning, "Accepting client connection: {e}");
                 strata_rt::sleep(Duration::from_millis(10)).await;
             }
         }

@@ -2,7 +2,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
-use strata_node::config::{Config, InertSetting, SPECS};
+use strata_node::config::{Config, SPECS};
 use strata_node::memory::track;
 
 /// mimalloc, with the block size of every allocation and free counted for INFO `used_memory`.
@@ -101,17 +101,6 @@ fn help() -> String {
     s
 }
 
-/// Start-up's warning for each setting Strata stores but cannot act on yet: set to a value other
-/// than its default, it would otherwise be silently ignored.
-fn warn_inert_settings(settings: &[InertSetting]) {
-    for s in settings {
-        eprintln!(
-            "# WARNING: '{} {}' is stored but has no effect: Strata does not have {} yet.",
-            s.name, s.value, s.feature
-        );
-    }
-}
-
 /// Frees the calling thread's empty pages and purges memory freed long enough ago.
 fn release_free_memory() {
     // SAFETY: mi_collect has no preconditions.
@@ -171,7 +160,6 @@ fn main() {
             std::process::exit(1);
         }
     };
-    warn_inert_settings(&config.inert_settings());
     if let Some(dir) = config.get("dir").filter(|d| !d.is_empty()) {
         if let Err(e) = std::fs::create_dir_all(&dir) {
             eprintln!("strata: can't create data directory {dir}: {e}");

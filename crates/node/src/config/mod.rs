@@ -165,18 +165,6 @@ fn normalize_output_limits(value: &str, current: &str) -> Result<String, String>
         .join(" "))
 }
 
-/// Values of the process settings Strata cannot honour yet (the process's outer shell, another
-/// piece of work): refused with the reason. Settings of missing features are stored instead
-/// (`ConfigSpec::inert`).
-fn not_implemented(name: &str, canonical: &str) -> Option<String> {
-    let what = match (name, canonical) {
-        ("daemonize", "yes") => "daemonize yes",
-        ("logfile", v) if !v.is_empty() => "log files (logfile other than \"\")",
-        _ => return None,
-    };
-    Some(format!("Strata does not implement {what} yet"))
-}
-
 /// The live configuration.
 pub struct Config {
     values: RwLock<HashMap<&'static str, String>>,
@@ -298,10 +286,41 @@ pub fn trim_percentile(p: f64) -> String {
 
 fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
     let v = normalize_kind(spec, value, current)?;
-    match not_implemented(spec.name, &v) {
-        Some(why) => Err(why),
-        None => Ok(v),
+    if spec.name == "proc-title-template" && !valid_proc_title_template(&v) {
+        return Err("template format is invalid or contains unknown variables".into());
     }
+    Ok(v)
+}
+
+/// Redis's check of `proc-title-template` (`validateProcTitleTemplate`): `{name}` variables
+/// Redis knows, `{{` for a brace, and a title that is not empty once expanded with an empty
+/// `{title}` and trimmed of spaces.
+fn valid_proc_title_template(template: &str) -> bool {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        if after.is_empty() {
+            return false;
+        }
+        if let Some(quoted) = after.strip_prefix('{') {
+            out.push('{');
+            rest = quoted;
+            continue;
+        }
+        let Some(close) = after.find('}') else {
+            return false;
+        };
+        out.push_str(match &after[..close] {
+            "title" | "server-mode" | "unixsocket" | "config-file" => "",
+            "listen-addr" | "port" | "tls-port" => "0",
+            _ => return false,
+        });
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    !out.trim_matches(' ').is_empty()
 }
 
 fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, String> {
@@ -479,6 +498,10 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
         "latency-monitor-threshold" => {
             crate::settings::set_latency_threshold(value.parse().unwrap_or(0))
         }
+        "loglevel" => crate::log::set_level(
+            crate::log::Level::parse(value).unwrap_or(crate::log::Level::Notice),
+        ),
+        "crash-log-enabled" => crate::log::set_crash_log(value == "yes"),
         _ => {}
     }
 }
@@ -672,6 +695,20 @@ impl Config {
         Ok(())
     }
 
+    /// A value the server itself settles at start-up, immutable settings included (the pidfile
+    /// a daemon started without one uses, which CONFIG GET then shows, as Redis does).
+    pub fn set_at_startup(&self, name: &str, value: &str) -> Result<(), ConfigSetError> {
+        let spec = find(name).ok_or(ConfigSetError::Unknown)?;
+        let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
+        let current = table.get(spec.name).map(String::as_str).unwrap_or("");
+        let v = normalize(spec, value, current)
+            .map_err(|why| ConfigSetError::Invalid(spec.name, why))?;
+        self.apply(&mut table, spec, v);
+        apply_raw(spec, value);
+        self.epoch.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
     /// The value of `name` (canonical spelling), if it is a known setting.
     pub fn get(&self, name: &str) -> Option<String> {
         let spec = find(name)?;
@@ -738,6 +775,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn log_settings_validate_as_redis() {
+        let mut c = Config::default();
+        assert_eq!(c.get("syslog-ident").as_deref(), Some("redis"));
+        assert_eq!(
+            c.get("proc-title-template").as_deref(),
+            Some("{title} {listen-addr} {server-mode}")
+        );
+        for bad in ["{foo}", "{title}", "{title", "x{", ""] {
+            assert!(
+                matches!(
+                    c.set("proc-title-template", bad),
+                    Err(ConfigSetError::Invalid(_, ref why))
+                        if why == "template format is invalid or contains unknown variables"
+                ),
+                "{bad:?}"
+            );
+        }
+        for good in ["x", "{title} {port}", "{{literal {listen-addr}"] {
+            assert_eq!(c.set("proc-title-template", good), Ok(()), "{good:?}");
+        }
+        assert_eq!(
+            c.set("pidfile", "/tmp/p"),
+            Err(ConfigSetError::Immutable("pidfile"))
+        );
+        assert!(c.load_text("syslog-facility local9\n").is_err());
+        assert!(c.load_text("syslog-facility LOCAL3\n").is_ok());
+        assert_eq!(c.get("syslog-facility").as_deref(), Some("local3"));
+        assert_eq!(c.set("crash-log-enabled", "no"), Ok(()));
+        assert_eq!(c.set("crash-log-enabled", "yes"), Ok(()));
+    }
+
+    #[test]
     fn args_and_file() {
         let dir = std::env::temp_dir().join(format!("strata-conf-{}", std::process::id()));
         std::fs::write(&dir, "# comment\nport 7000\nrequirepass \"secret\"\n").unwrap();
@@ -800,8 +869,9 @@ mod tests {
             from(&["--maxmemory", "1mb"]).map(|c| c.get_i64("maxmemory")),
             Ok(1 << 20)
         );
-        assert!(Config::default().load_text("daemonize yes\n").is_err());
-        assert!(Config::default().load_text("logfile /tmp/x.log\n").is_err());
+        assert!(Config::default()
+            .load_text("daemonize yes\nlogfile /tmp/x.log\npidfile /tmp/x.pid\n")
+            .is_ok());
         assert!(Config::default()
             .load_text("appendonly no\nsave \"\"\nmaxmemory 0\nlogfile \"\"\n")
             .is_ok());

@@ -127,7 +127,8 @@ fn evict(server: &ServerState, limit: u64, me: Option<&ClientInfo>) -> bool {
         if total < limit {
             break;
         }
-        eprintln!(
+        crate::server_log!(
+            Verbose,
             "Evicting client: {}",
             client_line(c, strata_shard::now_ms(), 0)
         );
@@ -144,7 +145,10 @@ fn evict(server: &ServerState, limit: u64, me: Option<&ClientInfo>) -> bool {
         evicted_me |= me.is_some_and(|m| std::ptr::eq(m, &**c));
     }
     if total >= limit {
-        eprintln!("Over client maxmemory after evicting all evictable clients");
+        crate::server_log!(
+            Warning,
+            "Over client maxmemory after evicting all evictable clients"
+        );
     }
     evicted_me
 }

@@ -47,8 +47,8 @@ pub fn remove(id: u64) {
     COUNT.store(m.len(), Ordering::Relaxed);
 }
 
-/// Appends `arg` quoted as Redis's sdscatrepr does.
-fn repr(out: &mut Vec<u8>, arg: &[u8]) {
+/// Appends `arg` quoted as Redis's sdscatrepr does (also the log's quoting of client input).
+pub fn repr(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'"');
     for &b in arg {
         match b {

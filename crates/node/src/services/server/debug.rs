@@ -22,12 +22,6 @@ use super::*;
 /// Keys DEBUG POPULATE creates per round (see [`debug_populate`]).
 const POPULATE_SLICE: u64 = 4096;
 
-/// Writes one line to the server's log at warning level (`#`) or notice level (`*`), as Redis's
-/// serverLog. Stand-in until the Redis-format logger lands.
-fn server_log(level: char, msg: &str) {
-    eprintln!("{}:M {level} {msg}", std::process::id());
-}
-
 /// Whether `enable-debug-command` lets this connection run DEBUG (`local`: loopback only).
 pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
     match cx
@@ -157,9 +151,10 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 cx.out.ok();
             }
             ("log", 3) => {
-                server_log(
-                    '#',
-                    &format!("DEBUG LOG: {}", String::from_utf8_lossy(&cx.args[2])),
+                crate::server_log!(
+                    Warning,
+                    "DEBUG LOG: {}",
+                    String::from_utf8_lossy(&cx.args[2])
                 );
                 cx.out.ok();
             }
@@ -170,9 +165,9 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
             ("listpack", 3) => debug_listpack(cx).await?,
             ("quicklist", 3 | 4) => debug_quicklist(cx).await?,
             ("change-repl-id", 2) => {
-                server_log(
-                    '*',
-                    "Changing replication IDs after receiving DEBUG change-repl-id",
+                crate::server_log!(
+                    Notice,
+                    "Changing replication IDs after receiving DEBUG change-repl-id"
                 );
                 change_replid();
                 cx.out.ok();
