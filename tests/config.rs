@@ -30,6 +30,13 @@ fn config_get_and_set_of_redis_directives_match_redis() {
         "rdbcompression",
         "masterauth",
         "list-max-ziplist-entries",
+        "unixsocket",
+        "unixsocketperm",
+        "supervised",
+        "oom-score-adj",
+        "oom-score-adj-values",
+        "syslog-facility",
+        "always-show-logo",
     ] {
         d.run(&["CONFIG", "GET", name]);
     }
@@ -61,6 +68,14 @@ fn config_get_and_set_of_redis_directives_match_redis() {
         &["CONFIG", "SET", "appendonly", "yes", "appendonly", "no"],
         &["CONFIG", "SET", "lazyfree-lazy-user-del", "yes"],
         &["CONFIG", "SET", "list-max-ziplist-entries", "1"],
+        &["CONFIG", "SET", "oom-score-adj-values", "1 2"],
+        &["CONFIG", "SET", "oom-score-adj-values", "1 2 3000"],
+        &["CONFIG", "SET", "oom-score-adj-values", "1 2 x"],
+        &["CONFIG", "SET", "oom-score-adj-values", "1  2   3"],
+        &["CONFIG", "SET", "oom-score-adj-values", "0 200 800"],
+        &["CONFIG", "SET", "oom-score-adj", "sometimes"],
+        &["CONFIG", "SET", "unixsocketperm", "700"],
+        &["CONFIG", "SET", "supervised", "systemd"],
     ]);
     d.run_unordered(&["CONFIG", "GET", "lazyfree-*"]);
     // appendonly yes is stored (persistence is not there yet), not refused.

@@ -305,8 +305,9 @@ fn debug_segfault_and_panic_end_the_process() {
             "DEBUG {sub}: {status}"
         );
         if sub == "PANIC" {
+            // The whole log: the crash report's backtrace follows the message.
             assert!(
-                s.log_tail().contains("DEBUG PANIC called at Unix time"),
+                s.log_text().contains("DEBUG PANIC called at Unix time"),
                 "{}",
                 s.log_tail()
             );

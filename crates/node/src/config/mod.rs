@@ -289,7 +289,30 @@ fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, St
     if spec.name == "proc-title-template" && !valid_proc_title_template(&v) {
         return Err("template format is invalid or contains unknown variables".into());
     }
+    if spec.name == "oom-score-adj-values" {
+        check_oom_score_adj_values(&v)?;
+    }
     Ok(v)
+}
+
+/// Redis's check of `oom-score-adj-values`: three integers (master, replica, background child),
+/// split on single spaces as Redis splits them, each within -2000..=2000.
+fn check_oom_score_adj_values(v: &str) -> Result<(), String> {
+    let parts: Vec<&str> = v.split(' ').collect();
+    if parts.len() != 3 {
+        return Err("wrong number of arguments".into());
+    }
+    for p in parts {
+        match strata_core::num::parse_i64(p.as_bytes()) {
+            Some(n) if (-2000..=2000).contains(&n) => {}
+            _ => {
+                return Err(
+                    "Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into(),
+                )
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Redis's check of `proc-title-template` (`validateProcTitleTemplate`): `{name}` variables

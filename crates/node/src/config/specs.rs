@@ -41,7 +41,7 @@ impl ConfigSpec {
                 | Kind::Save
                 | Kind::ReplicaOf
                 | Kind::ShutdownFlags
-        ) || self.name == "bind"
+        ) || matches!(self.name, "bind" | "oom-score-adj-values")
     }
 }
 
