@@ -81,6 +81,13 @@ fn debug_populate_creates_redis_keys_and_values() {
         "nokey",
     ]);
     d.run(&["GET", "many:12345"]);
+    // Strata only: a value longer than any string is refused instead of aborting the process
+    // (Redis tries to allocate it).
+    assert_eq!(
+        d.strata
+            .call(&["DEBUG", "POPULATE", "1", "big", "9223372036854775807"]),
+        b"-ERR string exceeds maximum allowed size\r\n"
+    );
 }
 
 #[test]

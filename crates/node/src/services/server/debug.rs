@@ -334,6 +334,11 @@ async fn debug_populate(cx: &mut ConnCtx<'_>) -> CmdResult {
         Some(a) => positive(a)? as usize,
         None => 0,
     };
+    // Redis allocates whatever size is asked (and dies if it cannot); Strata refuses a value
+    // longer than any string may be rather than abort the process on a client's number.
+    if size > crate::value::MAX_STRING_LEN {
+        return Err(CmdError::msg("ERR string exceeds maximum allowed size"));
+    }
     // Redis prints the prefix with "%s": it ends at a NUL byte.
     let prefix = cx.args.get(3).map_or(&b"key"[..], |p| {
         &p[..p.iter().position(|&b| b == 0).unwrap_or(p.len())]
