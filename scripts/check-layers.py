@@ -31,10 +31,11 @@ CRATES = {
     "core": [],
     "rt": [],
     "loadgen": [],
+    "rdb": ["core"],
     "shard": ["core"],
-    "node": ["core", "resp", "shard"],
-    "commands": ["core", "resp", "shard", "node"],
-    "server": ["core", "resp", "rt", "shard", "node", "commands"],
+    "node": ["core", "resp", "shard", "rdb"],
+    "commands": ["core", "resp", "shard", "node", "rdb"],
+    "server": ["core", "resp", "rt", "shard", "node", "commands", "rdb"],
     "strata": ["server", "node", "commands"],
 }
 
