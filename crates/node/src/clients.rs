@@ -101,6 +101,8 @@ pub struct ClientInfo {
     pub tracking: AtomicU8,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// Connected over the Unix socket (CLIENT LIST flag `U`); set by the connection at start.
+    pub unix_socket: AtomicBool,
     /// QUIT answered or the connection ending: a tracking redirect to it is broken from now on, as
     /// in Redis, where the client is gone once its QUIT reply has been written.
     pub closing: AtomicBool,
@@ -202,6 +204,7 @@ impl ClientInfo {
             ssub: AtomicU32::new(0),
             tracking: AtomicU8::new(0),
             monitor: AtomicBool::new(false),
+            unix_socket: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             tracking_redir: AtomicU64::new(0),
             multi_mem: AtomicU64::new(0),
@@ -560,6 +563,9 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize) -> String {
     }
     if c.killed.load(Ordering::Relaxed) {
         flags.push('A');
+    }
+    if c.unix_socket.load(Ordering::Relaxed) {
+        flags.push('U');
     }
     if c.no_evict.load(Ordering::Relaxed) {
         flags.push('e');

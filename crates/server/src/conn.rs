@@ -21,7 +21,6 @@
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::pin;
 use std::rc::Rc;
@@ -39,7 +38,7 @@ use strata_node::services::connection::is_authenticated;
 use strata_node::services::{client_evict, monitor};
 use strata_node::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
-use strata_rt::net::TcpStream;
+use strata_rt::net::Stream;
 use strata_shard::{now_ms, round_end, with_shard};
 
 use crate::dispatch::Batch;
@@ -208,16 +207,27 @@ fn set_keepalive(fd: RawFd, interval: i64) {
     }
 }
 
-/// Serves one client until it disconnects, is killed, or sends something fatal.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
-    let _ = stream.set_nodelay(true);
+/// Who a connection is with, as CLIENT LIST shows it.
+pub struct Peer {
+    /// The client's address (`ip:port`; `<unixsocket>:0` over the Unix socket).
+    pub addr: String,
+    /// The address it connected to.
+    pub laddr: String,
+    /// Over the Unix socket (CLIENT LIST flag `U`).
+    pub unix: bool,
+}
+
+/// Serves one client until it disconnects, is killed, or sends something fatal. TCP and Unix
+/// socket clients are served alike.
+pub async fn serve(stream: Stream, peer: Peer, state: Arc<ServerState>) {
     let fd = stream.as_raw_fd();
-    set_keepalive(fd, state.config.get_i64("tcp-keepalive"));
-    let laddr = stream
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let info = state.register_client(peer.to_string(), laddr, fd, now_ms());
+    if !peer.unix {
+        set_keepalive(fd, state.config.get_i64("tcp-keepalive"));
+    }
+    let info = state.register_client(peer.addr, peer.laddr, fd, now_ms());
+    if peer.unix {
+        info.unix_socket.store(true, Ordering::Relaxed);
+    }
     // Shared by the two tasks: the reader reads, the writer writes and shuts the socket down.
     let stream = Rc::new(stream);
     let local = Rc::new(Local::default());
@@ -251,7 +261,7 @@ fn may_authenticate(args: &[Bytes]) -> bool {
 }
 
 async fn read_loop(
-    stream: &TcpStream,
+    stream: &Stream,
     fd: RawFd,
     info: &Arc<ClientInfo>,
     state: &Arc<ServerState>,
@@ -687,7 +697,7 @@ fn idle_check(info: &ClientInfo, local: &Local, timeout_ms: i64, now: i64) -> Op
 /// The writer: drains the outbox in order, one chunk at a time, until the client is closed or the
 /// reader finishes; then shuts the socket down (ending the reader's pending read).
 async fn write_loop(
-    wr: Rc<TcpStream>,
+    wr: Rc<Stream>,
     fd: RawFd,
     info: Arc<ClientInfo>,
     state: Arc<ServerState>,

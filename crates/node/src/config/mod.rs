@@ -371,6 +371,14 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
             };
             v.to_string()
         }
+        Kind::Octal { max } => {
+            let v = i64::from_str_radix(value, 8)
+                .map_err(|_| "argument couldn't be parsed as an octal number".to_string())?;
+            if !(0..=max).contains(&v) {
+                return Err(format!("argument must be between 0 and {max:o} inclusive"));
+            }
+            format!("{v:o}")
+        }
         Kind::Percentiles => normalize_percentiles(value)?,
         Kind::MemoryOrPercent => format_memory_or_percent(parse_memory_or_percent(value)?),
         Kind::Memory => parse_memory(value)

@@ -8,6 +8,10 @@ pub enum Kind {
         min: i64,
         max: i64,
     },
+    /// An integer written in octal (`unixsocketperm 700`), kept and shown in octal.
+    Octal {
+        max: i64,
+    },
     /// A byte size accepting redis.conf units (1k, 5mb, 2gb...).
     Memory,
     Bool,
@@ -484,21 +488,19 @@ pub static SPECS: &[ConfigSpec] = &[
         true,
         "process title template: {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file} (stored only)",
     ),
-    inert(
+    spec(
         "unixsocket",
         "",
         Kind::Str,
         false,
-        "Unix socket listeners",
-        "path of a Unix socket to listen on besides TCP",
+        "path of a Unix socket to listen on besides TCP (\"\": none); its clients show as <path>:0",
     ),
-    inert(
+    spec(
         "unixsocketperm",
         "0",
-        Kind::Int { min: 0, max: 0o777 },
+        Kind::Octal { max: 0o777 },
         false,
-        "Unix socket listeners",
-        "permissions of the Unix socket (octal in redis.conf; Strata reads the number as written)",
+        "permissions of the Unix socket file, in octal (0: as the umask leaves them)",
     ),
     inert(
         "supervised",
