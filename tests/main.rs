@@ -15,6 +15,7 @@ mod keys;
 mod latency;
 mod lifecycle;
 mod list;
+mod listeners;
 mod logging;
 mod maxmemory;
 mod monitor;
