@@ -311,14 +311,36 @@ fn debug_segfault_and_panic_end_the_process() {
             status.signal().is_none_or(|s| s == signal),
             "DEBUG {sub}: {status}"
         );
+        let log = s.log_text();
         if sub == "PANIC" {
             // The whole log: the crash report's backtrace follows the message.
             assert!(
-                s.log_text().contains("DEBUG PANIC called at Unix time"),
+                log.contains("DEBUG PANIC called at Unix time"),
                 "{}",
                 s.log_tail()
             );
         }
+        // After the stack trace, Redis's sections: INFO, the clients, and the one whose command
+        // crashed, with its arguments.
+        let sections = [
+            "------ STACK TRACE ------",
+            "------ INFO OUTPUT ------",
+            "# Server\r\n",
+            "------ CLIENT LIST OUTPUT ------",
+            "------ CURRENT CLIENT INFO ------",
+            "=== REDIS BUG REPORT END",
+        ];
+        let mut at = 0;
+        for section in sections {
+            let found = log[at..]
+                .find(section)
+                .unwrap_or_else(|| panic!("DEBUG {sub}: no {section:?} in order:\n{log}"));
+            at += found + section.len();
+        }
+        let current = &log[log.find("------ CURRENT CLIENT INFO ------").unwrap()..];
+        assert!(current.contains(" cmd=debug "), "{current}");
+        let argv = format!("argv[0]: '\"DEBUG\"'\nargv[1]: '\"{sub}\"'\n");
+        assert!(current.contains(&argv), "{current}");
     }
 }
 

@@ -35,6 +35,7 @@ use strata_node::args::eq_ci;
 use strata_node::clients::{client_line, Output};
 use strata_node::server_log;
 use strata_node::services::connection::is_authenticated;
+use strata_node::services::server::crash;
 use strata_node::services::{client_evict, monitor};
 use strata_node::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
@@ -204,6 +205,23 @@ fn set_keepalive(fd: RawFd, interval: i64) {
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             );
         }
+    }
+}
+
+/// Names the client whose batch runs for a crash report's CURRENT CLIENT INFO, until dropped
+/// (then no client is named: another connection's batch may have run meanwhile and named its own).
+struct RunningClient;
+
+impl RunningClient {
+    fn set(info: &ClientInfo) -> RunningClient {
+        crash::set_current_client(Some(info));
+        RunningClient
+    }
+}
+
+impl Drop for RunningClient {
+    fn drop(&mut self) {
+        crash::set_current_client(None);
     }
 }
 
@@ -476,6 +494,7 @@ async fn read_loop(
                 if let Some(t) = &session.tracking {
                     t.hold();
                 }
+                let _running = RunningClient::set(info);
                 Batch {
                     state,
                     session: &mut session,
@@ -496,6 +515,7 @@ async fn read_loop(
                     break 'conn;
                 }
                 local.busy.set(true);
+                let _running = RunningClient::set(info);
                 Batch {
                     state,
                     session: &mut session,

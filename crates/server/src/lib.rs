@@ -145,7 +145,8 @@ pub fn run(config: Config) -> i32 {
         eprintln!("{e}");
         return 1;
     }
-    if config.get_bool("daemonize") {
+    let supervisor = process::Supervisor::start(&config);
+    if config.get_bool("daemonize") && !supervisor.supervised() {
         if let Err(e) = process::daemonize() {
             server_log!(Warning, "Can't daemonize: {e}");
             return 1;
@@ -200,6 +201,11 @@ pub fn run(config: Config) -> i32 {
     process::log_banner(&config, port, threads);
     process::log_inert_settings(&config);
     server_log!(Warning, "Server initialized");
+    if let Some(values) = config.get("oom-score-adj-values") {
+        strata_node::oom::warn_if_unordered(&values);
+    }
+    // As Redis, a score the kernel refuses at start-up is logged and start-up goes on.
+    let _ = config.apply_oom_score();
     let databases = config.get_i64("databases") as usize;
     let (shards, inboxes) = ShardSet::new(threads);
     strata_shard::evict::set_shards(threads);
@@ -220,6 +226,7 @@ pub fn run(config: Config) -> i32 {
         io_engine: "epoll",
     });
 
+    strata_node::services::server::crash::install(&state);
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
     // SIGTERM that came first used to kill the process outright).
     let signalled = state.clone();
@@ -269,11 +276,13 @@ pub fn run(config: Config) -> i32 {
             "The server is now ready to accept connections at {path}"
         );
     }
+    supervisor.ready();
 
     while !state.shutting_down.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
     }
     server_log!(Warning, "User requested shutdown...");
+    supervisor.stopping();
     // Connections were shut down by request_shutdown; give in-flight replies a moment to flush.
     std::thread::sleep(Duration::from_millis(50));
     pidfile.remove();

@@ -292,6 +292,10 @@ fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, St
     if spec.name == "oom-score-adj-values" {
         check_oom_score_adj_values(&v)?;
     }
+    // Redis's enum names `relative` by its first spelling, `yes`.
+    if spec.name == "oom-score-adj" && v == "relative" {
+        return Ok("yes".into());
+    }
     Ok(v)
 }
 
@@ -537,6 +541,18 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
     }
 }
 
+/// `oom-score-adj` as the table holds it, for the process's class (a replica when `replicaof` is
+/// set, as Redis decides by its master host).
+fn apply_oom_score(table: &HashMap<&'static str, String>) -> Result<(), ()> {
+    let get = |name| table.get(name).map(String::as_str).unwrap_or("");
+    let class = if get("replicaof").is_empty() {
+        crate::oom::Class::Master
+    } else {
+        crate::oom::Class::Replica
+    };
+    crate::oom::apply(get("oom-score-adj"), get("oom-score-adj-values"), class)
+}
+
 fn find(name: &str) -> Option<&'static ConfigSpec> {
     let name = ALIASES
         .iter()
@@ -718,12 +734,46 @@ impl Config {
                 .map_err(|why| (i, ConfigSetError::Invalid(asked, why)))?;
             values.push(v);
         }
+        let before: Vec<Option<String>> = specs.iter().map(|s| table.get(s.name).cloned()).collect();
         for ((spec, v), (_, raw)) in specs.iter().zip(values).zip(pairs) {
             self.apply(&mut table, spec, v);
             apply_raw(spec, raw);
         }
+        // Settings whose effect can fail once stored (the kernel refusing an OOM score): on
+        // failure every setting of this CONFIG SET goes back and is applied again, as Redis
+        // rolls back.
+        if let Some(i) = specs.iter().position(|s| s.name.starts_with("oom-score-adj")) {
+            if specs.iter().any(|s| s.name == "oom-score-adj-values") {
+                if let Some(values) = table.get("oom-score-adj-values") {
+                    crate::oom::warn_if_unordered(values);
+                }
+            }
+            if apply_oom_score(&table).is_err() {
+                for (spec, old) in specs.iter().zip(before) {
+                    let raw = old.unwrap_or_default();
+                    self.apply(&mut table, spec, raw.clone());
+                    apply_raw(spec, &raw);
+                }
+                let _ = apply_oom_score(&table);
+                self.epoch.fetch_add(1, Ordering::Release);
+                return Err((
+                    i,
+                    ConfigSetError::Invalid(
+                        specs[i].name,
+                        "Failed to set current oom_score_adj. Check server logs.".into(),
+                    ),
+                ));
+            }
+        }
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Sets the process's OOM score from `oom-score-adj` and its values (start-up; CONFIG SET
+    /// does it itself). A failure has been logged.
+    pub fn apply_oom_score(&self) -> Result<(), ()> {
+        let table = self.values.read().unwrap_or_else(|e| e.into_inner());
+        apply_oom_score(&table)
     }
 
     /// A value the server itself settles at start-up, immutable settings included (the pidfile

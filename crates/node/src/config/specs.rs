@@ -502,29 +502,26 @@ pub static SPECS: &[ConfigSpec] = &[
         false,
         "permissions of the Unix socket file, in octal (0: as the umask leaves them)",
     ),
-    inert(
+    spec(
         "supervised",
         "no",
         Kind::Enum(&["upstart", "systemd", "auto", "no"]),
         false,
-        "supervision notices (systemd/upstart)",
-        "tell a supervisor when the server is ready",
+        "tell a supervisor when the server is ready: systemd (sd_notify to $NOTIFY_SOCKET), upstart (SIGSTOP), auto (by the environment); a supervised server does not daemonize",
     ),
-    inert(
+    spec(
         "oom-score-adj",
         "no",
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         true,
-        "OOM score adjustment",
-        "adjust the process's Linux OOM score by oom-score-adj-values",
+        "set the process's Linux OOM score (/proc/self/oom_score_adj) from oom-score-adj-values: relative (yes) to the score it had, or absolute; no restores it",
     ),
-    inert(
+    spec(
         "oom-score-adj-values",
         "0 200 800",
         Kind::Str,
         true,
-        "OOM score adjustment",
-        "OOM score adjustments for master, replica and background child",
+        "OOM scores for a master, a replica (replicaof set) and a background child (Strata forks none)",
     ),
     spec(
         "daemonize",

@@ -179,8 +179,14 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 cx.out.ok();
             }
             // Like Redis, both take any number of arguments.
-            ("segfault", _) => crash_with_sigsegv(),
-            ("panic", _) => crash_with_panic(),
+            ("segfault", _) => {
+                super::crash::set_current_args(&cx.session.info, cx.args);
+                crash_with_sigsegv()
+            }
+            ("panic", _) => {
+                super::crash::set_current_args(&cx.session.info, cx.args);
+                crash_with_panic()
+            }
             _ => return Err(subcommand_syntax_error(cx.args)),
         }
         Ok(())
