@@ -176,7 +176,11 @@ fn a_unix_socket_client_gets_what_a_tcp_client_gets_as_from_redis() {
         // redis-cli -s: the same answers as over TCP.
         let sock = path.to_str().unwrap();
         let port = server.port().to_string();
-        for cmd in [&["GET", "a"][..], &["LRANGE", "l", "0", "-1"], &["HLEN", "h"]] {
+        for cmd in [
+            &["GET", "a"][..],
+            &["LRANGE", "l", "0", "-1"],
+            &["HLEN", "h"],
+        ] {
             let mut via_socket = vec!["-s", sock];
             via_socket.extend_from_slice(cmd);
             let mut via_tcp = vec!["-p", port.as_str()];
@@ -190,15 +194,18 @@ fn a_unix_socket_client_gets_what_a_tcp_client_gets_as_from_redis() {
         let mut server = server;
         let mut last = UnixConn::connect(&path);
         last.send(&["SHUTDOWN", "NOSAVE"]);
-        assert!(
-            server.wait_exit(TIMEOUT).is_some(),
-            "{who}: did not exit"
-        );
+        assert!(server.wait_exit(TIMEOUT).is_some(), "{who}: did not exit");
         assert!(!path.exists(), "{who}: socket file left behind");
         let log = server.log_text();
-        assert!(log.contains("Removing the unix socket file."), "{who}: {log}");
+        assert!(
+            log.contains("Removing the unix socket file."),
+            "{who}: {log}"
+        );
     }
-    assert_eq!(replies[0], replies[1], "Strata's replies differ from Redis's");
+    assert_eq!(
+        replies[0], replies[1],
+        "Strata's replies differ from Redis's"
+    );
 }
 
 /// Spawns `kind` with exactly `args` (no port of the harness's), its output to `<dir>/<kind>.log`.
@@ -278,8 +285,14 @@ fn port_0_listens_on_the_socket_alone_and_nowhere_is_fatal() {
             "{who}"
         );
         let text = std::fs::read_to_string(&log).unwrap();
-        assert!(text.contains("Running mode=standalone, port=0."), "{who}: {text}");
-        assert!(!text.contains("Ready to accept connections\n"), "{who}: {text}");
+        assert!(
+            text.contains("Running mode=standalone, port=0."),
+            "{who}: {text}"
+        );
+        assert!(
+            !text.contains("Ready to accept connections\n"),
+            "{who}: {text}"
+        );
         c.send(&["SHUTDOWN", "NOSAVE"]);
         assert_eq!(exit_code(&mut child), Some(0), "{who}");
         assert!(!path.exists(), "{who}: socket file left behind");

@@ -24,6 +24,7 @@ mod notifications;
 mod obuf;
 mod ordering;
 mod pause;
+mod process;
 mod protocol;
 mod pubsub;
 mod server;

@@ -241,6 +241,8 @@ pub fn run(config: Config) -> i32 {
     if let Err(e) = handler {
         server_log!(Warning, "Can't install the SIGTERM/SIGINT handlers: {e}");
     }
+    // After ctrlc's, whose "termination" handlers take SIGHUP for a shutdown too.
+    process::install_sighup();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (id, inbox) in inboxes.into_iter().enumerate() {
         let (state, ready, listen) = (state.clone(), ready_tx.clone(), listen.clone());
@@ -279,6 +281,7 @@ pub fn run(config: Config) -> i32 {
     supervisor.ready();
 
     while !state.shutting_down.load(Ordering::SeqCst) {
+        process::reopen_log_if_asked();
         std::thread::sleep(Duration::from_millis(20));
     }
     server_log!(Warning, "User requested shutdown...");

@@ -107,7 +107,9 @@ impl Supervisor {
                 Supervisor { systemd: None }
             }
             "systemd" => {
-                let Some(socket) = std::env::var("NOTIFY_SOCKET").ok().filter(|s| !s.is_empty())
+                let Some(socket) = std::env::var("NOTIFY_SOCKET")
+                    .ok()
+                    .filter(|s| !s.is_empty())
                 else {
                     server_log!(
                         Warning,
@@ -266,6 +268,40 @@ pub fn log_inert_settings(config: &Config) {
             s.feature
         );
     }
+}
+
+static HANGUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sighup(_: libc::c_int) {
+    HANGUP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// SIGHUP asks for the log file to be opened again (after a log rotation moved it): the handler
+/// only raises a flag, which [`reopen_log_if_asked`] reads. (Redis 7.0 ignores SIGHUP; it opens
+/// its log file anew for every line, so a rotated file is left at once. Strata keeps the file
+/// open, and takes SIGHUP as the signal to let go of it, as most daemons do.)
+pub fn install_sighup() {
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_sighup as *const () as usize;
+        act.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(libc::SIGHUP, &act, std::ptr::null_mut());
+    }
+}
+
+/// Reopens the log file if SIGHUP came since the last call, logging it in the new file.
+pub fn reopen_log_if_asked() {
+    if !HANGUP.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    server_log!(Warning, "Received SIGHUP, reopening logfile");
+    if let Err(e) = log::reopen_file() {
+        server_log!(Warning, "Failed to reopen the log file: {e}");
+        return;
+    }
+    server_log!(Notice, "Log file reopened.");
 }
 
 /// The pidfile: `pidfile`, or Redis's default path for a daemon without one. Written at start-up,

@@ -734,7 +734,8 @@ impl Config {
                 .map_err(|why| (i, ConfigSetError::Invalid(asked, why)))?;
             values.push(v);
         }
-        let before: Vec<Option<String>> = specs.iter().map(|s| table.get(s.name).cloned()).collect();
+        let before: Vec<Option<String>> =
+            specs.iter().map(|s| table.get(s.name).cloned()).collect();
         for ((spec, v), (_, raw)) in specs.iter().zip(values).zip(pairs) {
             self.apply(&mut table, spec, v);
             apply_raw(spec, raw);
@@ -742,7 +743,10 @@ impl Config {
         // Settings whose effect can fail once stored (the kernel refusing an OOM score): on
         // failure every setting of this CONFIG SET goes back and is applied again, as Redis
         // rolls back.
-        if let Some(i) = specs.iter().position(|s| s.name.starts_with("oom-score-adj")) {
+        if let Some(i) = specs
+            .iter()
+            .position(|s| s.name.starts_with("oom-score-adj"))
+        {
             if specs.iter().any(|s| s.name == "oom-score-adj-values") {
                 if let Some(values) = table.get("oom-score-adj-values") {
                     crate::oom::warn_if_unordered(values);
