@@ -368,3 +368,65 @@ fn debug_listpack_and_quicklist_print_the_layout_to_the_log() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The `rbs` of the client named `name` in CLIENT LIST.
+fn reply_buffer_size(c: &mut crate::harness::Conn, name: &str) -> u64 {
+    let list = text(&c.call_decoded(&["CLIENT", "LIST"]));
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))
+        .unwrap_or_else(|| panic!("no client {name}: {list}"));
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix("rbs="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no rbs in {line}"))
+}
+
+/// DEBUG REPLYBUFFER's replies are Redis's, and the reply buffer moves as Redis's does (the
+/// suite's replybufsize unit): an idle client's shrinks to 1 KiB once its peak is forgotten, a
+/// busy one's grows back to 16 KiB while the peak is kept.
+#[test]
+fn debug_replybuffer_sizes_reply_buffers_as_redis_does() {
+    let mut d = Diff::with_config(ENABLED);
+    d.run_all(&[
+        &["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "abc"][..],
+        &["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME"],
+        &["DEBUG", "REPLYBUFFER", "SIZE", "1"],
+        &["DEBUG", "REPLYBUFFER", "RESIZING", "1"],
+        &["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "reset"],
+    ]);
+    for s in [&d.redis_server, &d.strata_server] {
+        let who = s.kind().name();
+        let mut c = s.conn();
+        let mut tc = s.conn();
+        assert_eq!(
+            c.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "100"]),
+            b"+OK\r\n"
+        );
+        tc.call(&["CLIENT", "SETNAME", "test_client"]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let rbs = reply_buffer_size(&mut c, "test_client");
+            if (1024..2046).contains(&rbs) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{who}: idle rbs stays {rbs}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c.call(&["SET", "bigval", &"x".repeat(32768)]);
+        c.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "never"]);
+        loop {
+            tc.call(&["GET", "bigval"]);
+            let rbs = reply_buffer_size(&mut c, "test_client");
+            if (16384..32768).contains(&rbs) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{who}: busy rbs stays {rbs}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let shrinks = c.info_u64("stats", "reply_buffer_shrinks");
+        let expands = c.info_u64("stats", "reply_buffer_expands");
+        assert!(shrinks >= 1 && expands >= 4, "{who}: {shrinks} {expands}");
+        c.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "reset"]);
+    }
+}

@@ -114,6 +114,8 @@ pub struct InfoData {
     /// Reads across shards run without locks, and those of them run again the locked way.
     pub unlocked_reads: (u64, u64),
     pub io_engine: String,
+    /// Reply buffers shrunk and expanded by the clients' cron (`settings::reply_buffer`).
+    pub reply_buffer_resizes: (u64, u64),
 }
 
 /// CPU seconds from getrusage(2): the process and its waited-for children.
@@ -318,6 +320,8 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 // Errors in what a master sends or an AOF replays: Strata has neither yet.
                 field!(out, "unexpected_error_replies", "0");
                 field!(out, "total_error_replies", "{}", d.error_replies);
+                field!(out, "reply_buffer_shrinks", "{}", d.reply_buffer_resizes.0);
+                field!(out, "reply_buffer_expands", "{}", d.reply_buffer_resizes.1);
             }
             "replication" => {
                 section(&mut out, "Replication");
@@ -729,6 +733,7 @@ pub(super) fn process_info(
     d.last_save = server.started_ms / 1000;
     d.replid = replid();
     d.cpu = cpu_times();
+    d.reply_buffer_resizes = crate::settings::reply_buffer::counts();
 }
 
 /// INFO [section ...] → the report as text (a verbatim string in RESP3).
