@@ -430,3 +430,33 @@ fn debug_replybuffer_sizes_reply_buffers_as_redis_does() {
         c.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "reset"]);
     }
 }
+
+/// DEBUG CONFIG-REWRITE-FORCE-ALL writes every setting into the config file, which then starts a
+/// server with the same settings; without a config file, Redis's error.
+#[test]
+fn debug_config_rewrite_force_all_writes_every_setting() {
+    let mut d = Diff::with_config(ENABLED);
+    d.run_all(&[
+        &["DEBUG", "CONFIG-REWRITE-FORCE-ALL"][..],
+        &["DEBUG", "CONFIG-REWRITE-FORCE-ALL", "x"],
+    ]);
+    let dir = crate::harness::TempDir::new("force-all");
+    let conf = dir.path().join("strata.conf");
+    std::fs::write(&conf, "enable-debug-command yes\ntimeout 7\n").unwrap();
+    let s = Server::strata(&[conf.to_str().unwrap()]);
+    let mut c = s.conn();
+    assert_eq!(c.call(&["DEBUG", "CONFIG-REWRITE-FORCE-ALL"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    for name in ["timeout 7", "hz 10", "maxmemory-policy noeviction", "oom-score-adj no"] {
+        assert!(text.lines().any(|l| l == name), "{name}: {text}");
+    }
+    let again = Server::strata(&[conf.to_str().unwrap()]);
+    let mut c2 = again.conn();
+    for name in ["timeout", "hz", "maxmemory-policy", "save", "client-output-buffer-limit"] {
+        assert_eq!(
+            c.call(&["CONFIG", "GET", name]),
+            c2.call(&["CONFIG", "GET", name]),
+            "{name}"
+        );
+    }
+}

@@ -179,6 +179,12 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 cx.out.ok();
             }
             ("replybuffer", 4) => debug_replybuffer(cx)?,
+            ("config-rewrite-force-all", 2) => {
+                cx.server.config.rewrite_force_all().map_err(|e| {
+                    CmdError::Msg(format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}").into())
+                })?;
+                cx.out.ok();
+            }
             // Like Redis, both take any number of arguments.
             ("segfault", _) => {
                 super::crash::set_current_args(&cx.session.info, cx.args);
@@ -294,6 +300,9 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "CHANGE-REPL-ID",
             "    Change the replication IDs of the instance.",
             "    Dangerous: should be used only for testing the replication subsystem.",
+            "CONFIG-REWRITE-FORCE-ALL",
+            "    Like CONFIG REWRITE but writes all configuration options, including",
+            "    keywords not listed in original configuration file or default values.",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
