@@ -356,3 +356,55 @@ fn bind_skips_optional_addresses_and_fails_on_required_ones_as_redis() {
     assert_eq!(logs[0], logs[1]);
     assert_eq!(logs[1].len(), 2, "{:?}", logs[1]);
 }
+
+/// CONFIG SET port and bind rebind at once, as Redis 7 does: the new port answers as soon as the
+/// reply comes, a port or address that cannot be bound fails with Redis's error and leaves the
+/// server where it was.
+#[test]
+fn config_set_port_and_bind_rebind_while_running_as_redis() {
+    let blocker = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = blocker.local_addr().unwrap().port().to_string();
+    let mut replies = Vec::new();
+    for kind in [Kind::Redis, Kind::Strata] {
+        let who = kind.name();
+        let s = Server::start(kind, &[]);
+        let mut c = s.conn();
+        let new_port = free_port();
+        let mut got = Vec::new();
+        got.push(c.call(&["CONFIG", "SET", "port", &new_port.to_string()]));
+        // The old port is closed, the new one answers at once.
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", s.port())).is_err(),
+            "{who}"
+        );
+        let mut moved = crate::harness::Conn::connect(new_port, who);
+        got.push(moved.call(&["PING"]));
+        // A port in use: refused, and the server stays on its port.
+        got.push(moved.call(&["CONFIG", "SET", "port", &taken]));
+        assert_eq!(
+            moved.call(&["CONFIG", "GET", "port"]),
+            crate::harness::encode_command(&["port", &new_port.to_string()]),
+            "{who}"
+        );
+        let mut again = crate::harness::Conn::connect(new_port, who);
+        got.push(again.call(&["PING"]));
+        // An address that cannot be bound: refused, bind unchanged.
+        got.push(again.call(&["CONFIG", "SET", "bind", "999.999.999.999"]));
+        got.push(again.call(&["CONFIG", "GET", "bind"]));
+        // Optional addresses that are not here are skipped.
+        got.push(again.call(&["CONFIG", "SET", "bind", "127.0.0.1 -192.0.2.1"]));
+        got.push(crate::harness::Conn::connect(new_port, who).call(&["PING"]));
+        got.push(again.call(&["CONFIG", "SET", "port", "99999"]));
+        replies.push(got);
+        // The connections made before a rebind stay.
+        assert_eq!(c.call(&["PING"]), b"+PONG\r\n", "{who}");
+        let log = s.log_text();
+        assert!(
+            log.contains("Could not create server TCP listening socket 999.999.999.999:"),
+            "{who}: {log}"
+        );
+        c.send(&["SHUTDOWN", "NOSAVE"]);
+    }
+    drop(blocker);
+    assert_eq!(replies[0], replies[1]);
+}

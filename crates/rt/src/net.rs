@@ -78,6 +78,13 @@ impl TcpListener {
         Ok(TcpListener { sock, io })
     }
 
+    /// Takes over a listening socket made elsewhere ([`tcp_listen_socket`], maybe on another
+    /// thread), registered on the calling thread's loop; it must be non-blocking.
+    pub fn from_std(sock: std::net::TcpListener) -> io::Result<TcpListener> {
+        let io = with_core(|c| c.reactor.register(sock.as_raw_fd()))?;
+        Ok(TcpListener { sock, io })
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr()
     }

@@ -7,10 +7,10 @@
 
 pub mod conn;
 pub mod dispatch;
+mod listen;
 mod moving;
 pub mod process;
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +20,6 @@ use strata_node::config::Config;
 use strata_node::server_log;
 use strata_node::state::ServerStats;
 use strata_node::ServerState;
-use strata_rt::net::{Stream, TcpListener, UnixListener};
 use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
 
 fn random_run_id() -> String {
@@ -33,109 +32,6 @@ fn random_run_id() -> String {
             char::from_digit((seed % 16) as u32, 16).unwrap_or('0')
         })
         .collect()
-}
-
-/// An OS error's text as C's `strerror` gives it (Redis's log lines carry that), without Rust's
-/// " (os error N)".
-fn os_error_text(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.find(" (os error ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    }
-}
-
-/// The TCP addresses to listen on, as Redis's `listenToPort` settles them: each `bind` address
-/// (`*` is every IPv4 address, `::*` every IPv6 one, a name is resolved) is tried in turn; one
-/// that cannot be bound is logged, then skipped when its protocol is unsupported or when it is
-/// optional (`-addr`) and not available on this host, and is fatal otherwise. Each shard thread
-/// then binds its own listener with SO_REUSEPORT; the probe here binds without it, so an address
-/// another process (another Strata included) listens on fails as Redis's own bind does. (Two
-/// processes starting in the same instant can still both pass: the window is between this probe
-/// and the threads' binds.) `port 0`: no TCP at all.
-fn tcp_addrs(config: &Config) -> Result<Vec<SocketAddr>, ()> {
-    let port = config.get_i64("port") as u16;
-    if port == 0 {
-        return Ok(Vec::new());
-    }
-    let bind = config.get("bind").unwrap_or_default();
-    let backlog = config.get_i64("tcp-backlog") as i32;
-    let mut addrs = Vec::new();
-    for word in bind.split_whitespace() {
-        let optional = word.starts_with('-');
-        let host = word.strip_prefix('-').unwrap_or(word);
-        let v6 = host.contains(':');
-        let resolved = match host {
-            "*" => Ok(SocketAddr::from(([0u8; 4], port))),
-            "::*" => Ok(SocketAddr::from(([0u16; 8], port))),
-            _ => (host, port)
-                .to_socket_addrs()
-                .map_err(|e| os_error_text(&e))
-                .and_then(|mut found| {
-                    found
-                        .find(|a| a.is_ipv6() == v6)
-                        .ok_or_else(|| "Name or service not known".to_string())
-                }),
-        };
-        let failure = match resolved {
-            Ok(addr) => match strata_rt::net::tcp_listen_socket(addr, backlog, false) {
-                Ok(_) => {
-                    addrs.push(addr);
-                    continue;
-                }
-                Err(e) => (format!("bind: {}", os_error_text(&e)), e.raw_os_error()),
-            },
-            Err(why) => (why, None),
-        };
-        server_log!(
-            Warning,
-            "Warning: Could not create server TCP listening socket {host}:{port}: {}",
-            failure.0
-        );
-        let skip = match failure.1 {
-            Some(libc::EADDRNOTAVAIL) => optional,
-            Some(
-                libc::ENOPROTOOPT
-                | libc::EPROTONOSUPPORT
-                | libc::ESOCKTNOSUPPORT
-                | libc::EPFNOSUPPORT
-                | libc::EAFNOSUPPORT,
-            ) => true,
-            _ => optional && failure.1.is_none(),
-        };
-        if !skip {
-            return Err(());
-        }
-    }
-    Ok(addrs)
-}
-
-/// The Unix-domain socket `unixsocket` names, bound and listening (any file already there is
-/// removed first, as Redis does), or None without one. The shard threads each accept on it.
-fn unix_listener(config: &Config) -> Result<Option<(String, std::os::fd::OwnedFd)>, String> {
-    let path = config.get("unixsocket").unwrap_or_default();
-    if path.is_empty() {
-        return Ok(None);
-    }
-    let _ = std::fs::remove_file(&path);
-    let perm =
-        u32::from_str_radix(&config.get("unixsocketperm").unwrap_or_default(), 8).unwrap_or(0);
-    let backlog = config.get_i64("tcp-backlog") as i32;
-    match strata_rt::net::unix_listen_socket(std::path::Path::new(&path), backlog, perm) {
-        Ok(fd) => Ok(Some((path, fd))),
-        Err(e) => Err(format!(
-            "Failed opening Unix socket: bind: {}",
-            os_error_text(&e)
-        )),
-    }
-}
-
-/// What each shard thread listens on.
-#[derive(Clone)]
-struct Listen {
-    tcp: Vec<SocketAddr>,
-    /// The Unix socket's path as configured (what CLIENT LIST shows) and the listening socket.
-    unix: Option<(Arc<str>, Arc<std::os::fd::OwnedFd>)>,
 }
 
 /// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code. Call it before
@@ -165,11 +61,16 @@ pub fn run(config: Config) -> i32 {
     let port = config.get_i64("port") as u16;
     // The clock's one-off calibration (a 2 ms wait) happens here, not in a shard's first command.
     strata_shard::clock::init();
-    let Ok(tcp) = tcp_addrs(&config) else {
+    let Ok(tcp) = listen::tcp_addrs(
+        port,
+        &config.get("bind").unwrap_or_default(),
+        config.get_i64("tcp-backlog") as i32,
+        &[],
+    ) else {
         server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
         return 1;
     };
-    let unix = match unix_listener(&config) {
+    let unix = match listen::unix_listener(&config) {
         Ok(u) => u,
         Err(e) => {
             server_log!(Warning, "{e}");
@@ -181,7 +82,7 @@ pub fn run(config: Config) -> i32 {
         return 1;
     }
     let unix_path = unix.as_ref().map(|(p, _)| p.clone());
-    let listen = Listen {
+    let listen = listen::Listen {
         tcp,
         unix: unix.map(|(p, fd)| (Arc::from(p.as_str()), Arc::new(fd))),
     };
@@ -192,7 +93,7 @@ pub fn run(config: Config) -> i32 {
                 server_log!(
                     Warning,
                     "Error removing the unix socket file: {}",
-                    os_error_text(&e)
+                    listen::os_error_text(&e)
                 );
             }
         }
@@ -243,6 +144,7 @@ pub fn run(config: Config) -> i32 {
     }
     // After ctrlc's, whose "termination" handlers take SIGHUP for a shutdown too.
     process::install_sighup();
+    listen::init(threads, &listen.tcp);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (id, inbox) in inboxes.into_iter().enumerate() {
         let (state, ready, listen) = (state.clone(), ready_tx.clone(), listen.clone());
@@ -299,7 +201,7 @@ fn thread_main(
     databases: usize,
     inbox: Inbox,
     state: Arc<ServerState>,
-    listen: Listen,
+    listen: listen::Listen,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
     let fut = thread_loop(id, databases, inbox, state, listen, ready.clone());
@@ -313,7 +215,7 @@ async fn thread_loop(
     databases: usize,
     inbox: Inbox,
     state: Arc<ServerState>,
-    listen: Listen,
+    listen: listen::Listen,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
     let mut shard = Shard::new(id, databases);
@@ -329,111 +231,13 @@ async fn thread_loop(
     strata_rt::spawn(state.shards.flusher());
     strata_rt::spawn(inbox.run());
     strata_rt::spawn(expire_loop(state.clone()));
-    let backlog = state.config.get_i64("tcp-backlog") as i32;
-    let mut listeners = Vec::new();
-    for addr in &listen.tcp {
-        match TcpListener::bind(*addr, backlog, true) {
-            Ok(l) => listeners.push(l),
-            Err(e) => {
-                let _ = ready.send(Err(format!("could not bind {addr}: {e}")));
-                return;
-            }
-        }
+    if let Err(e) = listen::start_thread(id, &listen, &state) {
+        let _ = ready.send(Err(e));
+        return;
     }
-    let unix = match &listen.unix {
-        Some((path, fd)) => match fd.try_clone().and_then(UnixListener::from_fd) {
-            Ok(l) => Some((path.clone(), l)),
-            Err(e) => {
-                let _ = ready.send(Err(format!("could not listen on {path}: {e}")));
-                return;
-            }
-        },
-        None => None,
-    };
     let _ = ready.send(Ok(()));
-    for l in listeners {
-        strata_rt::spawn(accept_loop(l, state.clone()));
-    }
-    if let Some((path, l)) = unix {
-        strata_rt::spawn(unix_accept_loop(l, path, state.clone()));
-    }
     // The loop runs while the spawned tasks do; this one only keeps it going.
     std::future::pending::<()>().await;
-}
-
-/// Whether a new connection may be served: not while shutting down, and not beyond `maxclients`
-/// (the client is told so, and the connection counted as rejected).
-fn admit(stream: Stream, state: &ServerState) -> Option<Stream> {
-    if state.shutting_down.load(Ordering::Relaxed) {
-        return None;
-    }
-    let max = state.config.get_i64("maxclients").max(1) as u64;
-    if state.stats.connected_clients.load(Ordering::Relaxed) >= max {
-        with_shard(|s| s.stats.rejected_connections += 1);
-        strata_rt::spawn(reject(stream));
-        return None;
-    }
-    Some(stream)
-}
-
-async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                server_log!(Verbose, "Accepted {peer}");
-                let Some(stream) = admit(stream, &state) else {
-                    continue;
-                };
-                let _ = stream.set_nodelay(true);
-                let laddr = stream
-                    .local_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_default();
-                let peer = conn::Peer {
-                    addr: peer.to_string(),
-                    laddr,
-                    unix: false,
-                };
-                strata_rt::spawn(conn::serve(stream, peer, state.clone()));
-            }
-            Err(e) => {
-                server_log!(Warning, "Accepting client connection: {e}");
-                strata_rt::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-}
-
-/// Accepts on the Unix socket: a client there is addressed as `<path>:0` on both ends, as Redis
-/// shows it.
-async fn unix_accept_loop(listener: UnixListener, path: Arc<str>, state: Arc<ServerState>) {
-    loop {
-        match listener.accept().await {
-            Ok(stream) => {
-                server_log!(Verbose, "Accepted connection to {path}");
-                let Some(stream) = admit(stream, &state) else {
-                    continue;
-                };
-                let addr = format!("{path}:0");
-                let peer = conn::Peer {
-                    laddr: addr.clone(),
-                    addr,
-                    unix: true,
-                };
-                strata_rt::spawn(conn::serve(stream, peer, state.clone()));
-            }
-            Err(e) => {
-                server_log!(Warning, "Accepting client connection: {e}");
-                strata_rt::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-}
-
-async fn reject(stream: Stream) {
-    let _ = stream
-        .write_all(b"-ERR max number of clients reached\r\n")
-        .await;
 }
 
 /// Background work per shard: active expiry and incremental rehashing, every 1000/hz ms (sooner

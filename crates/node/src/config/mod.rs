@@ -541,6 +541,30 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
     }
 }
 
+/// Rebinds the server's TCP listeners to `port` and `bind` (CONFIG SET): installed by the
+/// server, which owns them. Arguments: port, bind, tcp-backlog.
+pub type ListenHook = fn(u16, &str, i32) -> Result<(), ()>;
+
+static LISTEN_HOOK: std::sync::OnceLock<ListenHook> = std::sync::OnceLock::new();
+
+/// Installs the rebinding CONFIG SET `port`/`bind` runs (the server does, at start-up).
+pub fn set_listen_hook(hook: ListenHook) {
+    let _ = LISTEN_HOOK.set(hook);
+}
+
+/// CONFIG SET `port`/`bind` as the table holds them; Ok without a server (tests).
+fn apply_listen(table: &HashMap<&'static str, String>) -> Result<(), ()> {
+    let Some(hook) = LISTEN_HOOK.get() else {
+        return Ok(());
+    };
+    let get = |name| table.get(name).map(String::as_str).unwrap_or("");
+    hook(
+        get("port").parse().unwrap_or(0),
+        get("bind"),
+        get("tcp-backlog").parse().unwrap_or(511),
+    )
+}
+
 /// `oom-score-adj` as the table holds it, for the process's class (a replica when `replicaof` is
 /// set, as Redis decides by its master host).
 fn apply_oom_score(table: &HashMap<&'static str, String>) -> Result<(), ()> {
@@ -740,34 +764,43 @@ impl Config {
             self.apply(&mut table, spec, v);
             apply_raw(spec, raw);
         }
-        // Settings whose effect can fail once stored (the kernel refusing an OOM score): on
-        // failure every setting of this CONFIG SET goes back and is applied again, as Redis
-        // rolls back.
-        if let Some(i) = specs
+        // Settings whose effect can fail once stored (the kernel refusing an OOM score, an
+        // address that cannot be bound): on failure every setting of this CONFIG SET goes back
+        // and is applied again, as Redis rolls back.
+        let mut failed = None;
+        let oom = specs
             .iter()
-            .position(|s| s.name.starts_with("oom-score-adj"))
-        {
+            .position(|s| s.name.starts_with("oom-score-adj"));
+        if let Some(i) = oom {
             if specs.iter().any(|s| s.name == "oom-score-adj-values") {
                 if let Some(values) = table.get("oom-score-adj-values") {
                     crate::oom::warn_if_unordered(values);
                 }
             }
             if apply_oom_score(&table).is_err() {
-                for (spec, old) in specs.iter().zip(before) {
-                    let raw = old.unwrap_or_default();
-                    self.apply(&mut table, spec, raw.clone());
-                    apply_raw(spec, &raw);
-                }
-                let _ = apply_oom_score(&table);
-                self.epoch.fetch_add(1, Ordering::Release);
-                return Err((
-                    i,
-                    ConfigSetError::Invalid(
-                        specs[i].name,
-                        "Failed to set current oom_score_adj. Check server logs.".into(),
-                    ),
-                ));
+                failed = Some((i, "Failed to set current oom_score_adj. Check server logs."));
             }
+        }
+        let listen = specs.iter().position(|s| matches!(s.name, "port" | "bind"));
+        if let (None, Some(i)) = (failed, listen) {
+            if apply_listen(&table).is_err() {
+                failed = Some(match specs[i].name {
+                    "port" => (i, "Unable to listen on this port. Check server logs."),
+                    _ => (i, "Failed to bind to specified addresses."),
+                });
+            }
+        }
+        if let Some((i, why)) = failed {
+            for (spec, old) in specs.iter().zip(before) {
+                let raw = old.unwrap_or_default();
+                self.apply(&mut table, spec, raw.clone());
+                apply_raw(spec, &raw);
+            }
+            if oom.is_some() {
+                let _ = apply_oom_score(&table);
+            }
+            self.epoch.fetch_add(1, Ordering::Release);
+            return Err((i, ConfigSetError::Invalid(specs[i].name, why.into())));
         }
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
@@ -1077,7 +1110,8 @@ mod tests {
         let text = c.rewritten("", true);
         for spec in SPECS {
             assert!(
-                text.lines().any(|l| l.starts_with(&format!("{} ", spec.name))),
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{} ", spec.name))),
                 "{} not written",
                 spec.name
             );
@@ -1087,7 +1121,10 @@ mod tests {
         for spec in SPECS {
             assert_eq!(back.get(spec.name), c.get(spec.name), "{}", spec.name);
         }
-        assert_eq!(Config::default().rewrite_force_all(), Err("Bad address".into()));
+        assert_eq!(
+            Config::default().rewrite_force_all(),
+            Err("Bad address".into())
+        );
     }
 
     #[test]
