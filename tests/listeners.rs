@@ -313,15 +313,15 @@ fn port_0_listens_on_the_socket_alone_and_nowhere_is_fatal() {
 #[test]
 fn bind_skips_optional_addresses_and_fails_on_required_ones_as_redis() {
     let dir = TempDir::new("bind");
-    // 192.0.2.1 is TEST-NET-1: never a local address.
+    // 198.51.100.77 (TEST-NET-2) is not an address of this host.
     let mut logs = Vec::new();
     let port = free_port().to_string();
     for kind in [Kind::Redis, Kind::Strata] {
         let who = kind.name();
-        let s = Server::start(kind, &["--bind", "127.0.0.1 -192.0.2.1"]);
+        let s = Server::start(kind, &["--bind", "127.0.0.1 -198.51.100.77"]);
         let log = s.wait_for_log("Server initialized");
         let want = format!(
-            "# Warning: Could not create server TCP listening socket 192.0.2.1:{}: bind: Cannot assign requested address",
+            "# Warning: Could not create server TCP listening socket 198.51.100.77:{}: bind: Cannot assign requested address",
             s.port()
         );
         assert!(log.contains(&want), "{who}: {log}");
@@ -329,14 +329,14 @@ fn bind_skips_optional_addresses_and_fails_on_required_ones_as_redis() {
 
         let (mut child, log) = spawn_raw(
             kind,
-            &["--port", &port, "--bind", "127.0.0.1 192.0.2.1"],
+            &["--port", &port, "--bind", "127.0.0.1 198.51.100.77"],
             dir.path(),
         );
         assert_eq!(exit_code(&mut child), Some(1), "{who}");
         let text = std::fs::read_to_string(&log).unwrap();
         let tail: Vec<String> = messages(&text)
             .into_iter()
-            .filter(|m| m.contains("192.0.2.1") || m.contains("aborting"))
+            .filter(|m| m.contains("198.51.100.77") || m.contains("aborting"))
             .collect();
         logs.push(tail);
 
@@ -392,7 +392,7 @@ fn config_set_port_and_bind_rebind_while_running_as_redis() {
         got.push(again.call(&["CONFIG", "SET", "bind", "999.999.999.999"]));
         got.push(again.call(&["CONFIG", "GET", "bind"]));
         // Optional addresses that are not here are skipped.
-        got.push(again.call(&["CONFIG", "SET", "bind", "127.0.0.1 -192.0.2.1"]));
+        got.push(again.call(&["CONFIG", "SET", "bind", "127.0.0.1 -198.51.100.77"]));
         got.push(crate::harness::Conn::connect(new_port, who).call(&["PING"]));
         got.push(again.call(&["CONFIG", "SET", "port", "99999"]));
         replies.push(got);
@@ -407,4 +407,66 @@ fn config_set_port_and_bind_rebind_while_running_as_redis() {
     }
     drop(blocker);
     assert_eq!(replies[0], replies[1]);
+}
+
+/// The first non-loopback IPv4 address of this host, if any.
+fn non_loopback_addr() -> Option<std::net::IpAddr> {
+    // Routing a datagram socket toward any outside address picks the host's own address for it.
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    probe.connect("198.51.100.77:9").ok()?;
+    let ip = probe.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Redis's default `bind` (`* -::*`) and protected mode: with no password, a client from
+/// another address than the loopback is told DENIED and disconnected, whatever `bind` says; a
+/// password, or `protected-mode no`, lets it in.
+#[test]
+fn protected_mode_turns_away_outside_clients_without_a_password_as_redis() {
+    let Some(ip) = non_loopback_addr() else {
+        return;
+    };
+    let mut seen = Vec::new();
+    for kind in [Kind::Redis, Kind::Strata] {
+        let who = kind.name();
+        // The harness binds 127.0.0.1; listen everywhere instead, as the default does.
+        let s = Server::start(kind, &["--bind", "* -::*"]);
+        let mut local = s.conn();
+        let mut got = vec![local.call(&["CONFIG", "GET", "bind"])];
+        let outside = |port: u16| {
+            let stream = std::net::TcpStream::connect((ip, port)).unwrap();
+            stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+            stream
+        };
+        // Told at once, before sending anything (sent input left unread would make the close a
+        // reset, which may drop the text).
+        let mut denied = outside(s.port());
+        let mut text = Vec::new();
+        denied.read_to_end(&mut text).unwrap();
+        got.push(text);
+        got.push(local.call(&["CONFIG", "SET", "requirepass", "secret"]));
+        let mut allowed = outside(s.port());
+        allowed.write_all(b"AUTH secret\r\nPING\r\n").unwrap();
+        let mut buf = [0u8; 64];
+        let mut text = Vec::new();
+        while !text.ends_with(b"+PONG\r\n") {
+            let n = allowed.read(&mut buf).unwrap();
+            assert!(n > 0, "{who}: closed");
+            text.extend_from_slice(&buf[..n]);
+        }
+        got.push(text);
+        local.call(&["AUTH", "secret"]);
+        got.push(local.call(&["CONFIG", "SET", "requirepass", "", "protected-mode", "no"]));
+        let mut open = outside(s.port());
+        open.write_all(b"PING\r\n").unwrap();
+        let n = open.read(&mut buf).unwrap();
+        got.push(buf[..n].to_vec());
+        assert!(
+            local.info_u64("stats", "rejected_connections") >= 1,
+            "{who}"
+        );
+        seen.push(got);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert!(seen[1][1].starts_with(b"-DENIED Redis is running in protected mode"));
 }

@@ -335,6 +335,18 @@ fn admit(stream: Stream, state: &ServerState) -> Option<Stream> {
     Some(stream)
 }
 
+/// Redis's reply to a client protected mode turns away.
+const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// `protected-mode`: with it on and no password, a TCP client from anywhere but the loopback
+/// interface is told so and disconnected (counted as a rejected connection), as Redis does
+/// whatever `bind` says. Unix-socket clients are local.
+fn protected_from(peer: &SocketAddr, state: &ServerState) -> bool {
+    !peer.ip().is_loopback()
+        && state.config.get_bool("protected-mode")
+        && state.config.get("requirepass").is_none_or(|p| p.is_empty())
+}
+
 async fn accept_loop(listener: TcpListener, state: Arc<ServerState>, stop: Rc<Stop>) {
     loop {
         let accepted = match select(Box::pin(listener.accept()), Box::pin(stop.wait())).await {
@@ -347,6 +359,13 @@ async fn accept_loop(listener: TcpListener, state: Arc<ServerState>, stop: Rc<St
                 let Some(stream) = admit(stream, &state) else {
                     continue;
                 };
+                if protected_from(&peer, &state) {
+                    with_shard(|s| s.stats.rejected_connections += 1);
+                    strata_rt::spawn(async move {
+                        let _ = stream.write_all(DENIED).await;
+                    });
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 let laddr = stream
                     .local_addr()

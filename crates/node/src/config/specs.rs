@@ -113,7 +113,7 @@ pub static SPECS: &[ConfigSpec] = &[
     ),
     spec(
         "bind",
-        "127.0.0.1",
+        "* -::*",
         Kind::Str,
         true,
         "addresses to listen on (space separated; '-addr': skipped if not on this host; '*' all IPv4, '::*' all IPv6; \"\": no TCP); CONFIG SET rebinds at once",
