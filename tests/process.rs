@@ -245,3 +245,34 @@ fn sighup_reopens_the_log_file_after_a_rotation() {
     let new = std::fs::read_to_string(&log).unwrap();
     assert!(new.contains("Log file reopened."), "{new}");
 }
+
+/// SIGTERM schedules a shutdown for the next cron tick, as Redis's does: with the cron paused,
+/// SHUTDOWN ABORT calls it off and the server goes on; without one pending, ABORT is an error.
+#[test]
+fn shutdown_abort_calls_off_a_signals_shutdown_as_redis() {
+    let mut seen = Vec::new();
+    for kind in [Kind::Redis, Kind::Strata] {
+        let who = kind.name();
+        let mut s = Server::start(kind, &["--enable-debug-command", "yes"]);
+        let mut c = s.conn();
+        let mut got = vec![c.call(&["SHUTDOWN", "ABORT"])];
+        got.push(c.call(&["DEBUG", "PAUSE-CRON", "1"]));
+        s.signal("TERM");
+        s.wait_for_log("scheduling shutdown...");
+        got.push(c.call(&["SHUTDOWN", "ABORT"]));
+        s.wait_for_log("Shutdown manually aborted.");
+        got.push(c.call(&["DEBUG", "PAUSE-CRON", "0"]));
+        got.push(c.call(&["PING"]));
+        assert!(
+            s.wait_exit(Duration::from_millis(300)).is_none(),
+            "{who} exited"
+        );
+        got.push(c.call(&["SHUTDOWN", "ABORT"]));
+        // Not called off: the cron carries it out.
+        s.signal("TERM");
+        let status = s.wait_exit(TIMEOUT).expect("exit after SIGTERM");
+        assert!(status.success(), "{who}: {status}");
+        seen.push(got);
+    }
+    assert_eq!(seen[0], seen[1]);
+}

@@ -130,14 +130,19 @@ pub fn run(config: Config) -> i32 {
     strata_node::services::server::crash::install(&state);
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
     // SIGTERM that came first used to kill the process outright).
-    let signalled = state.clone();
     let handler = ctrlc::set_handler(move || {
-        // The handler runs on ctrlc's own thread, not in signal context: it may log.
-        server_log!(
-            Warning,
-            "Received SIGTERM or SIGINT, scheduling shutdown..."
-        );
-        signalled.request_shutdown()
+        // The handler runs on ctrlc's own thread, not in signal context: it may log. As Redis,
+        // the shutdown waits for the next cron tick (SHUTDOWN ABORT may call it off); a second
+        // signal before then exits at once.
+        if strata_node::services::server::schedule_shutdown() {
+            server_log!(
+                Warning,
+                "Received SIGTERM or SIGINT, scheduling shutdown..."
+            );
+        } else {
+            server_log!(Warning, "You insist... exiting now.");
+            std::process::exit(1);
+        }
     });
     if let Err(e) = handler {
         server_log!(Warning, "Can't install the SIGTERM/SIGINT handlers: {e}");
@@ -183,6 +188,10 @@ pub fn run(config: Config) -> i32 {
     supervisor.ready();
 
     while !state.shutting_down.load(Ordering::SeqCst) {
+        if strata_node::services::server::due_shutdown() {
+            state.request_shutdown();
+            break;
+        }
         process::reopen_log_if_asked();
         std::thread::sleep(Duration::from_millis(20));
     }
