@@ -22,9 +22,13 @@ pub enum Class {
     Replica = 1,
 }
 
+/// The kernel refused to read or write the score; the reason has been logged.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Refused;
+
 /// Sets the process's score for `mode` (`no`, `yes`/`relative`, `absolute`), `values` (the
-/// setting's three numbers) and `class`. An error has been logged with the system's reason.
-pub fn apply(mode: &str, values: &str, class: Class) -> Result<(), ()> {
+/// setting's three numbers) and `class`.
+pub fn apply(mode: &str, values: &str, class: Class) -> Result<(), Refused> {
     let mut base = BASE.lock().unwrap_or_else(|e| e.into_inner());
     let value = if mode == "no" {
         // Back to the score from before, if Strata had changed it.
@@ -41,7 +45,7 @@ pub fn apply(mode: &str, values: &str, class: Class) -> Result<(), ()> {
                     Ok(text) => text.trim().parse::<i64>().unwrap_or(0),
                     Err(e) => {
                         server_log!(Warning, "Unable to read oom_score_adj: {}", os_text(&e));
-                        return Err(());
+                        return Err(Refused);
                     }
                 };
                 *base = Some(b);
@@ -58,7 +62,7 @@ pub fn apply(mode: &str, values: &str, class: Class) -> Result<(), ()> {
     };
     if let Err(e) = std::fs::write(PATH, format!("{value}\n")) {
         server_log!(Warning, "Unable to write oom_score_adj: {}", os_text(&e));
-        return Err(());
+        return Err(Refused);
     }
     Ok(())
 }

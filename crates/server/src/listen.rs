@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures_util::future::{select, Either};
 use futures_util::task::AtomicWaker;
-use strata_node::config::Config;
+use strata_node::config::{BindFailed, Config};
 use strata_node::server_log;
 use strata_node::ServerState;
 use strata_rt::net::{Stream, TcpListener, UnixListener};
@@ -183,12 +183,12 @@ pub(crate) fn init(threads: usize, tcp: &[SocketAddr]) {
 /// CONFIG SET `port`/`bind`: the new addresses are settled and every thread's socket bound for
 /// each new one, or nothing changes (Err; Redis's warnings are logged). The threads then take
 /// their sockets and let go of the old addresses.
-fn rebind(port: u16, bind: &str, backlog: i32) -> Result<(), ()> {
+fn rebind(port: u16, bind: &str, backlog: i32) -> Result<(), BindFailed> {
     let Some(listeners) = LISTENERS.get() else {
-        return Err(());
+        return Err(BindFailed);
     };
     let mut held = listeners.held.lock().unwrap_or_else(|e| e.into_inner());
-    let addrs = tcp_addrs(port, bind, backlog, &held)?;
+    let addrs = tcp_addrs(port, bind, backlog, &held).map_err(|()| BindFailed)?;
     let mut new: Vec<Vec<(SocketAddr, std::net::TcpListener)>> =
         listeners.slots.iter().map(|_| Vec::new()).collect();
     for addr in addrs.iter().filter(|a| !held.contains(a)) {
@@ -201,7 +201,7 @@ fn rebind(port: u16, bind: &str, backlog: i32) -> Result<(), ()> {
                         "Warning: Could not create server TCP listening socket {addr}: bind: {}",
                         os_error_text(&e)
                     );
-                    return Err(());
+                    return Err(BindFailed);
                 }
             }
         }

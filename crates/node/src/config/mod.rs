@@ -543,7 +543,11 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
 
 /// Rebinds the server's TCP listeners to `port` and `bind` (CONFIG SET): installed by the
 /// server, which owns them. Arguments: port, bind, tcp-backlog.
-pub type ListenHook = fn(u16, &str, i32) -> Result<(), ()>;
+pub type ListenHook = fn(u16, &str, i32) -> Result<(), BindFailed>;
+
+/// An address could not be bound (the reason has been logged); nothing changed.
+#[derive(Debug)]
+pub struct BindFailed;
 
 static LISTEN_HOOK: std::sync::OnceLock<ListenHook> = std::sync::OnceLock::new();
 
@@ -553,7 +557,7 @@ pub fn set_listen_hook(hook: ListenHook) {
 }
 
 /// CONFIG SET `port`/`bind` as the table holds them; Ok without a server (tests).
-fn apply_listen(table: &HashMap<&'static str, String>) -> Result<(), ()> {
+fn apply_listen(table: &HashMap<&'static str, String>) -> Result<(), BindFailed> {
     let Some(hook) = LISTEN_HOOK.get() else {
         return Ok(());
     };
@@ -567,7 +571,7 @@ fn apply_listen(table: &HashMap<&'static str, String>) -> Result<(), ()> {
 
 /// `oom-score-adj` as the table holds it, for the process's class (a replica when `replicaof` is
 /// set, as Redis decides by its master host).
-fn apply_oom_score(table: &HashMap<&'static str, String>) -> Result<(), ()> {
+fn apply_oom_score(table: &HashMap<&'static str, String>) -> Result<(), crate::oom::Refused> {
     let get = |name| table.get(name).map(String::as_str).unwrap_or("");
     let class = if get("replicaof").is_empty() {
         crate::oom::Class::Master
@@ -808,7 +812,7 @@ impl Config {
 
     /// Sets the process's OOM score from `oom-score-adj` and its values (start-up; CONFIG SET
     /// does it itself). A failure has been logged.
-    pub fn apply_oom_score(&self) -> Result<(), ()> {
+    pub fn apply_oom_score(&self) -> Result<(), crate::oom::Refused> {
         let table = self.values.read().unwrap_or_else(|e| e.into_inner());
         apply_oom_score(&table)
     }
@@ -993,7 +997,10 @@ mod tests {
         assert!(Config::default()
             .load_text("appendonly no\nsave \"\"\nmaxmemory 0\nlogfile \"\"\n")
             .is_ok());
-        assert_eq!(c.set("port", "1"), Err(ConfigSetError::Immutable("port")));
+        assert_eq!(
+            c.set("databases", "1"),
+            Err(ConfigSetError::Immutable("databases"))
+        );
         assert!(matches!(
             c.set("maxmemory-policy", "bogus"),
             Err(ConfigSetError::Invalid(..))
@@ -1006,12 +1013,12 @@ mod tests {
         let c = Config::default();
         // The first bad name is reported, whatever is wrong with it.
         assert_eq!(
-            c.set_many(&[("timeout", "1"), ("nope", "1"), ("port", "1")]),
+            c.set_many(&[("timeout", "1"), ("nope", "1"), ("databases", "1")]),
             Err((1, ConfigSetError::Unknown))
         );
         assert_eq!(
-            c.set_many(&[("port", "1"), ("nope", "1")]),
-            Err((0, ConfigSetError::Immutable("port")))
+            c.set_many(&[("databases", "1"), ("nope", "1")]),
+            Err((0, ConfigSetError::Immutable("databases")))
         );
         assert_eq!(
             c.set_many(&[("maxmemory", "0"), ("MAXMEMORY", "0")]),
