@@ -276,3 +276,68 @@ fn shutdown_abort_calls_off_a_signals_shutdown_as_redis() {
     }
     assert_eq!(seen[0], seen[1]);
 }
+
+/// The process's command line as the kernel shows it, up to its first NUL.
+fn cmdline(pid: u32) -> String {
+    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The process title, from `proc-title-template` at start-up and at once on CONFIG SET, also
+/// longer than the command line was, as Redis sets it (the suite's "Process title set as
+/// expected").
+#[test]
+fn the_process_title_follows_proc_title_template_as_redis() {
+    let dir = TempDir::new("proctitle");
+    let mut seen = Vec::new();
+    for kind in [Kind::Redis, Kind::Strata] {
+        let who = kind.name();
+        let sock = dir.path().join(format!("{who}.sock"));
+        let s = Server::start(kind, &["--unixsocket", sock.to_str().unwrap()]);
+        let pid = s.pid();
+        let port = s.port();
+        // The default template: the command as started, then the first bind address and port.
+        let title = cmdline(pid);
+        let words: Vec<&str> = title.split(' ').collect();
+        assert_eq!(
+            words[1..],
+            [format!("127.0.0.1:{port}")],
+            "{who}: {title:?}"
+        );
+        let mut c = s.conn();
+        let mut got = vec![c.call(&[
+            "CONFIG",
+            "SET",
+            "proc-title-template",
+            "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file} and then some more words",
+        ])];
+        let title = cmdline(pid);
+        let words: Vec<String> = title.split(' ').map(str::to_string).collect();
+        assert_eq!(words[0], "TEST", "{who}: {title:?}");
+        assert!(
+            words[1].ends_with(if kind == Kind::Redis {
+                "redis-server"
+            } else {
+                "strata"
+            }),
+            "{who}: {title:?}"
+        );
+        assert_eq!(words[2], format!("127.0.0.1:{port}"), "{who}");
+        assert_eq!(words[3], port.to_string(), "{who}");
+        assert_eq!(words[4], "0", "{who}");
+        assert_eq!(words[5], sock.to_str().unwrap(), "{who}");
+        assert!(
+            title.ends_with(" and then some more words"),
+            "{who}: {title:?}"
+        );
+        got.push(c.call(&["CONFIG", "SET", "proc-title-template", "{invalid-var}"]));
+        assert_eq!(
+            cmdline(pid),
+            title,
+            "{who}: a refused template changed the title"
+        );
+        seen.push(got);
+    }
+    assert_eq!(seen[0], seen[1]);
+}

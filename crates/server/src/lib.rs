@@ -48,6 +48,9 @@ pub fn run(config: Config) -> i32 {
             return 1;
         }
     }
+    // SAFETY: no other thread exists yet (run's contract), and the arguments were read.
+    unsafe { strata_node::proctitle::init() };
+    config.apply_proc_title();
     process::log_starting(&config);
     strata_node::log::set_server_pid(std::process::id());
     strata_node::log::install_crash_handlers();

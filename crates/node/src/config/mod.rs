@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use strata_core::glob::glob_match;
 use strata_shard::notify;
@@ -569,6 +569,30 @@ fn apply_listen(table: &HashMap<&'static str, String>) -> Result<(), BindFailed>
     )
 }
 
+/// The process title from the template and the settings it names (`crate::proctitle`).
+fn set_proc_title(table: &HashMap<&'static str, String>) {
+    let get = |name| table.get(name).map(String::as_str).unwrap_or("");
+    let file = PROCESS_CONFIG_FILE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    crate::proctitle::set(
+        get("proc-title-template"),
+        &crate::proctitle::Vars {
+            port: get("port").parse().unwrap_or(0),
+            tls_port: get("tls-port").parse().unwrap_or(0),
+            bind: get("bind"),
+            unixsocket: get("unixsocket"),
+            config_file: &file,
+            cluster: get("cluster-enabled") == "yes",
+        },
+    );
+}
+
+/// The server's config file as `{config-file}` names it (set by [`Config::apply_proc_title`]'s
+/// caller at start-up through [`Config::config_file`]).
+static PROCESS_CONFIG_FILE: Mutex<String> = Mutex::new(String::new());
+
 /// `oom-score-adj` as the table holds it, for the process's class (a replica when `replicaof` is
 /// set, as Redis decides by its master host).
 fn apply_oom_score(table: &HashMap<&'static str, String>) -> Result<(), crate::oom::Refused> {
@@ -794,6 +818,9 @@ impl Config {
                 });
             }
         }
+        if failed.is_none() && specs.iter().any(|s| s.name == "proc-title-template") {
+            set_proc_title(&table);
+        }
         if let Some((i, why)) = failed {
             for (spec, old) in specs.iter().zip(before) {
                 let raw = old.unwrap_or_default();
@@ -808,6 +835,20 @@ impl Config {
         }
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Sets the process title from `proc-title-template` if `set-proc-title` says so (start-up;
+    /// CONFIG SET of the template sets it always, as Redis does).
+    pub fn apply_proc_title(&self) {
+        if let Some(file) = self.config_file() {
+            *PROCESS_CONFIG_FILE
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = file.display().to_string();
+        }
+        let table = self.values.read().unwrap_or_else(|e| e.into_inner());
+        if table.get("set-proc-title").map(String::as_str) == Some("yes") {
+            set_proc_title(&table);
+        }
     }
 
     /// Sets the process's OOM score from `oom-score-adj` and its values (start-up; CONFIG SET

@@ -479,14 +479,14 @@ pub static SPECS: &[ConfigSpec] = &[
         "yes",
         Kind::Bool,
         false,
-        "set the process title from proc-title-template (stored only: Strata keeps its command line)",
+        "set the process title (ps, /proc/PID/cmdline) from proc-title-template at start-up",
     ),
     spec(
         "proc-title-template",
         "{title} {listen-addr} {server-mode}",
         Kind::Str,
         true,
-        "process title template: {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file} (stored only)",
+        "process title template: {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file}; CONFIG SET sets the title at once",
     ),
     spec(
         "unixsocket",
