@@ -527,6 +527,15 @@ impl ClientInfo {
 
     /// Owner only: output is over the soft limit and its clock is running (see
     /// [`ClientInfo::check_output_limits`] for when it runs out). One load.
+    /// Whether the client is on this host, as Redis's `connIsLocal` decides: over the Unix
+    /// socket, or from a loopback address (127.0.0.0/8, ::1). What `local` means for
+    /// `enable-debug-command` and `enable-protected-configs`.
+    pub fn is_local(&self) -> bool {
+        self.unix_socket.load(Ordering::Relaxed)
+            || self.addr.starts_with("127.")
+            || self.addr.starts_with("[::1]:")
+    }
+
     pub fn soft_limit_armed(&self) -> bool {
         self.soft_armed.load(Ordering::Relaxed)
     }

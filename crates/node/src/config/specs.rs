@@ -968,13 +968,12 @@ pub static SPECS: &[ConfigSpec] = &[
         "modules",
         "allow MODULE",
     ),
-    inert(
+    spec(
         "enable-protected-configs",
         "no",
         Kind::Enum(&["no", "yes", "local"]),
         false,
-        "protected configs",
-        "allow CONFIG SET of dir and dbfilename",
+        "allow CONFIG SET of dir and dbfilename (local: from loopback and Unix-socket clients only)",
     ),
     inert(
         "ignore-warnings",

@@ -22,7 +22,8 @@ use super::*;
 /// Keys DEBUG POPULATE creates per round (see [`debug_populate`]).
 const POPULATE_SLICE: u64 = 4096;
 
-/// Whether `enable-debug-command` lets this connection run DEBUG (`local`: loopback only).
+/// Whether `enable-debug-command` lets this connection run DEBUG (`local`: loopback and Unix
+/// socket only).
 pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
     match cx
         .server
@@ -32,10 +33,7 @@ pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
         .as_str()
     {
         "yes" => true,
-        "local" => {
-            let addr = &cx.session.info.addr;
-            addr.starts_with("127.0.0.1:") || addr.starts_with("[::1]:")
-        }
+        "local" => cx.session.info.is_local(),
         _ => false,
     }
 }
