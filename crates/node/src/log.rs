@@ -112,7 +112,13 @@ static REMOVE_ON_CRASH: OnceLock<CString> = OnceLock::new();
 /// The `logfile` path ("" for stdout), for [`reopen_file`].
 static LOG_PATH: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 /// What the server adds to a crash report after the stack trace (see [`set_crash_extras`]).
-static CRASH_EXTRAS: OnceLock<fn() -> String> = OnceLock::new();
+static CRASH_EXTRAS: OnceLock<CrashExtras> = OnceLock::new();
+/// The reporter thread's wake-up pipe (write end), -1 until it runs.
+static REPORTER_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// What the crashing thread captured for the reporter ([`CrashExtras::capture`]).
+static CRASH_TOKEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The reporter has written its sections.
+static REPORTED: AtomicBool = AtomicBool::new(false);
 
 /// Sets the lowest level written (`loglevel`).
 pub fn set_level(level: Level) {
@@ -467,26 +473,68 @@ pub fn install_crash_handlers() {
     }
 }
 
-/// Registers what a crash report carries after the stack trace: Redis's `------ INFO OUTPUT
-/// ------`, `------ CLIENT LIST OUTPUT ------` and `------ CURRENT CLIENT INFO ------` sections, made
-/// by whoever knows the server (this module does not). Making them allocates and reads shared
-/// state, which a signal handler should not: as Redis does, the report takes that risk after the
-/// part that matters most (the signal and the stack) is written, under a 5-second alarm, so a
-/// crash inside the allocator that would make it hang ends the process instead.
-pub fn set_crash_extras(f: fn() -> String) {
-    let _ = CRASH_EXTRAS.set(f);
+/// What a crash report carries after the stack trace: Redis's `------ INFO OUTPUT ------`,
+/// `------ CLIENT LIST OUTPUT ------` and `------ CURRENT CLIENT INFO ------` sections, made by
+/// whoever knows the server (this module does not). `capture` runs on the crashing thread, maybe
+/// in a signal handler, and must only read (a thread-local, say); `report` gets what it returned.
+#[derive(Clone, Copy)]
+pub struct CrashExtras {
+    pub capture: fn() -> usize,
+    pub report: fn(usize) -> String,
 }
 
+/// Registers the crash report's extra sections and starts the thread that makes them. Making
+/// them allocates and takes locks, which the crashing thread must not (it may have been stopped
+/// inside the allocator, or holding a lock): a reporter thread, waiting on a pipe from now on,
+/// makes them in an ordinary context, while the crashing thread waits for it at most 5 seconds.
+pub fn set_crash_extras(extras: CrashExtras) {
+    if CRASH_EXTRAS.set(extras).is_err() {
+        return;
+    }
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    let (read_end, write_end) = (fds[0], fds[1]);
+    let spawned = std::thread::Builder::new()
+        .name("strata-crash".into())
+        .spawn(move || {
+            let mut byte = 0u8;
+            // SAFETY: reads one byte into `byte`.
+            while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
+            write_fd((extras.report)(CRASH_TOKEN.load(Ordering::SeqCst)).as_bytes());
+            REPORTED.store(true, Ordering::SeqCst);
+        });
+    if spawned.is_ok() {
+        REPORTER_PIPE.store(write_end, Ordering::SeqCst);
+    }
+}
+
+/// Has the reporter thread write the extra sections, waiting for it at most 5 seconds
+/// (async-signal-safe: a pipe write and sleeps).
 fn write_crash_extras() {
-    if let Some(f) = CRASH_EXTRAS.get() {
-        // SAFETY: alarm has no preconditions; SIGALRM's default action ends the process.
-        unsafe {
-            libc::signal(libc::SIGALRM, libc::SIG_DFL);
-            libc::alarm(5);
+    let (Some(extras), pipe) = (CRASH_EXTRAS.get(), REPORTER_PIPE.load(Ordering::SeqCst)) else {
+        return;
+    };
+    if pipe < 0 {
+        return;
+    }
+    CRASH_TOKEN.store((extras.capture)(), Ordering::SeqCst);
+    // SAFETY: writes one byte from a live buffer; write(2) is async-signal-safe.
+    if unsafe { libc::write(pipe, b"x".as_ptr().cast(), 1) } != 1 {
+        return;
+    }
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 10_000_000,
+    };
+    for _ in 0..500 {
+        if REPORTED.load(Ordering::SeqCst) {
+            return;
         }
-        write_fd(f().as_bytes());
-        // SAFETY: as above.
-        unsafe { libc::alarm(0) };
+        // SAFETY: nanosleep is async-signal-safe; `pause` is a valid timespec.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
     }
 }
 
