@@ -258,6 +258,7 @@ pub struct Reader<R: Read> {
     src: Src<R>,
     version: u16,
     done: bool,
+    skip_checksum: bool,
 }
 
 impl<R: Read> Reader<R> {
@@ -293,6 +294,7 @@ impl<R: Read> Reader<R> {
             src,
             version,
             done: false,
+            skip_checksum: false,
         })
     }
 
@@ -312,7 +314,7 @@ impl<R: Read> Reader<R> {
                     if self.version >= 5 {
                         let computed = src.crc;
                         let expected = u64::from_le_bytes(src.array()?);
-                        if expected != 0 && expected != computed {
+                        if expected != 0 && expected != computed && !self.skip_checksum {
                             return Err(src.err(ErrorKind::Checksum { expected, computed }));
                         }
                     }
@@ -371,6 +373,11 @@ impl<R: Read> Reader<R> {
                 }
             }
         }
+    }
+
+    /// Accepts any footer (DEBUG SET-SKIP-CHECKSUM-VALIDATION 1 applies to loading too).
+    pub fn set_skip_checksum(&mut self, skip: bool) {
+        self.skip_checksum = skip;
     }
 
     /// The file's RDB version.
