@@ -460,13 +460,13 @@ fn text(r: Vec<u8>) -> String {
     }
 }
 
-/// Every key of an RDB file: (db, key, value, expiry), with the aux fields.
-fn read_file(
-    path: &Path,
-) -> (
-    Vec<(u32, Vec<u8>, Value, Option<i64>)>,
-    Vec<(Vec<u8>, Vec<u8>)>,
-) {
+/// A key read from a file: database, name, value, expiry.
+type FileKey = (u32, Vec<u8>, Value, Option<i64>);
+/// An AUX field.
+type AuxField = (Vec<u8>, Vec<u8>);
+
+/// Every key of an RDB file, with the aux fields.
+fn read_file(path: &Path) -> (Vec<FileKey>, Vec<AuxField>) {
     let bytes = std::fs::read(path).unwrap();
     let mut r = Reader::new(&bytes[..]).unwrap();
     let (mut keys, mut aux, mut db) = (Vec::new(), Vec::new(), 0);
