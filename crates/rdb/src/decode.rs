@@ -218,16 +218,21 @@ fn elem_score(e: Elem<'_>) -> Option<f64> {
     (!s.is_nan()).then_some(s)
 }
 
-/// Builds a hash from pairs, converting by the current limits as Redis does on load (the hash's
-/// own insert converts when a field or value is too long or there are too many); a repeated field
-/// is corrupt.
-fn hash_from_pairs<I>(src: &Src<impl Read>, pairs: I) -> Result<Loaded, Error>
+/// Builds a hash from pairs, converting by the current limits as Redis does on load: a packed
+/// hash (`by_count`: listpack, ziplist) only when it has too many fields, a zipmap also when a
+/// field or value is too long. A repeated field is corrupt.
+fn hash_from_pairs<I>(src: &Src<impl Read>, pairs: I, by_count: bool) -> Result<Loaded, Error>
 where
     I: IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
 {
     let mut h = Hash::new();
     for (f, v) in pairs {
-        if !h.insert(&f, &v) {
+        let new = if by_count {
+            h.insert_loaded(&f, &v)
+        } else {
+            h.insert(&f, &v)
+        };
+        if !new {
             return Err(src.corrupt("duplicate hash field"));
         }
     }
@@ -238,14 +243,24 @@ where
     })
 }
 
-fn zset_add(src: &Src<impl Read>, z: &mut ZSet, m: &[u8], score: f64) -> Result<(), Error> {
+fn zset_add(
+    src: &Src<impl Read>,
+    z: &mut ZSet,
+    m: &[u8],
+    score: f64,
+    by_count: bool,
+) -> Result<(), Error> {
     if score.is_nan() {
         return Err(src.corrupt("zset with a NaN score"));
     }
     if z.score(m).is_some() {
         return Err(src.corrupt("duplicate zset member"));
     }
-    z.insert_new(m, score);
+    if by_count {
+        z.insert_new_loaded(m, score);
+    } else {
+        z.insert_new(m, score);
+    }
     Ok(())
 }
 
@@ -261,7 +276,7 @@ fn zset_from_packed(src: &Src<impl Read>, elems: &[Elem<'_>]) -> Result<Loaded, 
     for p in elems.chunks_exact(2) {
         let m = elem_bytes(p[0]);
         let s = elem_score(p[1]).ok_or_else(|| src.corrupt("invalid zset score"))?;
-        zset_add(src, &mut z, &m, s)?;
+        zset_add(src, &mut z, &m, s, true)?;
     }
     Ok(if z.is_empty() {
         Loaded::Empty
@@ -279,6 +294,7 @@ fn hash_from_packed(src: &Src<impl Read>, elems: &[Elem<'_>]) -> Result<Loaded, 
         elems
             .chunks_exact(2)
             .map(|p| (elem_bytes(p[0]), elem_bytes(p[1]))),
+        true,
     )
 }
 
@@ -352,7 +368,7 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
                 } else {
                     f64::from_le_bytes(src.array()?)
                 };
-                zset_add(src, &mut z, &m, s)?;
+                zset_add(src, &mut z, &m, s, false)?;
             }
             Ok(if z.is_empty() {
                 Loaded::Empty
@@ -442,6 +458,7 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
             hash_from_pairs(
                 src,
                 pairs.into_iter().map(|(f, v)| (f.to_vec(), v.to_vec())),
+                false,
             )
         }
         TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | 20 | 21 => {

@@ -553,10 +553,25 @@ fn older_encodings_are_read() {
 
 #[test]
 fn encodings_convert_by_the_limits_on_load() {
-    // A listpack hash with a long value becomes a hashtable; a HASH of small fields a listpack.
+    // A packed hash or zset converts by its count only (a long value stays packed, as in Redis);
+    // a HASH of small fields becomes a listpack, one with a long value a hashtable.
     let mut lp = listpack::Builder::new();
     lp.push(b"f");
     lp.push(&[b'v'; 100]);
+    let h = restore(&payload(16, &blob(&lp.finish())), false).unwrap();
+    assert_eq!(encoding(&h), "listpack");
+    let mut lp = listpack::Builder::new();
+    lp.push(&[b'm'; 100]);
+    lp.push(b"1");
+    let z = restore(&payload(17, &blob(&lp.finish())), false).unwrap();
+    assert_eq!(encoding(&z), "listpack");
+    let h = restore(&payload(4, &pairs(&[b"f", &[b'v'; 100]])), false).unwrap();
+    assert_eq!(encoding(&h), "hashtable");
+    let mut lp = listpack::Builder::new();
+    for i in 0..600 {
+        lp.push(format!("f{i}").as_bytes());
+        lp.push(b"v");
+    }
     let h = restore(&payload(16, &blob(&lp.finish())), false).unwrap();
     assert_eq!(encoding(&h), "hashtable");
     let h = restore(&payload(4, &pairs(&[b"f", b"v"])), false).unwrap();
