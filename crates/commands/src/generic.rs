@@ -1504,7 +1504,16 @@ fn restore(cx: &mut ShardCtx<'_>) -> CmdResult {
         return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
     }
     let skip = strata_node::settings::skip_checksum_validation();
-    let value = strata_rdb::restore(&args[3], skip).map_err(|e| CmdError::msg(e.message()))?;
+    let value = strata_rdb::restore_explained(&args[3], skip).map_err(|(e, why)| {
+        if let Some(why) = why {
+            // Redis logs a corrupt payload's reason at verbose level in RESTORE's context.
+            strata_node::server_log!(
+                Verbose,
+                "Internal error in RDB reading offset 0, function at rdb.c:0 -> {why}"
+            );
+        }
+        CmdError::msg(e.message())
+    })?;
     let db = cx.db();
     let deleted = o.replace && db.delete(key, now);
     let expire = match ttl {

@@ -429,28 +429,39 @@ pub fn dump(value: ValueRef<'_>) -> Vec<u8> {
 /// checked deeply (Redis does that only under `sanitize-dump-payload yes`); an empty collection
 /// is bad data.
 pub fn restore(payload: &[u8], skip_checksum: bool) -> Result<Value, RestoreError> {
+    restore_explained(payload, skip_checksum).map_err(|(e, _)| e)
+}
+
+/// [`restore`], with what is wrong in a payload refused as bad data (the text of the [`Error`],
+/// which RESTORE logs at verbose level as Redis logs its corrupt-payload reason).
+pub fn restore_explained(
+    payload: &[u8],
+    skip_checksum: bool,
+) -> Result<Value, (RestoreError, Option<String>)> {
+    let bad = |e: Error| (RestoreError::BadData, Some(e.to_string()));
     if payload.len() < 10 {
-        return Err(RestoreError::VersionOrChecksum);
+        return Err((RestoreError::VersionOrChecksum, None));
     }
     let footer = &payload[payload.len() - 10..];
     let version = u16::from_le_bytes([footer[0], footer[1]]);
     if version > RDB_VERSION {
-        return Err(RestoreError::VersionOrChecksum);
+        return Err((RestoreError::VersionOrChecksum, None));
     }
     if !skip_checksum {
         let crc = crc64::crc64(0, &payload[..payload.len() - 8]);
         if crc.to_le_bytes() != footer[2..10] {
-            return Err(RestoreError::VersionOrChecksum);
+            return Err((RestoreError::VersionOrChecksum, None));
         }
     }
     let mut src = Src::new(payload);
-    let t = src.byte().map_err(|_| RestoreError::BadData)?;
+    let t = src.byte().map_err(bad)?;
     if !is_object_type(t) {
-        return Err(RestoreError::BadData);
+        return Err((RestoreError::BadData, None));
     }
     match decode::value(&mut src, t) {
         Ok(Loaded::Value(v)) => Ok(v),
-        _ => Err(RestoreError::BadData),
+        Ok(Loaded::Empty) => Err((RestoreError::BadData, Some("empty key".into()))),
+        Err(e) => Err(bad(e)),
     }
 }
 
