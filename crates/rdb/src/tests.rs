@@ -460,6 +460,7 @@ fn collections_that_are_corrupt() {
             payload(3, &body)
         }),
         ("empty quicklist", payload(18, &[0])),
+        ("empty zipmap", payload(9, &blob(&[0, 0xFF]))),
         ("quicklist node of 0 bytes", payload(18, &[1, 1, 0])),
         ("quicklist of an empty node", {
             let mut body = vec![1, 2];
