@@ -259,6 +259,8 @@ pub struct Reader<R: Read> {
     version: u16,
     done: bool,
     skip_checksum: bool,
+    /// Keys of empty collections skipped since the last [`Reader::take_skipped_empty`].
+    skipped_empty: Vec<Bytes>,
 }
 
 impl<R: Read> Reader<R> {
@@ -295,6 +297,7 @@ impl<R: Read> Reader<R> {
             version,
             done: false,
             skip_checksum: false,
+            skipped_empty: Vec::new(),
         })
     }
 
@@ -360,6 +363,7 @@ impl<R: Read> Reader<R> {
                         Loaded::Empty => {
                             expire_ms = None;
                             access = Access::None;
+                            self.skipped_empty.push(key);
                         }
                         Loaded::Value(value) => {
                             return Ok(Some(Item::Key(LoadedKey {
@@ -373,6 +377,12 @@ impl<R: Read> Reader<R> {
                 }
             }
         }
+    }
+
+    /// The keys of empty collections skipped since the last call (Redis logs each, "rdbLoadObject
+    /// skipping empty key: KEY", and loads the rest).
+    pub fn take_skipped_empty(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.skipped_empty)
     }
 
     /// Accepts any footer (DEBUG SET-SKIP-CHECKSUM-VALIDATION 1 applies to loading too).

@@ -656,6 +656,10 @@ fn file_errors() {
     skip.extend_from_slice(&crc.to_le_bytes());
     let items = read_all(&skip).unwrap();
     assert_eq!(items.len(), 1);
+    let mut r = Reader::new(&skip[..]).unwrap();
+    assert!(matches!(r.next_item().unwrap(), Some(Item::Key(_))));
+    assert_eq!(r.take_skipped_empty(), vec![Bytes::from_static(b"e")]);
+    assert!(r.take_skipped_empty().is_empty());
     // Streams, modules and functions are reported as unsupported.
     for body in [
         &[15u8, 1, b'k', 0][..],
