@@ -157,7 +157,8 @@ pub fn encode_key(
     encode::key_record(out, key, value, expire_ms, access, opts)
 }
 
-/// Writes a whole RDB file to `W`, computing its CRC64 as it goes.
+/// Writes a whole RDB file to `W`, computing its CRC64 as it goes. Each call is one `write_all`
+/// (a key's whole record at a time): give it a `BufWriter` around a file.
 pub struct Writer<W: Write> {
     inner: W,
     opts: WriteOptions,
@@ -253,9 +254,10 @@ impl<W: Write> Writer<W> {
     }
 }
 
-/// Reads an RDB file item by item.
+/// Reads an RDB file item by item (buffering the input itself: hand it the file as it is).
 pub struct Reader<R: Read> {
-    src: Src<R>,
+    /// Buffered here: the decoder reads a byte or a few at a time.
+    src: Src<io::BufReader<R>>,
     version: u16,
     done: bool,
     skip_checksum: bool,
@@ -266,7 +268,7 @@ pub struct Reader<R: Read> {
 impl<R: Read> Reader<R> {
     /// Reads and checks the header.
     pub fn new(inner: R) -> Result<Reader<R>, Error> {
-        let mut src = Src::new(inner);
+        let mut src = Src::new(io::BufReader::with_capacity(1 << 16, inner));
         let magic: [u8; 9] = src.array().map_err(|e| match e.kind {
             ErrorKind::Truncated => Error {
                 offset: e.offset,
