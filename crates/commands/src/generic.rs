@@ -1503,7 +1503,7 @@ fn restore(cx: &mut ShardCtx<'_>) -> CmdResult {
     if ttl < 0 {
         return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
     }
-    let skip = strata_node::settings::skip_checksum_validation();
+    let skip = strata_rdb::skip_checksum_validation();
     let value = strata_rdb::restore_explained(&args[3], skip).map_err(|(e, why)| {
         if let Some(why) = why {
             // Redis logs a corrupt payload's reason at verbose level in RESTORE's context.

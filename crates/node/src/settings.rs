@@ -71,18 +71,3 @@ pub fn set_disable_deny_scripts(on: bool) {
 pub fn disable_deny_scripts() -> bool {
     DISABLE_DENY_SCRIPTS.load(Ordering::Relaxed)
 }
-
-/// DEBUG SET-SKIP-CHECKSUM-VALIDATION: when set, RESTORE (and loading an RDB file) does not check
-/// the CRC64 (Redis's `skip_checksum_validation`).
-static SKIP_CHECKSUM_VALIDATION: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-/// Applies DEBUG SET-SKIP-CHECKSUM-VALIDATION.
-pub fn set_skip_checksum_validation(on: bool) {
-    SKIP_CHECKSUM_VALIDATION.store(on, Ordering::Relaxed);
-}
-
-/// Whether RDB payloads' checksums go unchecked (DEBUG SET-SKIP-CHECKSUM-VALIDATION).
-pub fn skip_checksum_validation() -> bool {
-    SKIP_CHECKSUM_VALIDATION.load(Ordering::Relaxed)
-}

@@ -403,6 +403,21 @@ impl<R: Read> Reader<R> {
     }
 }
 
+/// DEBUG SET-SKIP-CHECKSUM-VALIDATION (Redis's `skip_checksum_validation`): process-wide, set by
+/// DEBUG, read by RESTORE (and by whoever loads files, through [`Reader::set_skip_checksum`]).
+static SKIP_CHECKSUM_VALIDATION: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Applies DEBUG SET-SKIP-CHECKSUM-VALIDATION.
+pub fn set_skip_checksum_validation(on: bool) {
+    SKIP_CHECKSUM_VALIDATION.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether payloads' and files' checksums go unchecked (DEBUG SET-SKIP-CHECKSUM-VALIDATION 1).
+pub fn skip_checksum_validation() -> bool {
+    SKIP_CHECKSUM_VALIDATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Why RESTORE refuses a payload, with Redis's reply text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestoreError {

@@ -173,7 +173,7 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 cx.out.ok();
             }
             ("set-skip-checksum-validation", 3) => {
-                crate::settings::set_skip_checksum_validation(
+                strata_rdb::set_skip_checksum_validation(
                     crate::args::c_strtol(&cx.args[2]) as i32 != 0,
                 );
                 cx.out.ok();
