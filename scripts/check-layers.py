@@ -55,7 +55,9 @@ FAMILY_EXCEPTIONS = {"geo": ["zset"]}
 FAMILY_MAY_USE_NODE = {"error", "args", "value", "reply", "keyspec", "table", "ctx", "keyed", "access",
                        "Args", "CmdError", "CmdResult", "ShardCtx", "ConnCtx", "KeysCtx", "KeysHandler",
                        "Park", "TimeoutReply", "CommandSpec", "Flags", "Handler", "KeyAccess", "KeyFlags",
-                       "KeySpec", "Lookup", "Parts", "Resolved", "Table", "run_shard_handler", "memory"}
+                       "KeySpec", "Lookup", "Parts", "Resolved", "Table", "run_shard_handler", "memory",
+                       # the base's log (RESTORE logs a refused payload's reason, as Redis does)
+                       "log", "server_log"}
 
 errors = []
 
