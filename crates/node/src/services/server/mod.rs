@@ -323,6 +323,7 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
 
 mod command;
 mod config_cmd;
+pub mod crash;
 mod databases;
 mod debug;
 mod info;
@@ -358,6 +359,20 @@ fn lastsave(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
+/// A shutdown asked for by SIGTERM or SIGINT, carried out by the next cron tick (Redis's
+/// `shutdown_asap`): SHUTDOWN ABORT may call it off meanwhile, and DEBUG PAUSE-CRON holds it.
+static SHUTDOWN_ASAP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// SIGTERM/SIGINT: schedules the shutdown; false if one was already scheduled.
+pub fn schedule_shutdown() -> bool {
+    !SHUTDOWN_ASAP.swap(true, Ordering::SeqCst)
+}
+
+/// The cron's look at a scheduled shutdown: true (and the schedule taken) if one is due now.
+pub fn due_shutdown() -> bool {
+    !strata_shard::cron_paused() && SHUTDOWN_ASAP.swap(false, Ordering::SeqCst)
+}
+
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT] → no reply: the server stops. Strata cannot save
 /// yet, so a shutdown that Redis would save before (SAVE, or a `save` schedule without NOSAVE) is
 /// refused unless FORCE says to exit anyway.
@@ -382,8 +397,14 @@ fn shutdown(cx: &mut ConnCtx<'_>) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     if abort {
-        // A shutdown here is immediate, so none is ever in progress.
-        return Err(CmdError::msg("ERR No shutdown in progress."));
+        // A SHUTDOWN command's shutdown is immediate; only a signal's, waiting for the cron,
+        // can be called off.
+        if !SHUTDOWN_ASAP.swap(false, Ordering::SeqCst) {
+            return Err(CmdError::msg("ERR No shutdown in progress."));
+        }
+        crate::server_log!(Warning, "Shutdown manually aborted.");
+        cx.out.ok();
+        return Ok(());
     }
     let scheduled = !cx.server.config.get("save").unwrap_or_default().is_empty();
     if (save || (scheduled && !nosave)) && !force {
