@@ -1275,13 +1275,12 @@ pub static SPECS: &[ConfigSpec] = &[
         "replication",
         "<host> <port> of the master",
     ),
-    inert(
+    spec(
         "sanitize-dump-payload",
         "no",
         Kind::Enum(&["no", "yes", "clients"]),
         true,
-        "RESTORE and persistence",
-        "deep checks of RDB/RESTORE payloads",
+        "deep checks of RDB/RESTORE payloads (Strata checks every payload and file deeply whatever the value: it never builds a value from a structure it has not checked)",
     ),
     inert(
         "server_cpulist",
