@@ -122,6 +122,13 @@ pub fn run(config: Config) -> i32 {
     process::log_banner(&config, port, threads);
     process::log_inert_settings(&config);
     server_log!(Warning, "Server initialized");
+    if config.get_bool("appendonly") {
+        if let Err(e) = strata_node::services::aof::start(&config) {
+            server_log!(Warning, "{e}");
+            pidfile.remove();
+            return 1;
+        }
+    }
     let databases = config.get_i64("databases") as usize;
     let (shards, inboxes) = ShardSet::new(threads);
     strata_shard::evict::set_shards(threads);

@@ -1116,6 +1116,9 @@ impl Db {
         }
         if let Some(e) = self.unlink(key) {
             self.stats.expired_keys += 1;
+            if crate::propagate::on() {
+                crate::propagate::deleted(self.hooks.index, key, false);
+            }
             self.hooks.emit(EventKind::Expired, key);
             notify::emit(notify::EXPIRED, "expired", key, self.hooks.index);
             self.hooks.discard(e);
@@ -1288,6 +1291,15 @@ impl Db {
                 notify::emit(notify::NEW, "new", entry.key(), index);
             }
         }
+        if crate::propagate::on()
+            && self
+                .dict
+                .get(entry.key())
+                .is_some_and(|e| Self::expired(e, now))
+        {
+            // Redis's lookupKeyWrite deletes (and propagates) a due key before the write.
+            crate::propagate::deleted(index, entry.key(), false);
+        }
         let old = self.dict.insert_bounded(entry, crate::evict::room_for);
         // The hint goes in after the entry, so a compaction step it triggers sees the key live.
         if let Some((at, hint)) = deadline {
@@ -1377,6 +1389,9 @@ impl Db {
             }
             if let Some(e) = self.unlink(&key) {
                 self.stats.expired_keys += 1;
+                if crate::propagate::on() {
+                    crate::propagate::deleted(self.hooks.index, &key, false);
+                }
                 self.hooks.emit(EventKind::Expired, &key);
                 notify::emit(notify::EXPIRED, "expired", &key, self.hooks.index);
                 self.hooks.discard(e);
@@ -1451,6 +1466,9 @@ impl Db {
         let e = self.unlink(key)?;
         let size = e.heap_size();
         self.stats.evicted_keys += 1;
+        if crate::propagate::on() {
+            crate::propagate::deleted(self.hooks.index, key, false);
+        }
         self.hooks.emit(EventKind::Evicted, key);
         notify::emit(notify::EVICTED, "evicted", key, self.hooks.index);
         self.hooks.discard(e);

@@ -7,6 +7,7 @@
 //!   transactions.
 //! * [`multi`]: acquiring locks across shards, cancel-safely.
 //! * [`park`]: commands that wait on keys (blocking commands), first parked first served.
+//! * [`propagate`]: the propagation stream (every write as Redis propagates it: AOF, replication).
 //! * [`shard`]: the per-thread shard and its accessor.
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
 //! * [`tracking`]: client-side caching: who to tell when a key changes.
@@ -22,6 +23,7 @@ pub mod memory;
 pub mod multi;
 pub mod notify;
 pub mod park;
+pub mod propagate;
 pub mod set;
 pub mod shard;
 pub mod tracking;

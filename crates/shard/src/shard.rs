@@ -142,6 +142,12 @@ impl Shard {
         self.dbs.first().and_then(Db::versions)
     }
 
+    /// Changes counted over every database (Redis's `server.dirty`): a command that moved it
+    /// changed the dataset and is propagated (see [`crate::propagate`]).
+    pub fn dirty_total(&self) -> u64 {
+        self.dbs.iter().map(Db::dirty).sum()
+    }
+
     /// Number of databases.
     pub fn db_count(&self) -> usize {
         self.dbs.len()

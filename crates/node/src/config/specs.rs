@@ -153,12 +153,11 @@ pub static SPECS: &[ConfigSpec] = &[
         "persistence",
         "snapshot schedule: <seconds> <changes> pairs (\"\": none; Strata's default, as it does not save)",
     ),
-    inert(
+    spec(
         "appendonly",
         "no",
         Kind::Bool,
         true,
-        "persistence",
         "append-only file",
     ),
     spec(
@@ -729,28 +728,25 @@ pub static SPECS: &[ConfigSpec] = &[
         "CPU affinity",
         "CPUs of the AOF rewrite child",
     ),
-    inert(
+    spec(
         "appenddirname",
         "appendonlydir",
         Kind::Str,
         false,
-        "persistence",
         "directory of the AOF files",
     ),
-    inert(
+    spec(
         "appendfilename",
         "appendonly.aof",
         Kind::Str,
         false,
-        "persistence",
         "base name of the AOF files",
     ),
-    inert(
+    spec(
         "appendfsync",
         "everysec",
         Kind::Enum(&["everysec", "always", "no"]),
         true,
-        "persistence",
         "AOF fsync policy",
     ),
     inert(

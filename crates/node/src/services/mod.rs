@@ -2,6 +2,7 @@
 //! (`crate::ctx`, `crate::state`) and the registries. Listed lowest first: a service imports only
 //! services listed before it (`scripts/check-layers.sh`).
 
+pub mod aof;
 pub mod client_evict;
 pub mod connection;
 pub mod digest;

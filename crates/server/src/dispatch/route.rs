@@ -286,6 +286,7 @@ impl Batch<'_> {
             seq: 0,
             counted: true,
             quiet: false,
+            txn: self.session.prop_txn,
         }
     }
 }

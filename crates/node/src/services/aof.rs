@@ -1,0 +1,369 @@
+//! The append-only file: Redis 7's multi-part layout, fed by the propagation stream.
+//!
+//! Layout (`dir`/`appenddirname`, as Redis 7.0): a manifest `<appendfilename>.manifest` naming a
+//! base file (`<appendfilename>.<n>.base.aof`, or `.rdb`) and the incremental files
+//! (`<appendfilename>.<n>.incr.aof`), one line each (`file <name> seq <n> type b|i`). The last
+//! incremental file is the one written.
+//!
+//! **The writer** is one thread: it drains every shard's propagation buffer (see
+//! `strata_shard::propagate`), puts the records in order, writes them as RESP commands and fsyncs
+//! per `appendfsync`: `always` after every batch it writes (so the fsyncs of all threads are
+//! grouped: one per batch, however many clients wait on it), `everysec` once a second, `no`
+//! never. [`durable`] tells a connection when everything numbered before a mark is on disk:
+//! with `always`, a reply waits for that before it leaves.
+
+use std::fs::{File, OpenOptions};
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use strata_shard::propagate::{self, Stream};
+
+use crate::config::Config;
+use crate::server_log;
+
+/// `appendfsync`: 0 no, 1 everysec, 2 always.
+static FSYNC: AtomicU8 = AtomicU8::new(1);
+/// Every record numbered below it is written (and, per the policy, synced).
+static DURABLE: AtomicU64 = AtomicU64::new(0);
+/// Whether the writer runs.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// Connections waiting for a mark to be durable.
+static WAITERS: Mutex<Vec<(u64, Waker)>> = Mutex::new(Vec::new());
+/// Wakes the writer early (a waiter arrived).
+static KICK: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+/// Counters for INFO persistence.
+static STATS: Mutex<AofStats> = Mutex::new(AofStats {
+    current_size: 0,
+    base_size: 0,
+    last_write_ok: true,
+    delayed_fsync: 0,
+    last_error: String::new(),
+});
+
+/// What INFO persistence reports of the AOF.
+#[derive(Clone, Debug)]
+pub struct AofStats {
+    pub current_size: u64,
+    pub base_size: u64,
+    pub last_write_ok: bool,
+    pub delayed_fsync: u64,
+    pub last_error: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Applies `appendfsync`.
+pub fn set_fsync_policy(policy: &str) {
+    let v = match policy {
+        "always" => 2,
+        "no" => 0,
+        _ => 1,
+    };
+    FSYNC.store(v, Ordering::Relaxed);
+}
+
+/// Whether replies wait for their writes to be on disk (`appendonly yes` and `appendfsync
+/// always`).
+#[inline]
+pub fn sync_replies() -> bool {
+    RUNNING.load(Ordering::Relaxed) && FSYNC.load(Ordering::Relaxed) == 2
+}
+
+/// Whether the AOF is on.
+pub fn enabled() -> bool {
+    RUNNING.load(Ordering::Relaxed)
+}
+
+/// INFO persistence's AOF counters.
+pub fn stats() -> AofStats {
+    lock(&STATS).clone()
+}
+
+/// Resolves once every record numbered below `mark` (a [`propagate::current`] read after the
+/// writes) is written and synced.
+pub fn durable(mark: u64) -> Durable {
+    Durable { mark }
+}
+
+/// See [`durable`].
+pub struct Durable {
+    mark: u64,
+}
+
+impl Future for Durable {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if DURABLE.load(Ordering::SeqCst) >= self.mark || !RUNNING.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        lock(&WAITERS).push((self.mark, cx.waker().clone()));
+        // Checked again under the registration: the writer publishes, then takes the list.
+        if DURABLE.load(Ordering::SeqCst) >= self.mark {
+            return Poll::Ready(());
+        }
+        kick();
+        Poll::Pending
+    }
+}
+
+fn kick() {
+    let (m, cv) = &KICK;
+    *lock(m) = true;
+    cv.notify_one();
+}
+
+/// The files of one AOF directory, as its manifest lists them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// The base file and its sequence number.
+    pub base: Option<(String, u64)>,
+    /// Incremental files, oldest first, with their sequence numbers.
+    pub incr: Vec<(String, u64)>,
+    /// History files (type h) kept until deleted.
+    pub history: Vec<(String, u64)>,
+}
+
+impl Manifest {
+    /// Parses a manifest's text (Redis's aofLoadManifestFromFile).
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let mut m = Manifest::default();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words: Vec<&str> = line.split_ascii_whitespace().collect();
+            let mut name = None;
+            let mut seq = None;
+            let mut kind = None;
+            let mut it = words.chunks(2);
+            for kv in &mut it {
+                if kv.len() != 2 {
+                    return Err("Invalid AOF manifest file format".into());
+                }
+                let v = kv[1].to_string();
+                match kv[0] {
+                    "file" => name = Some(v),
+                    "seq" => seq = v.parse::<u64>().ok(),
+                    "type" => kind = Some(v),
+                    _ => {}
+                }
+            }
+            let (Some(name), Some(seq), Some(kind)) = (name, seq, kind) else {
+                return Err("Invalid AOF manifest file format".into());
+            };
+            match kind.as_str() {
+                "b" => {
+                    if m.base.is_some() {
+                        return Err("Found duplicate base file information".into());
+                    }
+                    m.base = Some((name, seq));
+                }
+                "i" => m.incr.push((name, seq)),
+                "h" => m.history.push((name, seq)),
+                _ => return Err("Unknown AOF file type".into()),
+            }
+        }
+        Ok(m)
+    }
+
+    /// The manifest's text, as Redis writes it.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        if let Some((name, seq)) = &self.base {
+            s.push_str(&format!("file {name} seq {seq} type b\n"));
+        }
+        for (name, seq) in &self.history {
+            s.push_str(&format!("file {name} seq {seq} type h\n"));
+        }
+        for (name, seq) in &self.incr {
+            s.push_str(&format!("file {name} seq {seq} type i\n"));
+        }
+        s
+    }
+}
+
+/// Where the AOF lives: `dir`/`appenddirname`, and the base name of its files.
+pub fn paths(config: &Config) -> (PathBuf, String) {
+    let dir = config.get("dir").unwrap_or_else(|| ".".into());
+    let sub = config
+        .get("appenddirname")
+        .unwrap_or_else(|| "appendonlydir".into());
+    let name = config
+        .get("appendfilename")
+        .unwrap_or_else(|| "appendonly.aof".into());
+    (Path::new(&dir).join(sub), name)
+}
+
+/// Reads the directory's manifest, if there is one.
+pub fn read_manifest(config: &Config) -> Result<Option<Manifest>, String> {
+    let (dir, name) = paths(config);
+    let path = dir.join(format!("{name}.manifest"));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Manifest::parse(&text).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!(
+            "Fatal error: can't open the AOF manifest {} for reading: {e}",
+            path.display()
+        )),
+    }
+}
+
+fn write_manifest(dir: &Path, name: &str, m: &Manifest) -> std::io::Result<()> {
+    let tmp = dir.join(format!("temp-{name}.manifest"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(m.text().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(format!("{name}.manifest")))?;
+    File::open(dir)?.sync_all()
+}
+
+/// Starts appending: opens (or creates, with an empty base) the directory's files and starts the
+/// writer. From here on every write is propagated to it.
+pub fn start(config: &Config) -> Result<(), String> {
+    set_fsync_policy(&config.get("appendfsync").unwrap_or_default());
+    let (dir, name) = paths(config);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("Can't open or create append-only dir {}: {e}", dir.display()))?;
+    let mut m = read_manifest(config)?.unwrap_or_default();
+    let mut changed = false;
+    if m.base.is_none() && m.incr.is_empty() {
+        // A new AOF of an empty dataset: an empty base file in AOF format.
+        let base = format!("{name}.1.base.aof");
+        File::create(dir.join(&base))
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("Can't create the AOF base file {base}: {e}"))?;
+        m.base = Some((base, 1));
+        changed = true;
+    }
+    if m.incr.is_empty() {
+        let seq = 1;
+        m.incr.push((format!("{name}.{seq}.incr.aof"), seq));
+        changed = true;
+    }
+    let incr = m.incr.last().map(|(n, _)| n.clone()).unwrap_or_default();
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(&incr))
+        .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
+    if changed {
+        write_manifest(&dir, &name, &m)
+            .map_err(|e| format!("Can't write the AOF manifest: {e}"))?;
+    }
+    {
+        let mut st = lock(&STATS);
+        st.base_size = m
+            .base
+            .as_ref()
+            .and_then(|(b, _)| std::fs::metadata(dir.join(b)).ok())
+            .map_or(0, |md| md.len());
+        st.current_size = st.base_size + file.metadata().map_or(0, |md| md.len());
+    }
+    propagate::set_on(true);
+    RUNNING.store(true, Ordering::SeqCst);
+    std::thread::Builder::new()
+        .name("strata-aof".into())
+        .spawn(move || writer(file))
+        .map_err(|e| format!("Can't start the AOF writer: {e}"))?;
+    Ok(())
+}
+
+/// The writer thread: see the module docs.
+fn writer(mut file: File) {
+    let mut stream = Stream::new();
+    let mut recs = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last_sync = Instant::now();
+    let mut unsynced = false;
+    loop {
+        {
+            let (m, cv) = &KICK;
+            let mut kicked = lock(m);
+            if !*kicked {
+                kicked = cv
+                    .wait_timeout(kicked, Duration::from_millis(10))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+            *kicked = false;
+        }
+        let upto = propagate::drain(&mut recs);
+        stream.feed(recs.drain(..));
+        stream.emit(upto, |argv: &[Bytes]| propagate::encode(argv, &mut buf));
+        if !buf.is_empty() {
+            match file.write_all(&buf) {
+                Ok(()) => {
+                    let mut st = lock(&STATS);
+                    st.current_size += buf.len() as u64;
+                    st.last_write_ok = true;
+                }
+                Err(e) => {
+                    server_log!(
+                        Warning,
+                        "Error writing to the AOF file: {e}. Exiting to avoid data loss."
+                    );
+                    let mut st = lock(&STATS);
+                    st.last_write_ok = false;
+                    st.last_error = e.to_string();
+                    // Redis exits rather than acknowledge writes it could not log.
+                    std::process::exit(1);
+                }
+            }
+            buf.clear();
+            unsynced = true;
+        }
+        let policy = FSYNC.load(Ordering::Relaxed);
+        if unsynced && (policy == 2 || (policy == 1 && last_sync.elapsed() >= Duration::from_secs(1)))
+        {
+            if let Err(e) = file.sync_data() {
+                server_log!(Warning, "Can't persist AOF for fsync error: {e}. Exiting...");
+                std::process::exit(1);
+            }
+            last_sync = Instant::now();
+            unsynced = false;
+        }
+        // Everything below `upto` is written, but for a transaction still waiting for its end.
+        let mark = stream.first_pending().map_or(upto, |s| s.min(upto));
+        DURABLE.fetch_max(mark, Ordering::SeqCst);
+        let ready: Vec<Waker> = {
+            let mut w = lock(&WAITERS);
+            let mut ready = Vec::new();
+            w.retain(|(m, waker)| {
+                if *m <= mark {
+                    ready.push(waker.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            ready
+        };
+        ready.into_iter().for_each(Waker::wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_round_trip() {
+        let text = "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n";
+        let m = Manifest::parse(text).unwrap();
+        assert_eq!(m.base, Some(("appendonly.aof.1.base.rdb".into(), 1)));
+        assert_eq!(m.incr, vec![("appendonly.aof.1.incr.aof".into(), 1)]);
+        assert_eq!(m.text(), text);
+        assert!(Manifest::parse("file x seq 1 type z\n").is_err());
+        assert!(Manifest::parse("file x seq\n").is_err());
+    }
+}
