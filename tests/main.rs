@@ -1,5 +1,6 @@
 mod harness;
 
+mod aof;
 mod atomicity;
 mod bitmap;
 mod blocking;

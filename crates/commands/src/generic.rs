@@ -968,6 +968,17 @@ fn expire_generic(cx: &mut ShardCtx<'_>, name: &'static str, unit_s: bool, at: b
     let when = Args::new(args, 2).next_i64()?;
     let when = deadline(when, unit_s, if at { 0 } else { now }, name)?;
     let changed = op_expire(cx.db(), &args[1], when, cond, now);
+    // Propagated with an absolute time in ms (PEXPIREAT, options kept), or as the DEL it was.
+    if when <= now {
+        cx.propagate_as(|| vec![Bytes::from_static(b"DEL"), args[1].clone()]);
+    } else if name != "pexpireat" {
+        cx.propagate_as(|| {
+            let mut argv = args.to_vec();
+            argv[0] = Bytes::from_static(b"PEXPIREAT");
+            argv[2] = Bytes::from(when.to_string());
+            argv
+        });
+    }
     cx.out.int(changed as i64);
     Ok(())
 }

@@ -143,9 +143,10 @@ impl<'a> ConnCtx<'a> {
         self.session.db
     }
 
-    /// The transaction this command belongs to in the propagation stream (0: none).
-    pub fn prop_txn(&self) -> u64 {
-        self.session.prop_txn
+    /// The transaction this command belongs to in the propagation stream (0: none), and its
+    /// place in it.
+    pub fn prop_txn(&self) -> (u64, u32) {
+        (self.session.prop_txn, self.session.prop_pos)
     }
 
     /// The server's configuration (read-only to a family).

@@ -131,6 +131,8 @@ pub struct Session {
     /// While EXEC runs with the propagation stream on: the transaction's id in the stream (see
     /// `strata_shard::propagate`), so its writes are wrapped in MULTI/EXEC; 0 otherwise.
     pub prop_txn: u64,
+    /// The place in that transaction of the command running now.
+    pub prop_pos: u32,
     /// Channels, patterns and shard channels subscribed to (see `crate::pubsub`).
     pub pubsub: crate::pubsub::Subscriptions,
     /// CLIENT TRACKING: the client's settings while tracking is on (see `crate::tracking`).
@@ -163,6 +165,7 @@ impl Session {
             watched: Vec::new(),
             txn_owner: None,
             prop_txn: 0,
+            prop_pos: 0,
             deferred: None,
             pubsub: Default::default(),
             tracking: None,

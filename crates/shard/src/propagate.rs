@@ -66,16 +66,30 @@ pub struct Rec {
     pub db: u32,
     /// The transaction it belongs to (0: none).
     pub txn: u64,
+    /// Its command's place in its transaction (0 outside one): a transaction's shard parts run in
+    /// shard order, its writes are propagated in command order, as Redis runs them.
+    pub pos: u32,
     /// The command line; empty for the end of transaction `txn`.
     pub argv: Vec<Bytes>,
 }
 
 /// Appends a command to the stream, numbered now.
 pub fn push(db: u32, txn: u64, argv: Vec<Bytes>) {
+    push_at(db, txn, 0, argv)
+}
+
+/// [`push`] for the command at `pos` in transaction `txn`.
+pub fn push_at(db: u32, txn: u64, pos: u32, argv: Vec<Bytes>) {
     MINE.with(|b| {
         let mut b = lock(b);
         let seq = SEQ.fetch_add(1, Ordering::SeqCst);
-        b.push(Rec { seq, db, txn, argv });
+        b.push(Rec {
+            seq,
+            db,
+            txn,
+            pos,
+            argv,
+        });
     })
 }
 
@@ -87,7 +101,7 @@ pub fn new_txn() -> u64 {
 /// Marks the end of transaction `txn`: every record of it is numbered already (called before the
 /// transaction's locks are released).
 pub fn end_txn(txn: u64) {
-    push(0, txn, Vec::new())
+    push_at(0, txn, u32::MAX, Vec::new())
 }
 
 /// A key removed by expiry or eviction: a DEL of its own (Redis's propagateDeletion; UNLINK when
@@ -152,9 +166,21 @@ impl Override {
     /// Records the command `args` that ran in database `db` (transaction `txn`), per the rule: its
     /// emitted commands, else its (rewritten) line if it `changed` the dataset.
     pub fn record(self, db: u32, txn: u64, args: &[Bytes], changed: bool) {
+        self.record_at(db, txn, 0, args, changed)
+    }
+
+    /// [`record`](Self::record) for the command at `pos` in transaction `txn`.
+    pub fn record_at(self, db: u32, txn: u64, pos: u32, args: &[Bytes], changed: bool) {
         match self.emitted {
-            Some(list) => list.into_iter().for_each(|argv| push(db, txn, argv)),
-            None if changed => push(db, txn, self.rewritten.unwrap_or_else(|| args.to_vec())),
+            Some(list) => list
+                .into_iter()
+                .for_each(|argv| push_at(db, txn, pos, argv)),
+            None if changed => push_at(
+                db,
+                txn,
+                pos,
+                self.rewritten.unwrap_or_else(|| args.to_vec()),
+            ),
             None => {}
         }
     }
@@ -270,7 +296,8 @@ impl Stream {
             let txn = r.txn;
             self.groups.entry(txn).or_default().push(r);
             if last.get(&txn) == Some(&i) {
-                let group = self.groups.remove(&txn).unwrap_or_default();
+                let mut group = self.groups.remove(&txn).unwrap_or_default();
+                group.sort_by_key(|r| (r.pos, r.seq));
                 self.ended.remove(&txn);
                 let wrap = group.len() > 1;
                 if wrap {
@@ -323,6 +350,7 @@ mod tests {
             seq,
             db,
             txn,
+            pos: 0,
             argv: words
                 .iter()
                 .map(|w| Bytes::copy_from_slice(w.as_bytes()))
@@ -346,7 +374,10 @@ mod tests {
     #[test]
     fn orders_by_number_and_selects() {
         let mut s = Stream::new();
-        s.feed([rec(3, 1, 0, &["set", "b", "2"]), rec(1, 0, 0, &["set", "a", "1"])]);
+        s.feed([
+            rec(3, 1, 0, &["set", "b", "2"]),
+            rec(1, 0, 0, &["set", "a", "1"]),
+        ]);
         assert_eq!(
             lines(&mut s, 10),
             ["SELECT 0", "set a 1", "SELECT 1", "set b 2"]

@@ -232,8 +232,12 @@ fn write_manifest(dir: &Path, name: &str, m: &Manifest) -> std::io::Result<()> {
 pub fn start(config: &Config) -> Result<(), String> {
     set_fsync_policy(&config.get("appendfsync").unwrap_or_default());
     let (dir, name) = paths(config);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("Can't open or create append-only dir {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
     let mut m = read_manifest(config)?.unwrap_or_default();
     let mut changed = false;
     if m.base.is_none() && m.incr.is_empty() {
@@ -323,10 +327,14 @@ fn writer(mut file: File) {
             unsynced = true;
         }
         let policy = FSYNC.load(Ordering::Relaxed);
-        if unsynced && (policy == 2 || (policy == 1 && last_sync.elapsed() >= Duration::from_secs(1)))
+        if unsynced
+            && (policy == 2 || (policy == 1 && last_sync.elapsed() >= Duration::from_secs(1)))
         {
             if let Err(e) = file.sync_data() {
-                server_log!(Warning, "Can't persist AOF for fsync error: {e}. Exiting...");
+                server_log!(
+                    Warning,
+                    "Can't persist AOF for fsync error: {e}. Exiting..."
+                );
                 std::process::exit(1);
             }
             last_sync = Instant::now();

@@ -44,7 +44,8 @@ impl Batch<'_> {
             // Redis forces their propagation, unless it says otherwise.
             let prop = std::mem::take(&mut cx.prop);
             let wrote = result.is_ok() && cmd.spec.flags.has(strata_node::Flags::WRITE);
-            prop.record(cx.db() as u32, cx.prop_txn(), args, wrote);
+            let (txn, pos) = cx.prop_txn();
+            prop.record_at(cx.db() as u32, txn, pos, args, wrote);
         }
         let at = reply_error(cx.out, result);
         let error = at.map(|at| &out.buf[at..]);

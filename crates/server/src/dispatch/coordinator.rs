@@ -175,7 +175,8 @@ impl Batch<'_> {
         if strata_shard::propagate::on() && park.is_none() {
             // Numbered here, while its locks are held: one record for the whole command.
             let o = std::mem::take(&mut cx.prop);
-            o.record(db as u32, self.session.prop_txn, args, lock.changed());
+            let (txn, pos) = (self.session.prop_txn, self.session.prop_pos);
+            o.record_at(db as u32, txn, pos, args, lock.changed());
         }
         // A woken attempt may hold a reservation on its lowest shard (see `strata_shard::park`):
         // done with it now, whether it parks again or was served.

@@ -202,6 +202,8 @@ impl Batch<'_> {
         // every such command costlier under the common `Ex`.)
         if self.session.txn_owner.is_some()
             || !tips.contains(&"request_policy:multi_shard")
+            // Propagated as one command (see `strata_shard::propagate`): not split per shard.
+            || (strata_shard::propagate::on() && cmd.spec.flags.has(Flags::WRITE))
             || (notify::publishing()
                 && notify::enabled(notify::GENERIC | notify::STRING | notify::KEY_MISS))
         {

@@ -265,7 +265,7 @@ impl ShardCmd {
         let changed = shard.dirty_total() != mark;
         let o = propagate::take_current();
         if r.1.is_none() {
-            o.record(self.db as u32, self.txn, &self.args, changed);
+            o.record_at(self.db as u32, self.txn, self.seq, &self.args, changed);
         }
         propagate::install(outer);
         r
