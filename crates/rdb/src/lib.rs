@@ -32,7 +32,10 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> WriteOptions {
-        WriteOptions { compress: true, checksum: true }
+        WriteOptions {
+            compress: true,
+            checksum: true,
+        }
     }
 }
 
@@ -107,11 +110,17 @@ pub struct LoadedKey {
 #[derive(Debug)]
 pub enum Item {
     /// An AUX field (redis-ver, ctime, used-mem, aof-base, repl-id...).
-    Aux { key: Bytes, value: Bytes },
+    Aux {
+        key: Bytes,
+        value: Bytes,
+    },
     /// Following keys belong to this database.
     SelectDb(u32),
     /// Size hints for the current database.
-    ResizeDb { keys: u64, expires: u64 },
+    ResizeDb {
+        keys: u64,
+        expires: u64,
+    },
     Key(LoadedKey),
 }
 
