@@ -63,6 +63,8 @@ pub struct ShardOut {
     pub sizes: Vec<(u64, u64)>,
     /// Every database walked: the shard's snapshot is over.
     pub done: bool,
+    /// Bytes the write path encoded (copy-on-write) rather than the walk.
+    pub cow_bytes: u64,
 }
 
 #[derive(Default)]
@@ -119,11 +121,13 @@ impl Sink {
         &self,
         shard: usize,
         chunks: Vec<(usize, (Vec<u8>, usize))>,
+        cow: u64,
         walked: usize,
         done: bool,
     ) {
         let mut st = self.lock();
         let out = &mut st.shards[shard];
+        out.cow_bytes += cow;
         if !self.is_cancelled() {
             for (db, c) in chunks {
                 out.bytes += c.0.len();
@@ -147,6 +151,8 @@ pub(crate) struct DbSnap {
     /// Records encoded and not yet handed to the sink, and how many keys they hold.
     pub buf: Vec<u8>,
     pub keys: usize,
+    /// Bytes encoded by the write path (copy-on-write), not yet reported.
+    pub cow: u64,
     /// The walk's SCAN cursor over the live table.
     pub cursor: u64,
     /// The walk of this database is complete.
@@ -163,8 +169,10 @@ impl DbSnap {
             && e.expire().is_none_or(|at| at > self.t0)
             && !self.cancelled.load(Ordering::Relaxed)
         {
+            let before = self.buf.len();
             (self.encode)(&mut self.buf, e);
             self.keys += 1;
+            self.cow += (self.buf.len() - before) as u64;
         }
     }
 }
@@ -196,6 +204,7 @@ impl crate::Shard {
                 cancelled: sink.cancelled.clone(),
                 buf: Vec::new(),
                 keys: 0,
+                cow: 0,
                 cursor: 0,
                 walked: false,
                 detached: Vec::new(),
@@ -235,6 +244,7 @@ impl crate::Shard {
             .enumerate()
             .filter_map(|(i, d)| d.snap_take_buf().map(|b| (i, b)))
             .collect();
+        let cow = self.dbs.iter_mut().map(|d| d.snap_take_cow()).sum();
         let sink = snap.sink.clone();
         if done {
             for db in &mut self.dbs {
@@ -242,6 +252,6 @@ impl crate::Shard {
             }
             self.snapshot = None;
         }
-        sink.report(self.id, chunks, walked, done);
+        sink.report(self.id, chunks, cow, walked, done);
     }
 }

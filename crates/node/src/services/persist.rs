@@ -110,6 +110,8 @@ pub struct Running {
     pub kind: Kind,
     pub dirty: u64,
     pub sink: Arc<Sink>,
+    /// Stopped on purpose (FLUSHALL, shutdown), as Redis kills its child: not an error.
+    pub killed: bool,
     /// Callers waiting for the end (SAVE, shutdown...).
     pub waiters: Vec<oneshot::Sender<Result<(), String>>>,
 }
@@ -264,6 +266,7 @@ pub async fn start(
             kind,
             dirty: 0,
             sink: sink.clone(),
+            killed: false,
             waiters: vec![tx],
         });
     }
@@ -318,9 +321,10 @@ pub async fn save(server: &Arc<ServerState>, owner: Owner) -> Result<(), String>
 /// Cancels a running background save (FLUSHALL, as Redis kills its child): its file is not
 /// written. Returns true if one was running.
 pub fn cancel_background() -> bool {
-    let st = status();
-    match &st.running {
+    let mut st = status();
+    match st.running.as_mut() {
         Some(r) if r.kind == Kind::Background => {
+            r.killed = true;
             r.sink.cancel();
             true
         }
@@ -399,9 +403,9 @@ impl WriteJob {
         }
         // Whatever happened, every shard walks to the end so its marks are consistent.
         self.drive_to_end();
-        let cancelled = self.sink.is_cancelled();
+        let killed = status().running.as_ref().is_some_and(|r| r.killed);
         let result = match result {
-            Ok(_) if cancelled => Err("cancelled".to_string()),
+            Ok(_) if killed => Err("cancelled".to_string()),
             Ok(size) => Ok(size),
             Err(e) => Err(e.to_string()),
         };
@@ -413,7 +417,7 @@ impl WriteJob {
                 server_log!(Notice, "Background saving terminated with success");
             }
             (Ok(()), Kind::Foreground) => server_log!(Notice, "DB saved on disk"),
-            (Err(e), _) if cancelled && e == "cancelled" => {
+            (Err(_), _) if killed => {
                 server_log!(Warning, "Background saving terminated by signal 10")
             }
             (Err(e), Kind::Background) => {
@@ -619,6 +623,7 @@ fn finish(result: Result<(), String>, size: u64) {
     let now = now_ms();
     st.last_try_ms = now;
     st.last_try_ok = result.is_ok();
+    st.last_cow_bytes = run.sink.lock().shards.iter().map(|s| s.cow_bytes).sum();
     if result.is_ok() {
         st.last_save = now / 1000;
         st.dirty_base = st.dirty_base.max(run.dirty);
@@ -627,7 +632,7 @@ fn finish(result: Result<(), String>, size: u64) {
     }
     if run.kind == Kind::Background {
         // A cancelled save (FLUSHALL) is not an error, as Redis's killed child is not.
-        st.last_bgsave_ok = result.is_ok() || run.sink.is_cancelled();
+        st.last_bgsave_ok = result.is_ok() || run.killed;
         st.last_bgsave_secs = (now - run.started_ms) / 1000;
     } else if result.is_ok() {
         st.last_bgsave_ok = true;
@@ -860,6 +865,17 @@ pub fn load_at_startup(server: &Arc<ServerState>) -> bool {
         }
         Err(LoadError::NotFound) => true,
         Err(LoadError::Open(e)) => {
+            server_log!(
+                Warning,
+                "Fatal error loading the DB: {}. Exiting.",
+                describe_io(&e)
+            );
+            false
+        }
+        Err(LoadError::Bad(strata_rdb::Error {
+            kind: strata_rdb::ErrorKind::Io(e),
+            ..
+        })) => {
             server_log!(
                 Warning,
                 "Fatal error loading the DB: {}. Exiting.",
