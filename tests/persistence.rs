@@ -634,3 +634,44 @@ fn loading_answers_loading_until_ready() {
     assert_eq!(call(&mut c, &["dbsize"]).as_int(), Some(20000));
     assert!(s(&call(&mut c, &["info", "persistence"])).contains("loading:0"));
 }
+
+/// FLUSHALL stops a background save (not an error) and, with save points, saves the empty
+/// dataset, as Redis does.
+#[test]
+fn flushall_stops_bgsave_and_saves_with_save_points() {
+    for kind in [Kind::Redis, Kind::Strata] {
+        let a = Server::start(kind, &["--rdb-key-save-delay", "1000"]);
+        let mut c = a.conn();
+        for i in 0..2000 {
+            c.send(&["set", &format!("k{i}"), "v"]);
+        }
+        for _ in 0..2000 {
+            let _ = c.read_reply();
+        }
+        assert_eq!(s(&call(&mut c, &["bgsave"])), "Background saving started");
+        assert_eq!(c.info_u64("persistence", "rdb_bgsave_in_progress"), 1);
+        assert_eq!(s(&call(&mut c, &["flushall"])), "OK");
+        wait_bgsave_done(&mut c);
+        let info = s(&call(&mut c, &["info", "persistence"]));
+        assert!(
+            info.contains("rdb_last_bgsave_status:ok"),
+            "{kind:?} {info}"
+        );
+        assert_eq!(c.info_u64("persistence", "rdb_saves"), 1, "{kind:?}");
+        // With save points FLUSHALL saves.
+        call(&mut c, &["config", "set", "rdb-key-save-delay", "0"]);
+        call(&mut c, &["config", "set", "save", "3600 1"]);
+        call(&mut c, &["set", "x", "1"]);
+        let before = call(&mut c, &["lastsave"]).as_int().unwrap();
+        assert_eq!(s(&call(&mut c, &["flushall"])), "OK");
+        // That save is not counted in rdb_saves (Redis counts SAVE and background saves).
+        assert_eq!(c.info_u64("persistence", "rdb_saves"), 1, "{kind:?}");
+        assert!(call(&mut c, &["lastsave"]).as_int().unwrap() >= before);
+        assert!(a.dir().join("dump.rdb").exists(), "{kind:?}");
+        assert_eq!(
+            c.info_u64("persistence", "rdb_changes_since_last_save"),
+            0,
+            "{kind:?}"
+        );
+    }
+}

@@ -86,7 +86,7 @@ pub struct Status {
     pub last_bgsave_ok: bool,
     /// Seconds the last background save took (-1: none yet).
     pub last_bgsave_secs: i64,
-    /// Saves completed (`rdb_saves`).
+    /// Saves started (`rdb_saves`), as Redis counts them.
     pub saves: u64,
     /// The shards' dirty counters summed at the start of the last successful save: changes since
     /// are `rdb_changes_since_last_save`.
@@ -261,6 +261,11 @@ pub async fn start(
         if st.running.is_some() {
             return Err(StartError::InProgress);
         }
+        // Redis counts a background save when it starts (rdb_saves), killed or failed ones too;
+        // of the others, only SAVE's ([`count_save`]).
+        if kind == Kind::Background {
+            st.saves += 1;
+        }
         st.running = Some(Running {
             started_ms: now_ms(),
             kind,
@@ -316,6 +321,12 @@ pub async fn save(server: &Arc<ServerState>, owner: Owner) -> Result<(), String>
         .map_err(|_| "Background save already in progress".to_string())?;
     rx.await
         .unwrap_or_else(|_| Err("the RDB writer stopped".into()))
+}
+
+/// Counts a SAVE command in `rdb_saves` (Redis counts SAVE and background saves, not the saves
+/// FLUSHALL, DEBUG RELOAD or a shutdown make).
+pub fn count_save() {
+    status().saves += 1;
 }
 
 /// Cancels a running background save (FLUSHALL, as Redis kills its child): its file is not
@@ -627,7 +638,6 @@ fn finish(result: Result<(), String>, size: u64) {
     if result.is_ok() {
         st.last_save = now / 1000;
         st.dirty_base = st.dirty_base.max(run.dirty);
-        st.saves += 1;
         st.last_size = size;
     }
     if run.kind == Kind::Background {

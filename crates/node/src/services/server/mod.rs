@@ -387,6 +387,7 @@ fn save<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         if persist::in_progress() {
             return Err(CmdError::msg("ERR Background save already in progress"));
         }
+        persist::count_save();
         match persist::save(cx.server, cx.lock_owner()).await {
             Ok(()) => cx.out.ok(),
             Err(_) => cx.out.error("ERR"),
