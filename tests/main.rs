@@ -24,6 +24,7 @@ mod notifications;
 mod obuf;
 mod ordering;
 mod pause;
+mod persistence;
 mod protocol;
 mod pubsub;
 mod server;

@@ -11,6 +11,26 @@
 //!
 //! Reading never panics and never allocates more than the input can justify: lengths are checked
 //! against what is left (or read in bounded steps) before anything is reserved.
+//!
+//! Modules: [`crc64`] (Redis's checksum), `types` (opcodes and type bytes), `encode` (values to
+//! bytes), `decode` (bytes to values, the bounded input), and the packed blobs inside values:
+//! [`listpack`], [`ziplist`], [`intset`], [`zipmap`]. docs/rdb-format.md describes what is written
+//! and read.
+
+pub mod crc64;
+mod decode;
+mod encode;
+pub mod intset;
+pub mod listpack;
+mod types;
+pub mod ziplist;
+pub mod zipmap;
+
+#[cfg(test)]
+mod tests;
+
+use decode::{Loaded, Src};
+use types::*;
 
 use std::io::{self, Read, Write};
 
@@ -134,8 +154,7 @@ pub fn encode_key(
     access: Access,
     opts: WriteOptions,
 ) {
-    let _ = (out, key, value, expire_ms, access, opts);
-    unimplemented!("filled in by the codec")
+    encode::key_record(out, key, value, expire_ms, access, opts)
 }
 
 /// Writes a whole RDB file to `W`, computing its CRC64 as it goes.
@@ -143,31 +162,65 @@ pub struct Writer<W: Write> {
     inner: W,
     opts: WriteOptions,
     written: u64,
+    crc: u64,
+    /// Reused for aux fields, database headers and keys encoded here.
+    scratch: Vec<u8>,
 }
 
 impl<W: Write> Writer<W> {
     /// Writes the header (`REDIS0010`).
     pub fn new(inner: W, opts: WriteOptions) -> io::Result<Writer<W>> {
-        let _ = (&inner, opts);
-        unimplemented!("filled in by the codec")
+        let mut w = Writer {
+            inner,
+            opts,
+            written: 0,
+            crc: 0,
+            scratch: Vec::new(),
+        };
+        w.put(format!("REDIS{RDB_VERSION:04}").as_bytes())?;
+        Ok(w)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_all(bytes)?;
+        if self.opts.checksum {
+            self.crc = crc64::crc64(self.crc, bytes);
+        }
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn put_scratch(&mut self) -> io::Result<()> {
+        let buf = std::mem::take(&mut self.scratch);
+        let r = self.put(&buf);
+        self.scratch = buf;
+        self.scratch.clear();
+        r
     }
 
     /// An AUX field.
     pub fn aux(&mut self, key: &str, value: &[u8]) -> io::Result<()> {
-        let _ = (key, value, &self.inner, self.opts);
-        unimplemented!("filled in by the codec")
+        self.scratch.clear();
+        self.scratch.push(OP_AUX);
+        encode::put_string(&mut self.scratch, key.as_bytes(), self.opts.compress);
+        encode::put_string(&mut self.scratch, value, self.opts.compress);
+        self.put_scratch()
     }
 
     /// SELECTDB then RESIZEDB for database `db`.
     pub fn select_db(&mut self, db: u32, keys: u64, expires: u64) -> io::Result<()> {
-        let _ = (db, keys, expires);
-        unimplemented!("filled in by the codec")
+        self.scratch.clear();
+        self.scratch.push(OP_SELECTDB);
+        encode::put_len(&mut self.scratch, u64::from(db));
+        self.scratch.push(OP_RESIZEDB);
+        encode::put_len(&mut self.scratch, keys);
+        encode::put_len(&mut self.scratch, expires);
+        self.put_scratch()
     }
 
     /// Records produced by [`encode_key`], appended as they are.
     pub fn records(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let _ = bytes;
-        unimplemented!("filled in by the codec")
+        self.put(bytes)
     }
 
     /// One key, encoded here (same as [`encode_key`] then [`Writer::records`]).
@@ -178,8 +231,11 @@ impl<W: Write> Writer<W> {
         expire_ms: Option<i64>,
         access: Access,
     ) -> io::Result<()> {
-        let _ = (key, value, expire_ms, access);
-        unimplemented!("filled in by the codec")
+        self.scratch.clear();
+        let mut buf = std::mem::take(&mut self.scratch);
+        encode_key(&mut buf, key, value, expire_ms, access, self.opts);
+        self.scratch = buf;
+        self.put_scratch()
     }
 
     /// Bytes written so far.
@@ -188,38 +244,143 @@ impl<W: Write> Writer<W> {
     }
 
     /// Writes EOF and the CRC64 footer and hands the writer back (the caller flushes/fsyncs).
-    pub fn finish(self) -> io::Result<W> {
-        unimplemented!("filled in by the codec")
+    pub fn finish(mut self) -> io::Result<W> {
+        self.put(&[OP_EOF])?;
+        let crc = if self.opts.checksum { self.crc } else { 0 };
+        self.inner.write_all(&crc.to_le_bytes())?;
+        self.written += 8;
+        Ok(self.inner)
     }
 }
 
 /// Reads an RDB file item by item.
 pub struct Reader<R: Read> {
-    inner: R,
-    offset: u64,
+    src: Src<R>,
+    version: u16,
+    done: bool,
 }
 
 impl<R: Read> Reader<R> {
     /// Reads and checks the header.
     pub fn new(inner: R) -> Result<Reader<R>, Error> {
-        let _ = &inner;
-        unimplemented!("filled in by the codec")
+        let mut src = Src::new(inner);
+        let magic: [u8; 9] = src.array().map_err(|e| match e.kind {
+            ErrorKind::Truncated => Error {
+                offset: e.offset,
+                kind: ErrorKind::BadHeader("shorter than the 9-byte header".into()),
+            },
+            _ => e,
+        })?;
+        if &magic[..5] != b"REDIS" {
+            return Err(Error {
+                offset: 0,
+                kind: ErrorKind::BadHeader("wrong signature trying to load DB from file".into()),
+            });
+        }
+        let version = std::str::from_utf8(&magic[5..])
+            .ok()
+            .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<u16>().ok())
+            .filter(|v| (1..=RDB_VERSION).contains(v))
+            .ok_or_else(|| Error {
+                offset: 5,
+                kind: ErrorKind::BadHeader(format!(
+                    "can't handle RDB format version {}",
+                    String::from_utf8_lossy(&magic[5..])
+                )),
+            })?;
+        Ok(Reader {
+            src,
+            version,
+            done: false,
+        })
     }
 
     /// The next item, or None after EOF and a checksum that matched (or was zero).
     pub fn next_item(&mut self) -> Result<Option<Item>, Error> {
-        let _ = (&self.inner, self.offset);
-        unimplemented!("filled in by the codec")
+        if self.done {
+            return Ok(None);
+        }
+        let src = &mut self.src;
+        let mut expire_ms = None;
+        let mut access = Access::None;
+        loop {
+            let op = src.byte()?;
+            match op {
+                OP_EOF => {
+                    self.done = true;
+                    if self.version >= 5 {
+                        let computed = src.crc;
+                        let expected = u64::from_le_bytes(src.array()?);
+                        if expected != 0 && expected != computed {
+                            return Err(src.err(ErrorKind::Checksum { expected, computed }));
+                        }
+                    }
+                    return Ok(None);
+                }
+                OP_SELECTDB => {
+                    let db = src.len()?;
+                    let db = u32::try_from(db)
+                        .map_err(|_| src.corrupt(format!("database number {db}")))?;
+                    return Ok(Some(Item::SelectDb(db)));
+                }
+                OP_RESIZEDB => {
+                    let keys = src.len()?;
+                    let expires = src.len()?;
+                    return Ok(Some(Item::ResizeDb { keys, expires }));
+                }
+                OP_AUX => {
+                    let key = Bytes::from(src.string()?);
+                    let value = Bytes::from(src.string()?);
+                    return Ok(Some(Item::Aux { key, value }));
+                }
+                OP_EXPIRETIME => {
+                    let secs = i32::from_le_bytes(src.array()?);
+                    expire_ms = Some(i64::from(secs) * 1000);
+                }
+                OP_EXPIRETIME_MS => expire_ms = Some(i64::from_le_bytes(src.array()?)),
+                OP_IDLE => access = Access::IdleSecs(src.len()?),
+                OP_FREQ => access = Access::Freq(src.byte()?),
+                OP_MODULE_AUX => {
+                    return Err(src.err(ErrorKind::Unsupported(
+                        "module aux data: modules are not supported".into(),
+                    )))
+                }
+                OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
+                    return Err(src.err(ErrorKind::Unsupported(
+                        "function library: functions are not stored yet".into(),
+                    )))
+                }
+                t => {
+                    let key = Bytes::from(src.string()?);
+                    match decode::value(src, t)? {
+                        // An empty collection is skipped, as Redis skips it on load.
+                        Loaded::Empty => {
+                            expire_ms = None;
+                            access = Access::None;
+                        }
+                        Loaded::Value(value) => {
+                            return Ok(Some(Item::Key(LoadedKey {
+                                key,
+                                value,
+                                expire_ms,
+                                access,
+                            })))
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The file's RDB version.
     pub fn version(&self) -> u16 {
-        unimplemented!("filled in by the codec")
+        self.version
     }
 
     /// Bytes consumed so far.
     pub fn offset(&self) -> u64 {
-        self.offset
+        self.src.offset
     }
 }
 
@@ -232,15 +393,61 @@ pub enum RestoreError {
     BadData,
 }
 
+impl RestoreError {
+    /// The error reply's text, as Redis words it.
+    pub fn message(self) -> &'static str {
+        match self {
+            RestoreError::VersionOrChecksum => "ERR DUMP payload version or checksum are wrong",
+            RestoreError::BadData => "ERR Bad data format",
+        }
+    }
+}
+
 /// DUMP's payload for a value: the value as RDB (type byte + encoding), the RDB version (2 bytes
 /// LE), the CRC64 of all that (8 bytes LE).
 pub fn dump(value: ValueRef<'_>) -> Vec<u8> {
-    let _ = value;
-    unimplemented!("filled in by the codec")
+    let mut out = vec![encode::type_of(value)];
+    encode::put_value(&mut out, value, true);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64::crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
 }
 
 /// The value of a DUMP payload. `skip_checksum` is DEBUG SET-SKIP-CHECKSUM-VALIDATION.
+///
+/// As Redis's `verifyDumpPayload` and RESTORE: the footer's version must be at most
+/// [`RDB_VERSION`] and its CRC64 must match (unless skipped); then the value is read from the
+/// payload's start (the footer's bytes are part of the input, as in Redis). Every structure is
+/// checked deeply (Redis does that only under `sanitize-dump-payload yes`); an empty collection
+/// is bad data.
 pub fn restore(payload: &[u8], skip_checksum: bool) -> Result<Value, RestoreError> {
-    let _ = (payload, skip_checksum);
-    unimplemented!("filled in by the codec")
+    if payload.len() < 10 {
+        return Err(RestoreError::VersionOrChecksum);
+    }
+    let footer = &payload[payload.len() - 10..];
+    let version = u16::from_le_bytes([footer[0], footer[1]]);
+    if version > RDB_VERSION {
+        return Err(RestoreError::VersionOrChecksum);
+    }
+    if !skip_checksum {
+        let crc = crc64::crc64(0, &payload[..payload.len() - 8]);
+        if crc.to_le_bytes() != footer[2..10] {
+            return Err(RestoreError::VersionOrChecksum);
+        }
+    }
+    let mut src = Src::new(payload);
+    let t = src.byte().map_err(|_| RestoreError::BadData)?;
+    if !is_object_type(t) {
+        return Err(RestoreError::BadData);
+    }
+    match decode::value(&mut src, t) {
+        Ok(Loaded::Value(v)) => Ok(v),
+        _ => Err(RestoreError::BadData),
+    }
+}
+
+/// Redis's `rdbIsObjectType`.
+fn is_object_type(t: u8) -> bool {
+    t <= 7 || (9..=21).contains(&t)
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 use strata_commands::table;
 use strata_node::config::Config;
 use strata_node::server_log;
+use strata_node::services::persist;
 use strata_node::state::ServerStats;
 use strata_node::ServerState;
 use strata_rt::net::{TcpListener, TcpStream};
@@ -149,6 +150,12 @@ pub fn run(config: Config) -> i32 {
         io_engine: "epoll",
     });
 
+    persist::init(state.started_ms);
+    // A dataset to load: clients are answered -LOADING from the first moment they can connect.
+    let rdb = persist::rdb_path(&state.config);
+    if rdb.exists() {
+        persist::mark_loading();
+    }
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
     // SIGTERM that came first used to kill the process outright).
     let signalled = state.clone();
@@ -187,17 +194,67 @@ pub fn run(config: Config) -> i32 {
         pidfile.remove();
         return 1;
     }
+    if !persist::load_at_startup(&state) {
+        pidfile.remove();
+        return 1;
+    }
     server_log!(Notice, "Ready to accept connections");
 
-    while !state.shutting_down.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(20));
+    loop {
+        while !state.shutting_down.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if persist::is_shutdown_prepared() || final_save(&state) {
+            break;
+        }
+        // The save failed: Redis keeps running.
+        state.shutting_down.store(false, Ordering::SeqCst);
     }
-    server_log!(Warning, "User requested shutdown...");
     // Connections were shut down by request_shutdown; give in-flight replies a moment to flush.
     std::thread::sleep(Duration::from_millis(50));
     pidfile.remove();
     server_log!(Warning, "Strata is now ready to exit, bye bye...");
     state.exit_code.load(Ordering::SeqCst) as i32
+}
+
+/// A shutdown by signal: Redis's prepareForShutdown (the log line, the final save when save
+/// points exist). Returns false if the save failed and the server must keep running.
+fn final_save(state: &Arc<ServerState>) -> bool {
+    server_log!(Warning, "User requested shutdown...");
+    if persist::cancel_background() {
+        server_log!(Warning, "There is a child saving an .rdb. Killing it!");
+    }
+    if persist::save_points(&state.config).is_empty() {
+        return true;
+    }
+    server_log!(Notice, "Saving the final RDB snapshot before exiting.");
+    let (tx, rx) = mpsc::channel();
+    let st = state.clone();
+    state.shards.post(
+        0,
+        Box::new(move || {
+            strata_rt::spawn(async move {
+                persist::wait_idle().await;
+                let r = persist::save(&st, strata_shard::new_owner()).await;
+                let _ = tx.send(r);
+            });
+        }),
+    );
+    match rx.recv() {
+        Ok(Ok(())) => true,
+        _ => {
+            server_log!(Warning, "Error trying to save the DB, can't exit.");
+            false
+        }
+    }
+}
+
+/// The server's cron for persistence, on shard 0's thread: save points, BGSAVE SCHEDULE.
+async fn persist_cron(state: Arc<ServerState>) {
+    loop {
+        strata_rt::sleep(Duration::from_millis(100)).await;
+        persist::cron(&state).await;
+    }
 }
 
 fn thread_main(
@@ -235,6 +292,9 @@ async fn thread_loop(
     strata_rt::spawn(state.shards.flusher());
     strata_rt::spawn(inbox.run());
     strata_rt::spawn(expire_loop(state.clone()));
+    if id == 0 {
+        strata_rt::spawn(persist_cron(state.clone()));
+    }
     let backlog = state.config.get_i64("tcp-backlog") as i32;
     let mut listeners = Vec::new();
     for addr in &addrs {

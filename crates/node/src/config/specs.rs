@@ -139,19 +139,32 @@ pub static SPECS: &[ConfigSpec] = &[
         "working directory for data files",
     ),
     spec(
+        "rdb-key-save-delay",
+        "0",
+        Kind::Int { min: i32::MIN as i64, max: i32::MAX as i64 },
+        true,
+        "testing: microseconds the RDB writer waits per key written",
+    ),
+    spec(
+        "key-load-delay",
+        "0",
+        Kind::Int { min: i32::MIN as i64, max: i32::MAX as i64 },
+        true,
+        "testing: microseconds loading waits per key loaded",
+    ),
+    spec(
         "dbfilename",
         "dump.rdb",
         Kind::Str,
         true,
         "snapshot file name",
     ),
-    inert(
+    spec(
         "save",
         "",
         Kind::Save,
         true,
-        "persistence",
-        "snapshot schedule: <seconds> <changes> pairs (\"\": none; Strata's default, as it does not save)",
+        "snapshot schedule: <seconds> <changes> pairs (\"\": none)",
     ),
     spec(
         "appendonly",
@@ -1093,20 +1106,18 @@ pub static SPECS: &[ConfigSpec] = &[
         "persistence",
         "fsync the RDB every 4 MB",
     ),
-    inert(
+    spec(
         "rdbchecksum",
         "yes",
         Kind::Bool,
         false,
-        "persistence",
         "RDB checksum",
     ),
-    inert(
+    spec(
         "rdbcompression",
         "yes",
         Kind::Bool,
         true,
-        "persistence",
         "LZF compression in the RDB",
     ),
     inert(
@@ -1309,12 +1320,11 @@ pub static SPECS: &[ConfigSpec] = &[
         "socket marks",
         "SO_MARK of listening sockets",
     ),
-    inert(
+    spec(
         "stop-writes-on-bgsave-error",
         "yes",
         Kind::Bool,
         true,
-        "persistence",
         "refuse writes after a failed BGSAVE",
     ),
     inert(

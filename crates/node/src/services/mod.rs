@@ -9,6 +9,7 @@ pub mod digest;
 pub mod latency;
 pub mod monitor;
 pub mod multi;
+pub mod persist;
 pub mod pubsub;
 pub mod replication;
 pub mod server;

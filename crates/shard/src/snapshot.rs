@@ -1,0 +1,257 @@
+//! A point-in-time snapshot of a shard's databases, written while the shard keeps serving.
+//!
+//! **Start.** Whoever orchestrates a save (the persistence service) locks every database of every
+//! shard, calls [`Shard::snapshot_start`] on each under those locks — so every shard starts at the
+//! same logical moment, between two commands — and releases. Starting flips each database's
+//! *parity*: every entry whose snapshot mark ([`strata_core::Entry::snap_mark`]) differs from the
+//! parity is *unsaved*; an entry written afterwards is created with the parity's mark, so it is
+//! never saved.
+//!
+//! **Walk.** The writer (a thread of its own) posts [`Shard::snapshot_step`] jobs to the shard. A
+//! step walks a bounded number of keys of the current database with the table's SCAN cursor (which
+//! visits every key present throughout), encodes each unsaved one alive at the start time (one
+//! with a TTL already passed then is absent at that moment) with the snapshot's [`Encoder`], marks
+//! it saved, and moves the bytes to the [`Sink`]. Between steps the shard serves its clients.
+//!
+//! **Copy-on-write, per key.** Before the write path changes or removes an unsaved key (`Db`'s
+//! set/insert, modify, set_expire, unlink: delete, expiry, eviction), it encodes the key's old
+//! state into the database's pending buffer and marks it ([`Db::snap_save`]). So the file holds
+//! each key as it was at the start, whatever happens to it later, and the extra memory is what the
+//! pending buffers and the sink hold. A FLUSHDB/FLUSHALL hands the flushed table to the snapshot,
+//! which walks it before it is freed; a SWAPDB first saves what is left of both databases.
+//!
+//! **End.** Once every database was walked, the snapshot state goes; the marks now all equal the
+//! parity, which is the state the next snapshot flips from. A cancelled snapshot ([`Sink::cancel`])
+//! still walks to the end, without encoding, so the marks are consistent for the next one.
+//!
+//! While no snapshot runs, the write path pays one test of `Db::snap` (None) and the parity's mark
+//! on each new entry.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use strata_core::{Drain, Entry};
+
+/// Encodes one key's record (the persistence layer's RDB encoding) and appends it.
+pub type Encoder = Arc<dyn Fn(&mut Vec<u8>, &Entry) + Send + Sync>;
+
+/// Keys a step walks at most.
+pub const STEP_KEYS: usize = 2048;
+/// Bytes a step encodes at most before it ends (one key may overrun it).
+pub const STEP_BYTES: usize = 1 << 20;
+
+/// What the shards hand to the writer: per shard, per database, chunks of encoded records.
+pub struct Sink {
+    state: Mutex<SinkState>,
+    ready: Condvar,
+    cancelled: Arc<AtomicBool>,
+}
+
+/// The writer's view of one shard's progress.
+#[derive(Default)]
+pub struct ShardOut {
+    /// Encoded records not yet written, per database: (bytes, keys in them).
+    pub chunks: Vec<VecDeque<(Vec<u8>, usize)>>,
+    /// Bytes in `chunks`.
+    pub bytes: usize,
+    /// Databases below this index are completely walked (no more records will come for them).
+    pub walked: usize,
+    /// A step job is posted and has not reported yet.
+    pub busy: bool,
+    /// Per database at the start: (keys, keys with a TTL), for RESIZEDB.
+    pub sizes: Vec<(u64, u64)>,
+    /// Every database walked: the shard's snapshot is over.
+    pub done: bool,
+    /// Bytes the write path encoded (copy-on-write) rather than the walk.
+    pub cow_bytes: u64,
+}
+
+#[derive(Default)]
+pub struct SinkState {
+    pub shards: Vec<ShardOut>,
+}
+
+impl Sink {
+    /// A sink for `shards` shards of `dbs` databases each.
+    pub fn new(shards: usize, dbs: usize) -> Arc<Sink> {
+        let shards = (0..shards)
+            .map(|_| ShardOut {
+                chunks: (0..dbs).map(|_| VecDeque::new()).collect(),
+                sizes: vec![(0, 0); dbs],
+                ..ShardOut::default()
+            })
+            .collect();
+        Arc::new(Sink {
+            state: Mutex::new(SinkState { shards }),
+            ready: Condvar::new(),
+            cancelled: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The shared state, locked.
+    pub fn lock(&self) -> MutexGuard<'_, SinkState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits (on the writer's thread) until a shard reports, at most `timeout`.
+    pub fn wait<'a>(
+        &self,
+        guard: MutexGuard<'a, SinkState>,
+        timeout: std::time::Duration,
+    ) -> MutexGuard<'a, SinkState> {
+        self.ready
+            .wait_timeout(guard, timeout)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0)
+    }
+
+    /// Stops encoding: the shards walk to the end without writing anything (FLUSHALL during a
+    /// BGSAVE, a write error).
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        self.ready.notify_all();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    fn report(
+        &self,
+        shard: usize,
+        chunks: Vec<(usize, (Vec<u8>, usize))>,
+        cow: u64,
+        walked: usize,
+        done: bool,
+    ) {
+        let mut st = self.lock();
+        let out = &mut st.shards[shard];
+        out.cow_bytes += cow;
+        if !self.is_cancelled() {
+            for (db, c) in chunks {
+                out.bytes += c.0.len();
+                out.chunks[db].push_back(c);
+            }
+        }
+        out.walked = walked;
+        out.done = done;
+        out.busy = false;
+        drop(st);
+        self.ready.notify_all();
+    }
+}
+
+/// One database's part of a running snapshot (see the module docs).
+pub(crate) struct DbSnap {
+    /// The start time: a key whose TTL had passed by then is not in the snapshot.
+    pub t0: i64,
+    pub encode: Encoder,
+    pub cancelled: Arc<AtomicBool>,
+    /// Records encoded and not yet handed to the sink, and how many keys they hold.
+    pub buf: Vec<u8>,
+    pub keys: usize,
+    /// Bytes encoded by the write path (copy-on-write), not yet reported.
+    pub cow: u64,
+    /// The walk's SCAN cursor over the live table.
+    pub cursor: u64,
+    /// The walk of this database is complete.
+    pub walked: bool,
+    /// Tables flushed during the snapshot, walked before they are freed (position in each).
+    pub detached: Vec<(Drain, usize)>,
+}
+
+impl DbSnap {
+    /// Encodes `e` if it is unsaved (its mark differs from `parity`) and was alive at the start.
+    #[inline]
+    pub fn save(&mut self, parity: bool, e: &Entry) {
+        if e.snap_mark() != parity
+            && e.expire().is_none_or(|at| at > self.t0)
+            && !self.cancelled.load(Ordering::Relaxed)
+        {
+            let before = self.buf.len();
+            (self.encode)(&mut self.buf, e);
+            self.keys += 1;
+            self.cow += (self.buf.len() - before) as u64;
+        }
+    }
+}
+
+/// This shard's part of a running snapshot.
+pub(crate) struct ShardSnap {
+    pub sink: Arc<Sink>,
+    /// The database being walked.
+    pub db: usize,
+}
+
+impl crate::Shard {
+    /// Starts a snapshot of every database of this shard at this moment (see the module docs).
+    /// Returns false (and does nothing) if one is already running here. Records the databases'
+    /// sizes in the sink for RESIZEDB.
+    pub fn snapshot_start(&mut self, sink: Arc<Sink>, encode: Encoder, t0: i64) -> bool {
+        if self.snapshot.is_some() {
+            return false;
+        }
+        let sizes: Vec<(u64, u64)> = self
+            .dbs
+            .iter()
+            .map(|d| (d.len() as u64, d.volatile_len() as u64))
+            .collect();
+        for db in &mut self.dbs {
+            db.snap_begin(DbSnap {
+                t0,
+                encode: encode.clone(),
+                cancelled: sink.cancelled.clone(),
+                buf: Vec::new(),
+                keys: 0,
+                cow: 0,
+                cursor: 0,
+                walked: false,
+                detached: Vec::new(),
+            });
+        }
+        sink.lock().shards[self.id].sizes = sizes;
+        self.snapshot = Some(ShardSnap { sink, db: 0 });
+        true
+    }
+
+    /// True while a snapshot runs on this shard.
+    pub fn snapshot_running(&self) -> bool {
+        self.snapshot.is_some()
+    }
+
+    /// One slice of the snapshot's walk (a job the writer posts): up to [`STEP_KEYS`] keys or
+    /// [`STEP_BYTES`] bytes, then every database's pending records go to the sink. Ends the
+    /// snapshot on this shard once every database was walked.
+    pub fn snapshot_step(&mut self) {
+        let Some(snap) = self.snapshot.as_mut() else {
+            return;
+        };
+        let mut budget = STEP_KEYS;
+        while snap.db < self.dbs.len() && budget > 0 {
+            let (done, used) = self.dbs[snap.db].snap_walk(budget, STEP_BYTES);
+            budget = budget.saturating_sub(used.max(1));
+            if !done {
+                break;
+            }
+            snap.db += 1;
+        }
+        let walked = snap.db;
+        let done = walked >= self.dbs.len();
+        let chunks: Vec<(usize, (Vec<u8>, usize))> = self
+            .dbs
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, d)| d.snap_take_buf().map(|b| (i, b)))
+            .collect();
+        let cow = self.dbs.iter_mut().map(|d| d.snap_take_cow()).sum();
+        let sink = snap.sink.clone();
+        if done {
+            for db in &mut self.dbs {
+                db.snap_end();
+            }
+            self.snapshot = None;
+        }
+        sink.report(self.id, chunks, cow, walked, done);
+    }
+}
