@@ -41,7 +41,7 @@ CRATES = {
 
 # strata-node's concerns, lowest first, and the files of each (paths under crates/node/src, no .rs)
 NODE_CONCERNS = [
-    ("base", ["error", "args", "value", "reply", "keyspec", "names", "settings", "log"]),
+    ("base", ["error", "args", "value", "reply", "keyspec", "names", "settings", "log", "oom"]),
     ("registries", ["config", "config/parse", "config/rewrite", "config/specs", "access", "clients", "pubsub", "tracking"]),
     ("context", ["table", "ctx", "keyed", "state"]),
     ("services", None),  # every file under services/

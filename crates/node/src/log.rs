@@ -109,6 +109,10 @@ static CRASH_LOG: AtomicBool = AtomicBool::new(true);
 static CRASHING: AtomicBool = AtomicBool::new(false);
 /// A file to remove when the process crashes (Redis removes a daemon's pidfile).
 static REMOVE_ON_CRASH: OnceLock<CString> = OnceLock::new();
+/// The `logfile` path ("" for stdout), for [`reopen_file`].
+static LOG_PATH: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+/// What the server adds to a crash report after the stack trace (see [`set_crash_extras`]).
+static CRASH_EXTRAS: OnceLock<fn() -> String> = OnceLock::new();
 
 /// Sets the lowest level written (`loglevel`).
 pub fn set_level(level: Level) {
@@ -126,8 +130,9 @@ pub fn enabled(level: Level) -> bool {
 }
 
 /// Sends the log to `path`, appended to (created mode 0644 if missing), or to stdout for `""`
-/// (Redis's `logfile`). The file stays open for the life of the process.
+/// (Redis's `logfile`). The file stays open until [`reopen_file`].
 pub fn open_file(path: &str) -> io::Result<()> {
+    *LOG_PATH.lock().unwrap_or_else(|e| e.into_inner()) = path.to_string();
     let fd = if path.is_empty() {
         1
     } else {
@@ -141,6 +146,33 @@ pub fn open_file(path: &str) -> io::Result<()> {
     if old > 2 {
         // SAFETY: `old` came from `into_raw_fd` above and nothing else owns it.
         unsafe { libc::close(old) };
+    }
+    Ok(())
+}
+
+/// Opens the log file again by its name (SIGHUP, after a log rotation moved it away): lines go
+/// to a file of that name from now on. The new file takes the old one's descriptor number
+/// (`dup2`, atomic), so a line being written meanwhile by another thread lands in one file or the
+/// other, never in a descriptor that was closed or reused. Nothing to do for stdout.
+pub fn reopen_file() -> io::Result<()> {
+    let path = LOG_PATH.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let fd = FD.load(Ordering::SeqCst);
+    if path.is_empty() || fd <= 2 {
+        return Ok(());
+    }
+    let new = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)?
+        .into_raw_fd();
+    // SAFETY: both descriptors are open; dup2 replaces `fd` with the new file atomically, and
+    // `new`, ours alone, is closed after.
+    let done = unsafe { libc::dup2(new, fd) };
+    let err = io::Error::last_os_error();
+    // SAFETY: as above.
+    unsafe { libc::close(new) };
+    if done < 0 {
+        return Err(err);
     }
     Ok(())
 }
@@ -435,6 +467,29 @@ pub fn install_crash_handlers() {
     }
 }
 
+/// Registers what a crash report carries after the stack trace: Redis's `------ INFO OUTPUT
+/// ------`, `------ CLIENT LIST OUTPUT ------` and `------ CURRENT CLIENT INFO ------` sections, made
+/// by whoever knows the server (this module does not). Making them allocates and reads shared
+/// state, which a signal handler should not: as Redis does, the report takes that risk after the
+/// part that matters most (the signal and the stack) is written, under a 5-second alarm, so a
+/// crash inside the allocator that would make it hang ends the process instead.
+pub fn set_crash_extras(f: fn() -> String) {
+    let _ = CRASH_EXTRAS.set(f);
+}
+
+fn write_crash_extras() {
+    if let Some(f) = CRASH_EXTRAS.get() {
+        // SAFETY: alarm has no preconditions; SIGALRM's default action ends the process.
+        unsafe {
+            libc::signal(libc::SIGALRM, libc::SIG_DFL);
+            libc::alarm(5);
+        }
+        write_fd(f().as_bytes());
+        // SAFETY: as above.
+        unsafe { libc::alarm(0) };
+    }
+}
+
 /// Writes a crash report for a failure the caller detected (`msg`, as a panic's message) and ends
 /// the process with SIGABRT. What DEBUG PANIC or an assertion reports through.
 pub fn crash_report(msg: &str) -> ! {
@@ -470,6 +525,7 @@ fn report_panic(msg: &str, place: &str) {
         ));
         let trace = std::backtrace::Backtrace::force_capture();
         write_fd(format!("\n------ STACK TRACE ------\n\nBacktrace:\n{trace}\n").as_bytes());
+        write_crash_extras();
         write_fd(REPORT_END.as_bytes());
     }
     remove_crash_file();
@@ -518,6 +574,7 @@ extern "C" fn on_fatal_signal(sig: c_int, info: *mut libc::siginfo_t, _ctx: *mut
             let n = backtrace(frames.as_mut_ptr(), frames.len() as c_int);
             backtrace_symbols_fd(frames.as_ptr(), n, FD.load(Ordering::Relaxed));
         }
+        write_crash_extras();
         write_fd(REPORT_END.as_bytes());
     }
     remove_crash_file();

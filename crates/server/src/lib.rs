@@ -21,7 +21,7 @@ use strata_node::server_log;
 use strata_node::services::persist;
 use strata_node::state::ServerStats;
 use strata_node::ServerState;
-use strata_rt::net::{TcpListener, TcpStream};
+use strata_rt::net::{Stream, TcpListener, UnixListener};
 use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
 
 fn random_run_id() -> String {
@@ -36,41 +36,107 @@ fn random_run_id() -> String {
         .collect()
 }
 
-fn bind_addrs(config: &Config) -> Result<Vec<SocketAddr>, String> {
-    let port = config.get_i64("port") as u16;
-    let bind = config.get("bind").unwrap_or_default();
-    let mut addrs = Vec::new();
-    for host in bind.split_whitespace() {
-        let optional = host.starts_with('-');
-        let host = host.trim_start_matches('-');
-        match (host, port).to_socket_addrs() {
-            Ok(found) => addrs.extend(found),
-            Err(e) if !optional => return Err(format!("can't resolve bind address {host}: {e}")),
-            Err(_) => {}
-        }
+/// An OS error's text as C's `strerror` gives it (Redis's log lines carry that), without Rust's
+/// " (os error N)".
+fn os_error_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
     }
-    if addrs.is_empty() {
-        return Err("no address to bind".into());
+}
+
+/// The TCP addresses to listen on, as Redis's `listenToPort` settles them: each `bind` address
+/// (`*` is every IPv4 address, `::*` every IPv6 one, a name is resolved) is tried in turn; one
+/// that cannot be bound is logged, then skipped when its protocol is unsupported or when it is
+/// optional (`-addr`) and not available on this host, and is fatal otherwise. Each shard thread
+/// then binds its own listener with SO_REUSEPORT; the probe here binds without it, so an address
+/// another process (another Strata included) listens on fails as Redis's own bind does. (Two
+/// processes starting in the same instant can still both pass: the window is between this probe
+/// and the threads' binds.) `port 0`: no TCP at all.
+fn tcp_addrs(config: &Config) -> Result<Vec<SocketAddr>, ()> {
+    let port = config.get_i64("port") as u16;
+    if port == 0 {
+        return Ok(Vec::new());
+    }
+    let bind = config.get("bind").unwrap_or_default();
+    let backlog = config.get_i64("tcp-backlog") as i32;
+    let mut addrs = Vec::new();
+    for word in bind.split_whitespace() {
+        let optional = word.starts_with('-');
+        let host = word.strip_prefix('-').unwrap_or(word);
+        let v6 = host.contains(':');
+        let resolved = match host {
+            "*" => Ok(SocketAddr::from(([0u8; 4], port))),
+            "::*" => Ok(SocketAddr::from(([0u16; 8], port))),
+            _ => (host, port)
+                .to_socket_addrs()
+                .map_err(|e| os_error_text(&e))
+                .and_then(|mut found| {
+                    found
+                        .find(|a| a.is_ipv6() == v6)
+                        .ok_or_else(|| "Name or service not known".to_string())
+                }),
+        };
+        let failure = match resolved {
+            Ok(addr) => match strata_rt::net::tcp_listen_socket(addr, backlog, false) {
+                Ok(_) => {
+                    addrs.push(addr);
+                    continue;
+                }
+                Err(e) => (format!("bind: {}", os_error_text(&e)), e.raw_os_error()),
+            },
+            Err(why) => (why, None),
+        };
+        server_log!(
+            Warning,
+            "Warning: Could not create server TCP listening socket {host}:{port}: {}",
+            failure.0
+        );
+        let skip = match failure.1 {
+            Some(libc::EADDRNOTAVAIL) => optional,
+            Some(
+                libc::ENOPROTOOPT
+                | libc::EPROTONOSUPPORT
+                | libc::ESOCKTNOSUPPORT
+                | libc::EPFNOSUPPORT
+                | libc::EAFNOSUPPORT,
+            ) => true,
+            _ => optional && failure.1.is_none(),
+        };
+        if !skip {
+            return Err(());
+        }
     }
     Ok(addrs)
 }
 
-/// Fails when something already listens on one of `addrs`, with the address and why. Every shard
-/// thread binds its own listener with SO_REUSEPORT, and the kernel would let a second Strata process
-/// (same user) join that group silently and take part of the connections; a probe bound without
-/// SO_REUSEPORT fails instead, as Redis's own bind does. (Two processes starting in the same
-/// instant can still both pass: the window is between this probe and the threads' binds.)
-fn check_ports_free(addrs: &[SocketAddr]) -> Result<(), (SocketAddr, String)> {
-    for addr in addrs {
-        if let Err(e) = std::net::TcpListener::bind(addr) {
-            let why = match e.kind() {
-                std::io::ErrorKind::AddrInUse => "Address already in use".to_string(),
-                _ => e.to_string(),
-            };
-            return Err((*addr, why));
-        }
+/// The Unix-domain socket `unixsocket` names, bound and listening (any file already there is
+/// removed first, as Redis does), or None without one. The shard threads each accept on it.
+fn unix_listener(config: &Config) -> Result<Option<(String, std::os::fd::OwnedFd)>, String> {
+    let path = config.get("unixsocket").unwrap_or_default();
+    if path.is_empty() {
+        return Ok(None);
     }
-    Ok(())
+    let _ = std::fs::remove_file(&path);
+    let perm =
+        u32::from_str_radix(&config.get("unixsocketperm").unwrap_or_default(), 8).unwrap_or(0);
+    let backlog = config.get_i64("tcp-backlog") as i32;
+    match strata_rt::net::unix_listen_socket(std::path::Path::new(&path), backlog, perm) {
+        Ok(fd) => Ok(Some((path, fd))),
+        Err(e) => Err(format!(
+            "Failed opening Unix socket: bind: {}",
+            os_error_text(&e)
+        )),
+    }
+}
+
+/// What each shard thread listens on.
+#[derive(Clone)]
+struct Listen {
+    tcp: Vec<SocketAddr>,
+    /// The Unix socket's path as configured (what CLIENT LIST shows) and the listening socket.
+    unix: Option<(Arc<str>, Arc<std::os::fd::OwnedFd>)>,
 }
 
 /// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code. Call it before
@@ -80,7 +146,8 @@ pub fn run(config: Config) -> i32 {
         eprintln!("{e}");
         return 1;
     }
-    if config.get_bool("daemonize") {
+    let supervisor = process::Supervisor::start(&config);
+    if config.get_bool("daemonize") && !supervisor.supervised() {
         if let Err(e) = process::daemonize() {
             server_log!(Warning, "Can't daemonize: {e}");
             return 1;
@@ -97,32 +164,49 @@ pub fn run(config: Config) -> i32 {
         n => n as usize,
     };
     let port = config.get_i64("port") as u16;
-    if port == 0 {
-        server_log!(Warning, "Configured to not listen anywhere, exiting.");
+    // The clock's one-off calibration (a 2 ms wait) happens here, not in a shard's first command.
+    strata_shard::clock::init();
+    let Ok(tcp) = tcp_addrs(&config) else {
+        server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
         return 1;
-    }
-    let addrs = match bind_addrs(&config) {
-        Ok(a) => a,
+    };
+    let unix = match unix_listener(&config) {
+        Ok(u) => u,
         Err(e) => {
-            server_log!(Warning, "Warning: {e}");
-            server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
+            server_log!(Warning, "{e}");
             return 1;
         }
     };
-    // The clock's one-off calibration (a 2 ms wait) happens here, not in a shard's first command.
-    strata_shard::clock::init();
-    if let Err((addr, why)) = check_ports_free(&addrs) {
-        server_log!(
-            Warning,
-            "Warning: Could not create server TCP listening socket {addr}: bind: {why}"
-        );
-        server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
+    if tcp.is_empty() && unix.is_none() {
+        server_log!(Warning, "Configured to not listen anywhere, exiting.");
         return 1;
     }
+    let unix_path = unix.as_ref().map(|(p, _)| p.clone());
+    let listen = Listen {
+        tcp,
+        unix: unix.map(|(p, fd)| (Arc::from(p.as_str()), Arc::new(fd))),
+    };
+    let remove_socket = || {
+        if let Some(path) = &unix_path {
+            server_log!(Notice, "Removing the unix socket file.");
+            if let Err(e) = std::fs::remove_file(path) {
+                server_log!(
+                    Warning,
+                    "Error removing the unix socket file: {}",
+                    os_error_text(&e)
+                );
+            }
+        }
+    };
     let pidfile = process::PidFile::create(&config);
     process::log_banner(&config, port, threads);
     process::log_inert_settings(&config);
     server_log!(Warning, "Server initialized");
+    if let Some(values) = config.get("oom-score-adj-values") {
+        strata_node::oom::warn_if_unordered(&values);
+    }
+    // As Redis, a score the kernel refuses at start-up is logged and start-up goes on.
+    let _ = config.apply_oom_score();
     if config.get_bool("appendonly") {
         if let Err(e) = strata_node::services::aof::start(&config) {
             server_log!(Warning, "{e}");
@@ -150,6 +234,7 @@ pub fn run(config: Config) -> i32 {
         io_engine: "epoll",
     });
 
+    strata_node::services::server::crash::install(&state);
     persist::init(state.started_ms);
     // A dataset to load: clients are answered -LOADING from the first moment they can connect.
     let rdb = persist::rdb_path(&state.config);
@@ -170,15 +255,18 @@ pub fn run(config: Config) -> i32 {
     if let Err(e) = handler {
         server_log!(Warning, "Can't install the SIGTERM/SIGINT handlers: {e}");
     }
+    // After ctrlc's, whose "termination" handlers take SIGHUP for a shutdown too.
+    process::install_sighup();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (id, inbox) in inboxes.into_iter().enumerate() {
-        let (state, ready, addrs) = (state.clone(), ready_tx.clone(), addrs.clone());
+        let (state, ready, listen) = (state.clone(), ready_tx.clone(), listen.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("strata-shard-{id}"))
-            .spawn(move || thread_main(id, databases, inbox, state, addrs, ready));
+            .spawn(move || thread_main(id, databases, inbox, state, listen, ready));
         if let Err(e) = spawned {
             server_log!(Warning, "Can't start shard thread {id}: {e}");
             pidfile.remove();
+            remove_socket();
             return 1;
         }
     }
@@ -192,16 +280,28 @@ pub fn run(config: Config) -> i32 {
         server_log!(Warning, "{failure}");
         server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
         pidfile.remove();
+        remove_socket();
         return 1;
     }
     if !persist::load_at_startup(&state) {
         pidfile.remove();
+        remove_socket();
         return 1;
     }
-    server_log!(Notice, "Ready to accept connections");
+    if !listen.tcp.is_empty() {
+        server_log!(Notice, "Ready to accept connections");
+    }
+    if let Some(path) = &unix_path {
+        server_log!(
+            Notice,
+            "The server is now ready to accept connections at {path}"
+        );
+    }
+    supervisor.ready();
 
     loop {
         while !state.shutting_down.load(Ordering::SeqCst) {
+            process::reopen_log_if_asked();
             std::thread::sleep(Duration::from_millis(20));
         }
         if persist::is_shutdown_prepared() || final_save(&state) {
@@ -210,9 +310,11 @@ pub fn run(config: Config) -> i32 {
         // The save failed: Redis keeps running.
         state.shutting_down.store(false, Ordering::SeqCst);
     }
+    supervisor.stopping();
     // Connections were shut down by request_shutdown; give in-flight replies a moment to flush.
     std::thread::sleep(Duration::from_millis(50));
     pidfile.remove();
+    remove_socket();
     server_log!(Warning, "Strata is now ready to exit, bye bye...");
     state.exit_code.load(Ordering::SeqCst) as i32
 }
@@ -262,10 +364,10 @@ fn thread_main(
     databases: usize,
     inbox: Inbox,
     state: Arc<ServerState>,
-    addrs: Vec<SocketAddr>,
+    listen: Listen,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
-    let fut = thread_loop(id, databases, inbox, state, addrs, ready.clone());
+    let fut = thread_loop(id, databases, inbox, state, listen, ready.clone());
     if let Err(e) = strata_rt::block_on(fut) {
         let _ = ready.send(Err(format!("can't start the event loop: {e}")));
     }
@@ -276,7 +378,7 @@ async fn thread_loop(
     databases: usize,
     inbox: Inbox,
     state: Arc<ServerState>,
-    addrs: Vec<SocketAddr>,
+    listen: Listen,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
     let mut shard = Shard::new(id, databases);
@@ -297,7 +399,7 @@ async fn thread_loop(
     }
     let backlog = state.config.get_i64("tcp-backlog") as i32;
     let mut listeners = Vec::new();
-    for addr in &addrs {
+    for addr in &listen.tcp {
         match TcpListener::bind(*addr, backlog, true) {
             Ok(l) => listeners.push(l),
             Err(e) => {
@@ -306,30 +408,60 @@ async fn thread_loop(
             }
         }
     }
+    let unix = match &listen.unix {
+        Some((path, fd)) => match fd.try_clone().and_then(UnixListener::from_fd) {
+            Ok(l) => Some((path.clone(), l)),
+            Err(e) => {
+                let _ = ready.send(Err(format!("could not listen on {path}: {e}")));
+                return;
+            }
+        },
+        None => None,
+    };
     let _ = ready.send(Ok(()));
-    let last = listeners.pop();
     for l in listeners {
         strata_rt::spawn(accept_loop(l, state.clone()));
     }
-    if let Some(l) = last {
-        accept_loop(l, state).await;
+    if let Some((path, l)) = unix {
+        strata_rt::spawn(unix_accept_loop(l, path, state.clone()));
     }
+    // The loop runs while the spawned tasks do; this one only keeps it going.
+    std::future::pending::<()>().await;
+}
+
+/// Whether a new connection may be served: not while shutting down, and not beyond `maxclients`
+/// (the client is told so, and the connection counted as rejected).
+fn admit(stream: Stream, state: &ServerState) -> Option<Stream> {
+    if state.shutting_down.load(Ordering::Relaxed) {
+        return None;
+    }
+    let max = state.config.get_i64("maxclients").max(1) as u64;
+    if state.stats.connected_clients.load(Ordering::Relaxed) >= max {
+        with_shard(|s| s.stats.rejected_connections += 1);
+        strata_rt::spawn(reject(stream));
+        return None;
+    }
+    Some(stream)
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                if state.shutting_down.load(Ordering::Relaxed) {
-                    continue;
-                }
                 server_log!(Verbose, "Accepted {peer}");
-                let max = state.config.get_i64("maxclients").max(1) as u64;
-                if state.stats.connected_clients.load(Ordering::Relaxed) >= max {
-                    with_shard(|s| s.stats.rejected_connections += 1);
-                    strata_rt::spawn(reject(stream));
+                let Some(stream) = admit(stream, &state) else {
                     continue;
-                }
+                };
+                let _ = stream.set_nodelay(true);
+                let laddr = stream
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                let peer = conn::Peer {
+                    addr: peer.to_string(),
+                    laddr,
+                    unix: false,
+                };
                 strata_rt::spawn(conn::serve(stream, peer, state.clone()));
             }
             Err(e) => {
@@ -340,7 +472,33 @@ async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
     }
 }
 
-async fn reject(stream: TcpStream) {
+/// Accepts on the Unix socket: a client there is addressed as `<path>:0` on both ends, as Redis
+/// shows it.
+async fn unix_accept_loop(listener: UnixListener, path: Arc<str>, state: Arc<ServerState>) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                server_log!(Verbose, "Accepted connection to {path}");
+                let Some(stream) = admit(stream, &state) else {
+                    continue;
+                };
+                let addr = format!("{path}:0");
+                let peer = conn::Peer {
+                    laddr: addr.clone(),
+                    addr,
+                    unix: true,
+                };
+                strata_rt::spawn(conn::serve(stream, peer, state.clone()));
+            }
+            Err(e) => {
+                server_log!(Warning, "Accepting client connection: {e}");
+                strata_rt::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn reject(stream: Stream) {
     let _ = stream
         .write_all(b"-ERR max number of clients reached\r\n")
         .await;

@@ -8,6 +8,10 @@ pub enum Kind {
         min: i64,
         max: i64,
     },
+    /// An integer written in octal (`unixsocketperm 700`), kept and shown in octal.
+    Octal {
+        max: i64,
+    },
     /// A byte size accepting redis.conf units (1k, 5mb, 2gb...).
     Memory,
     Bool,
@@ -496,45 +500,40 @@ pub static SPECS: &[ConfigSpec] = &[
         true,
         "process title template: {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file} (stored only)",
     ),
-    inert(
+    spec(
         "unixsocket",
         "",
         Kind::Str,
         false,
-        "Unix socket listeners",
-        "path of a Unix socket to listen on besides TCP",
+        "path of a Unix socket to listen on besides TCP (\"\": none); its clients show as <path>:0",
     ),
-    inert(
+    spec(
         "unixsocketperm",
         "0",
-        Kind::Int { min: 0, max: 0o777 },
+        Kind::Octal { max: 0o777 },
         false,
-        "Unix socket listeners",
-        "permissions of the Unix socket (octal in redis.conf; Strata reads the number as written)",
+        "permissions of the Unix socket file, in octal (0: as the umask leaves them)",
     ),
-    inert(
+    spec(
         "supervised",
         "no",
         Kind::Enum(&["upstart", "systemd", "auto", "no"]),
         false,
-        "supervision notices (systemd/upstart)",
-        "tell a supervisor when the server is ready",
+        "tell a supervisor when the server is ready: systemd (sd_notify to $NOTIFY_SOCKET), upstart (SIGSTOP), auto (by the environment); a supervised server does not daemonize",
     ),
-    inert(
+    spec(
         "oom-score-adj",
         "no",
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         true,
-        "OOM score adjustment",
-        "adjust the process's Linux OOM score by oom-score-adj-values",
+        "set the process's Linux OOM score (/proc/self/oom_score_adj) from oom-score-adj-values: relative (yes) to the score it had, or absolute; no restores it",
     ),
-    inert(
+    spec(
         "oom-score-adj-values",
         "0 200 800",
         Kind::Str,
         true,
-        "OOM score adjustment",
-        "OOM score adjustments for master, replica and background child",
+        "OOM scores for a master, a replica (replicaof set) and a background child (Strata forks none)",
     ),
     spec(
         "daemonize",

@@ -105,6 +105,7 @@ pub(super) fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a
                 st.latency.clear();
                 st.errors.clear();
                 st.errors_untracked = 0;
+                crate::settings::reply_buffer::reset_counts();
                 for db in s.dbs_mut() {
                     db.reset_stats();
                 }

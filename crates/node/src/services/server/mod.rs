@@ -346,6 +346,7 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
 
 mod command;
 mod config_cmd;
+pub mod crash;
 mod databases;
 mod debug;
 mod info;
