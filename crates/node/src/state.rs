@@ -133,6 +133,8 @@ pub struct Session {
     pub prop_txn: u64,
     /// The place in that transaction of the command running now.
     pub prop_pos: u32,
+    /// The AOF loader's client: it runs while everyone else is answered -LOADING.
+    pub replaying: bool,
     /// Channels, patterns and shard channels subscribed to (see `crate::pubsub`).
     pub pubsub: crate::pubsub::Subscriptions,
     /// CLIENT TRACKING: the client's settings while tracking is on (see `crate::tracking`).
@@ -166,6 +168,7 @@ impl Session {
             txn_owner: None,
             prop_txn: 0,
             prop_pos: 0,
+            replaying: false,
             deferred: None,
             pubsub: Default::default(),
             tracking: None,

@@ -5,6 +5,7 @@
 //! spreads connections over threads), serves the connections it accepted, runs jobs other threads
 //! send to its inbox, and expires keys in the background. See docs/architecture.md.
 
+mod aof_load;
 pub mod conn;
 pub mod dispatch;
 mod moving;
@@ -207,13 +208,6 @@ pub fn run(config: Config) -> i32 {
     }
     // As Redis, a score the kernel refuses at start-up is logged and start-up goes on.
     let _ = config.apply_oom_score();
-    if config.get_bool("appendonly") {
-        if let Err(e) = strata_node::services::aof::start(&config) {
-            server_log!(Warning, "{e}");
-            pidfile.remove();
-            return 1;
-        }
-    }
     let databases = config.get_i64("databases") as usize;
     let (shards, inboxes) = ShardSet::new(threads);
     strata_shard::evict::set_shards(threads);
@@ -238,7 +232,8 @@ pub fn run(config: Config) -> i32 {
     persist::init(state.started_ms);
     // A dataset to load: clients are answered -LOADING from the first moment they can connect.
     let rdb = persist::rdb_path(&state.config);
-    if rdb.exists() {
+    let appendonly = state.config.get_bool("appendonly");
+    if rdb.exists() || appendonly {
         persist::mark_loading();
     }
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
@@ -283,7 +278,22 @@ pub fn run(config: Config) -> i32 {
         remove_socket();
         return 1;
     }
-    if !persist::load_at_startup(&state) {
+    // With the AOF on, the dataset is the AOF's (Redis's loadDataFromDisk); appending starts
+    // once it is loaded, so its replay is not appended again.
+    let loaded = if appendonly {
+        aof_load::load_at_startup(&state)
+            && match strata_node::services::aof::start(&state.config) {
+                Ok(()) => true,
+                Err(e) => {
+                    server_log!(Warning, "{e}");
+                    false
+                }
+            }
+    } else {
+        persist::load_at_startup(&state)
+    };
+    persist::end_loading();
+    if !loaded {
         pidfile.remove();
         remove_socket();
         return 1;

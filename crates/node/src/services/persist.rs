@@ -164,6 +164,12 @@ pub fn mark_loading() {
     set_gate(GATE_LOADING, true);
 }
 
+/// Ends a load begun with [`mark_loading`] that did not go through [`load_file`] (the AOF's).
+pub fn end_loading() {
+    PERSIST.loading.active.store(false, Ordering::SeqCst);
+    set_gate(GATE_LOADING, false);
+}
+
 /// Records the start time as the last save time (LASTSAVE before any save, as in Redis).
 pub fn init(started_ms: i64) {
     status().last_save = started_ms / 1000;

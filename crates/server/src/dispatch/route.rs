@@ -94,7 +94,7 @@ impl Batch<'_> {
             return reject(&cmd, OOM_ERROR.into());
         }
         // Loading, or writes refused after a failed background save: one load when neither.
-        if persist::gate() != 0 {
+        if persist::gate() != 0 && !self.session.replaying {
             if let Some(msg) = self.persist_refusal(&cmd) {
                 return reject(&cmd, msg.into());
             }
