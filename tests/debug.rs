@@ -447,12 +447,23 @@ fn debug_config_rewrite_force_all_writes_every_setting() {
     let mut c = s.conn();
     assert_eq!(c.call(&["DEBUG", "CONFIG-REWRITE-FORCE-ALL"]), b"+OK\r\n");
     let text = std::fs::read_to_string(&conf).unwrap();
-    for name in ["timeout 7", "hz 10", "maxmemory-policy noeviction", "oom-score-adj no"] {
+    for name in [
+        "timeout 7",
+        "hz 10",
+        "maxmemory-policy noeviction",
+        "oom-score-adj no",
+    ] {
         assert!(text.lines().any(|l| l == name), "{name}: {text}");
     }
     let again = Server::strata(&[conf.to_str().unwrap()]);
     let mut c2 = again.conn();
-    for name in ["timeout", "hz", "maxmemory-policy", "save", "client-output-buffer-limit"] {
+    for name in [
+        "timeout",
+        "hz",
+        "maxmemory-policy",
+        "save",
+        "client-output-buffer-limit",
+    ] {
         assert_eq!(
             c.call(&["CONFIG", "GET", name]),
             c2.call(&["CONFIG", "GET", name]),

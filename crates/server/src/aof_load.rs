@@ -56,9 +56,8 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, BadFormat> {
         *pos += end + 1;
         Some(l.strip_suffix(b"\r").unwrap_or(l))
     };
-    let number = |l: &[u8]| -> Option<usize> {
-        std::str::from_utf8(l).ok()?.trim().parse::<usize>().ok()
-    };
+    let number =
+        |l: &[u8]| -> Option<usize> { std::str::from_utf8(l).ok()?.trim().parse::<usize>().ok() };
     let truncated = loop {
         if pos >= bytes.len() {
             break false;
@@ -198,10 +197,7 @@ fn load_file(
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            server_log!(
-                Warning,
-                "Append only file {name} doesn't exist"
-            );
+            server_log!(Warning, "Append only file {name} doesn't exist");
             return Err(());
         }
         Err(e) => {
@@ -252,7 +248,10 @@ fn load_file(
     if parsed.truncated {
         if !truncated_ok || !last {
             if truncated_ok {
-                server_log!(Warning, "Fatal error: the truncated file is not the last file");
+                server_log!(
+                    Warning,
+                    "Fatal error: the truncated file is not the last file"
+                );
             } else {
                 server_log!(
                     Warning,
@@ -273,7 +272,10 @@ fn load_file(
         let cut = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .and_then(|f| f.set_len(parsed.valid_up_to as u64).and_then(|_| f.sync_all()));
+            .and_then(|f| {
+                f.set_len(parsed.valid_up_to as u64)
+                    .and_then(|_| f.sync_all())
+            });
         if let Err(e) = cut {
             server_log!(Warning, "Error truncating the AOF file {name}: {e}");
             return Err(());
@@ -376,7 +378,10 @@ mod tests {
     #[test]
     fn reads_commands_and_annotations() {
         let p = parse(FILE).unwrap();
-        assert_eq!(words(&p), ["SELECT 0", "set a 1", "MULTI", "incr a", "EXEC"]);
+        assert_eq!(
+            words(&p),
+            ["SELECT 0", "set a 1", "MULTI", "incr a", "EXEC"]
+        );
         assert!(!p.truncated);
         assert_eq!(p.valid_up_to, FILE.len());
     }

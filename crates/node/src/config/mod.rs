@@ -1077,7 +1077,8 @@ mod tests {
         let text = c.rewritten("", true);
         for spec in SPECS {
             assert!(
-                text.lines().any(|l| l.starts_with(&format!("{} ", spec.name))),
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{} ", spec.name))),
                 "{} not written",
                 spec.name
             );
@@ -1087,7 +1088,10 @@ mod tests {
         for spec in SPECS {
             assert_eq!(back.get(spec.name), c.get(spec.name), "{}", spec.name);
         }
-        assert_eq!(Config::default().rewrite_force_all(), Err("Bad address".into()));
+        assert_eq!(
+            Config::default().rewrite_force_all(),
+            Err("Bad address".into())
+        );
     }
 
     #[test]
