@@ -144,8 +144,58 @@ const SCRIPT: &[&[&str]] = &[
     &["exec"],
     &["expire", "t1", "-1"],
     &["set", "e", "1", "px", "1"],
+    &["rpush", "bl", "a", "b", "c", "d", "e", "f"],
+    &["blpop", "bl", "0"],
+    &["brpop", "nokey", "bl", "0"],
+    &["blmove", "bl", "bl2", "LEFT", "RIGHT", "0"],
+    &["brpoplpush", "bl", "bl2", "0"],
+    &["zadd", "bz", "1", "a", "2", "b", "3", "c", "4", "d"],
+    &["bzpopmin", "bz", "0"],
+    &["bzpopmax", "bz", "0"],
+    &["blmpop", "0", "1", "bl", "left", "count", "5"],
+    &["bzmpop", "0", "1", "bz", "min", "count", "1"],
+    &["lmpop", "1", "bl2", "right"],
+    &["zmpop", "1", "bz", "max"],
     &["flushall"],
 ];
+
+/// Blocked clients served by a later push: BLPOP as LPOP, BLMOVE as LMOVE (its keys on one shard
+/// or two), BZPOPMIN as ZPOPMIN, BLMPOP as LPOP with the count popped.
+const SERVED: &[(&[&str], &[&str])] = &[
+    (&["blpop", "w1", "5"], &["rpush", "w1", "x", "y"]),
+    (
+        &["blmove", "w2", "w3", "RIGHT", "LEFT", "5"],
+        &["rpush", "w2", "x", "y"],
+    ),
+    (
+        &["blmove", "{w4}a", "{w4}b", "LEFT", "LEFT", "5"],
+        &["rpush", "{w4}a", "x"],
+    ),
+    (
+        &["bzpopmin", "w5", "5"],
+        &["zadd", "w5", "1", "x", "2", "y"],
+    ),
+    (
+        &["blmpop", "5", "1", "w6", "left", "count", "5"],
+        &["rpush", "w6", "x", "y"],
+    ),
+];
+
+fn serve_blocked(server: &Server) {
+    let mut c = server.conn();
+    for (block, push) in SERVED {
+        let mut w = server.conn();
+        w.send(block);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while c.info_u64("clients", "blocked_clients") == 0 {
+            assert!(Instant::now() < deadline, "{block:?} did not block");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        c.call(push);
+        let r = w.read_reply();
+        assert!(!r.starts_with(b"*-1"), "{block:?} was not served");
+    }
+}
 
 #[test]
 fn aof_content_matches_redis() {
@@ -162,6 +212,7 @@ fn aof_content_matches_redis() {
             }
             c.call(cmd);
         }
+        serve_blocked(server);
     }
     let r = wait_for_len(redis.dir(), 1000);
     let s = wait_for_len(strata.dir(), r.len());
