@@ -88,6 +88,38 @@ pub fn stats() -> AofStats {
     lock(&STATS).clone()
 }
 
+/// INFO persistence's AOF fields, in Redis 7.0's order (the size fields only while it is on).
+pub fn info_fields() -> Vec<(&'static str, String)> {
+    let on = enabled();
+    let st = stats();
+    let mut v: Vec<(&'static str, String)> = vec![
+        ("aof_enabled", u8::from(on).to_string()),
+        ("aof_rewrite_in_progress", "0".into()),
+        ("aof_rewrite_scheduled", "0".into()),
+        ("aof_last_rewrite_time_sec", "-1".into()),
+        ("aof_current_rewrite_time_sec", "-1".into()),
+        ("aof_last_bgrewrite_status", "ok".into()),
+        ("aof_rewrites", "0".into()),
+        ("aof_rewrites_consecutive_failures", "0".into()),
+        (
+            "aof_last_write_status",
+            if st.last_write_ok { "ok" } else { "err" }.into(),
+        ),
+        ("aof_last_cow_size", "0".into()),
+        ("module_fork_in_progress", "0".into()),
+        ("module_fork_last_cow_size", "0".into()),
+    ];
+    if on {
+        v.push(("aof_current_size", st.current_size.to_string()));
+        v.push(("aof_base_size", st.base_size.to_string()));
+        v.push(("aof_pending_rewrite", "0".into()));
+        v.push(("aof_buffer_length", "0".into()));
+        v.push(("aof_pending_bio_fsync", "0".into()));
+        v.push(("aof_delayed_fsync", st.delayed_fsync.to_string()));
+    }
+    v
+}
+
 /// Resolves once every record numbered below `mark` (a [`propagate::current`] read after the
 /// writes) is written and synced.
 pub fn durable(mark: u64) -> Durable {

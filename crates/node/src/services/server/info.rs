@@ -347,10 +347,9 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                     "{}",
                     p.loading_loaded_keys
                 );
-                field!(out, "aof_enabled", "0");
-                field!(out, "aof_rewrite_in_progress", "0");
-                field!(out, "aof_last_bgrewrite_status", "ok");
-                field!(out, "aof_last_write_status", "ok");
+                for (name, value) in crate::services::aof::info_fields() {
+                    field!(out, name, "{value}");
+                }
             }
             "stats" => {
                 section(&mut out, "Stats");
