@@ -537,6 +537,11 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
             crate::log::Level::parse(value).unwrap_or(crate::log::Level::Notice),
         ),
         "crash-log-enabled" => crate::log::set_crash_log(value == "yes"),
+        "appendfsync" => crate::settings::set_aof_fsync(match value {
+            "always" => 2,
+            "no" => 0,
+            _ => 1,
+        }),
         _ => {}
     }
 }

@@ -174,8 +174,9 @@ pub static SPECS: &[ConfigSpec] = &[
         "appendonly",
         "no",
         Kind::Bool,
-        true,
-        "append-only file",
+        // At run time Redis writes a base from the running dataset first: not yet in Strata.
+        false,
+        "append-only file (start-up only in Strata so far)",
     ),
     spec(
         "maxmemory",
@@ -700,12 +701,11 @@ pub static SPECS: &[ConfigSpec] = &[
         "persistence",
         "keep history AOF files",
     ),
-    inert(
+    spec(
         "aof-load-truncated",
         "yes",
         Kind::Bool,
         true,
-        "persistence",
         "load an AOF whose tail is truncated",
     ),
     inert(

@@ -17,7 +17,7 @@ use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -28,8 +28,6 @@ use strata_shard::propagate::{self, Stream};
 use crate::config::Config;
 use crate::server_log;
 
-/// `appendfsync`: 0 no, 1 everysec, 2 always.
-static FSYNC: AtomicU8 = AtomicU8::new(1);
 /// Every record numbered below it is written (and, per the policy, synced).
 static DURABLE: AtomicU64 = AtomicU64::new(0);
 /// Whether the writer runs.
@@ -61,21 +59,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Applies `appendfsync`.
-pub fn set_fsync_policy(policy: &str) {
-    let v = match policy {
-        "always" => 2,
-        "no" => 0,
-        _ => 1,
-    };
-    FSYNC.store(v, Ordering::Relaxed);
-}
-
 /// Whether replies wait for their writes to be on disk (`appendonly yes` and `appendfsync
 /// always`).
 #[inline]
 pub fn sync_replies() -> bool {
-    RUNNING.load(Ordering::Relaxed) && FSYNC.load(Ordering::Relaxed) == 2
+    RUNNING.load(Ordering::Relaxed) && crate::settings::aof_fsync() == 2
 }
 
 /// Whether the AOF is on.
@@ -262,7 +250,6 @@ fn write_manifest(dir: &Path, name: &str, m: &Manifest) -> std::io::Result<()> {
 /// Starts appending: opens (or creates, with an empty base) the directory's files and starts the
 /// writer. From here on every write is propagated to it.
 pub fn start(config: &Config) -> Result<(), String> {
-    set_fsync_policy(&config.get("appendfsync").unwrap_or_default());
     let (dir, name) = paths(config);
     std::fs::create_dir_all(&dir).map_err(|e| {
         format!(
@@ -358,7 +345,7 @@ fn writer(mut file: File) {
             buf.clear();
             unsynced = true;
         }
-        let policy = FSYNC.load(Ordering::Relaxed);
+        let policy = crate::settings::aof_fsync();
         if unsynced
             && (policy == 2 || (policy == 1 && last_sync.elapsed() >= Duration::from_secs(1)))
         {
