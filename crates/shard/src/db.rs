@@ -1580,7 +1580,7 @@ impl Db {
         self.hooks.emit_all(EventKind::Flushed, keys as u64);
         // A running snapshot not done with this database walks the flushed table before it goes.
         let table = match &mut self.snap {
-            Some(s) if !s.walked && table.len() > 0 => {
+            Some(s) if !s.walked && !table.is_empty() => {
                 s.detached.push((table, 0));
                 None
             }
