@@ -282,8 +282,12 @@ mod tests {
     }
 
     fn set(s: &mut Shard, db: usize, k: &str, v: &str) {
-        s.db_mut(db)
-            .set(k.as_bytes(), Value::Str(Bytes::from(v.to_string())), None, 1);
+        s.db_mut(db).set(
+            k.as_bytes(),
+            Value::Str(Bytes::from(v.to_string())),
+            None,
+            1,
+        );
     }
 
     /// Steps the snapshot to its end, running `between(step)` after each step; returns what the
@@ -330,13 +334,20 @@ mod tests {
             .set(b"dead", Value::Str(Bytes::from("x")), Some(5), 1);
         let sink = Sink::new(1, 3);
         assert!(s.snapshot_start(sink.clone(), encoder(), 10));
-        assert!(!s.snapshot_start(sink.clone(), encoder(), 10), "one at a time");
+        assert!(
+            !s.snapshot_start(sink.clone(), encoder(), 10),
+            "one at a time"
+        );
         let got = run(&mut s, &sink, |s, step| {
             // Overwrite, delete, change in place, TTL, new keys, a swap and a flush mid-walk.
             let i = (step * 37) % n;
             set(s, 0, &format!("k{i}"), "new");
-            s.db_mut(0).delete(format!("k{}", (i + 1) % n).as_bytes(), 11);
-            if let Some(mut e) = s.db_mut(0).modify(format!("k{}", (i + 2) % n).as_bytes(), 11) {
+            s.db_mut(0)
+                .delete(format!("k{}", (i + 1) % n).as_bytes(), 11);
+            if let Some(mut e) = s
+                .db_mut(0)
+                .modify(format!("k{}", (i + 2) % n).as_bytes(), 11)
+            {
                 e.set_value(Value::Str(Bytes::from("changed")));
             }
             s.db_mut(0)
