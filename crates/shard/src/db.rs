@@ -1661,10 +1661,10 @@ impl Db {
                 None
             } else {
                 let start = *at;
-                let (encode, t0, buf, n) = (&s.encode, s.t0, &mut s.buf, &mut s.keys);
+                let (encode, buf, n) = (&s.encode, &mut s.buf, &mut s.keys);
                 table.visit(start, keys.max(1), |e| {
                     seen += 1;
-                    if e.snap_mark() != parity && e.expire().is_none_or(|at| at > t0) {
+                    if e.snap_mark() != parity {
                         encode(buf, e);
                         *n += 1;
                     }
@@ -1683,12 +1683,12 @@ impl Db {
         }
         loop {
             let s = self.snap.as_mut().expect("checked above");
-            let (encode, t0) = (&s.encode, s.t0);
+            let encode = &s.encode;
             let (buf, n) = (&mut s.buf, &mut s.keys);
             s.cursor = self.dict.scan_mut(s.cursor, |e| {
                 seen += 1;
                 if e.snap_mark() != parity {
-                    if !cancelled && e.expire().is_none_or(|at| at > t0) {
+                    if !cancelled {
                         encode(buf, e);
                         *n += 1;
                     }

@@ -9,8 +9,8 @@
 //!
 //! **Walk.** The writer (a thread of its own) posts [`Shard::snapshot_step`] jobs to the shard. A
 //! step walks a bounded number of keys of the current database with the table's SCAN cursor (which
-//! visits every key present throughout), encodes each unsaved one alive at the start time (one
-//! with a TTL already passed then is absent at that moment) with the snapshot's [`Encoder`], marks
+//! visits every key present throughout), encodes each unsaved one (a key whose TTL has passed but
+//! which is still stored is written too, as Redis does) with the snapshot's [`Encoder`], marks
 //! it saved, and moves the bytes to the [`Sink`]. Between steps the shard serves its clients.
 //!
 //! **Copy-on-write, per key.** Before the write path changes or removes an unsaved key (`Db`'s
@@ -144,8 +144,6 @@ impl Sink {
 
 /// One database's part of a running snapshot (see the module docs).
 pub(crate) struct DbSnap {
-    /// The start time: a key whose TTL had passed by then is not in the snapshot.
-    pub t0: i64,
     pub encode: Encoder,
     pub cancelled: Arc<AtomicBool>,
     /// Records encoded and not yet handed to the sink, and how many keys they hold.
@@ -162,13 +160,12 @@ pub(crate) struct DbSnap {
 }
 
 impl DbSnap {
-    /// Encodes `e` if it is unsaved (its mark differs from `parity`) and was alive at the start.
+    /// Encodes `e` if it is unsaved (its mark differs from `parity`). Keys whose TTL has passed
+    /// but which are still stored are written too, as Redis writes them (a master skips them on
+    /// load).
     #[inline]
     pub fn save(&mut self, parity: bool, e: &Entry) {
-        if e.snap_mark() != parity
-            && e.expire().is_none_or(|at| at > self.t0)
-            && !self.cancelled.load(Ordering::Relaxed)
-        {
+        if e.snap_mark() != parity && !self.cancelled.load(Ordering::Relaxed) {
             let before = self.buf.len();
             (self.encode)(&mut self.buf, e);
             self.keys += 1;
@@ -188,7 +185,7 @@ impl crate::Shard {
     /// Starts a snapshot of every database of this shard at this moment (see the module docs).
     /// Returns false (and does nothing) if one is already running here. Records the databases'
     /// sizes in the sink for RESIZEDB.
-    pub fn snapshot_start(&mut self, sink: Arc<Sink>, encode: Encoder, t0: i64) -> bool {
+    pub fn snapshot_start(&mut self, sink: Arc<Sink>, encode: Encoder) -> bool {
         if self.snapshot.is_some() {
             return false;
         }
@@ -199,7 +196,6 @@ impl crate::Shard {
             .collect();
         for db in &mut self.dbs {
             db.snap_begin(DbSnap {
-                t0,
                 encode: encode.clone(),
                 cancelled: sink.cancelled.clone(),
                 buf: Vec::new(),
@@ -333,11 +329,8 @@ mod tests {
         s.db_mut(0)
             .set(b"dead", Value::Str(Bytes::from("x")), Some(5), 1);
         let sink = Sink::new(1, 3);
-        assert!(s.snapshot_start(sink.clone(), encoder(), 10));
-        assert!(
-            !s.snapshot_start(sink.clone(), encoder(), 10),
-            "one at a time"
-        );
+        assert!(s.snapshot_start(sink.clone(), encoder()));
+        assert!(!s.snapshot_start(sink.clone(), encoder()), "one at a time");
         let got = run(&mut s, &sink, |s, step| {
             // Overwrite, delete, change in place, TTL, new keys, a swap and a flush mid-walk.
             let i = (step * 37) % n;
@@ -360,7 +353,7 @@ mod tests {
                 drop(s.flush(&[0]));
             }
         });
-        assert_eq!(got.len(), n + 2, "every key alive at the start, once");
+        assert_eq!(got.len(), n + 3, "every key stored at the start, once");
         for i in 0..n {
             assert_eq!(got[&(0, format!("k{i}"))], "old", "k{i}");
         }
@@ -370,7 +363,7 @@ mod tests {
         assert!(sink.lock().shards[0].cow_bytes > 0);
         // The next snapshot sees the current state (the marks are consistent again).
         let sink = Sink::new(1, 3);
-        assert!(s.snapshot_start(sink.clone(), encoder(), 12));
+        assert!(s.snapshot_start(sink.clone(), encoder()));
         let got = run(&mut s, &sink, |_, _| {});
         assert_eq!(got.len(), s.dbs().iter().map(|d| d.len()).sum::<usize>());
         assert_eq!(got[&(1, "in2".into())], "two");
@@ -383,14 +376,14 @@ mod tests {
             set(&mut s, 0, &format!("k{i}"), "v");
         }
         let sink = Sink::new(1, 1);
-        assert!(s.snapshot_start(sink.clone(), encoder(), 10));
+        assert!(s.snapshot_start(sink.clone(), encoder()));
         s.snapshot_step();
         sink.cancel();
         sink.lock().shards[0].chunks[0].clear();
         let got = run(&mut s, &sink, |s, step| set(s, 0, &format!("k{step}"), "w"));
         assert!(got.is_empty());
         let sink = Sink::new(1, 1);
-        assert!(s.snapshot_start(sink.clone(), encoder(), 10));
+        assert!(s.snapshot_start(sink.clone(), encoder()));
         assert_eq!(run(&mut s, &sink, |_, _| {}).len(), 5000);
     }
 }

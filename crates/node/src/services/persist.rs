@@ -124,6 +124,9 @@ pub struct Loading {
     pub total_bytes: AtomicU64,
     pub loaded_bytes: AtomicU64,
     pub loaded_keys: AtomicU64,
+    /// The last load's counts (`rdb_last_load_keys_loaded`, `rdb_last_load_keys_expired`).
+    pub last_loaded: AtomicU64,
+    pub last_expired: AtomicU64,
 }
 
 struct Persist {
@@ -278,11 +281,10 @@ pub async fn start(
     let dbs: Vec<u32> = (0..ndb as u32).collect();
     let lock = shards.lock_dbs_as(owner, &dbs, Mode::Exclusive).await;
     let encode = encoder(&server.config);
-    let t0 = now_ms();
     let parts = lock.shards().map(|shard| {
         let (sink, encode) = (sink.clone(), encode.clone());
         lock.run(shard, move |s| {
-            s.snapshot_start(sink, encode, t0);
+            s.snapshot_start(sink, encode);
             s.dbs().iter().map(|d| d.dirty()).sum::<u64>()
         })
     });
@@ -850,6 +852,8 @@ fn load_from<R: io::Read>(server: &Arc<ServerState>, input: R) -> Result<Loaded,
     while in_flight.load(Ordering::Acquire) > 0 {
         std::thread::sleep(Duration::from_micros(200));
     }
+    loading().last_loaded.store(keys, Ordering::Relaxed);
+    loading().last_expired.store(expired, Ordering::Relaxed);
     Ok(Loaded { keys, expired })
 }
 

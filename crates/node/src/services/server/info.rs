@@ -134,6 +134,8 @@ pub struct PersistInfo {
     pub current_bgsave_time_sec: i64,
     pub saves: u64,
     pub last_cow_size: u64,
+    pub last_load_loaded: u64,
+    pub last_load_expired: u64,
 }
 
 /// CPU seconds from getrusage(2): the process and its waited-for children.
@@ -338,13 +340,8 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 );
                 field!(out, "rdb_saves", "{}", p.saves);
                 field!(out, "rdb_last_cow_size", "{}", p.last_cow_size);
-                field!(out, "rdb_last_load_keys_expired", "0");
-                field!(
-                    out,
-                    "rdb_last_load_keys_loaded",
-                    "{}",
-                    p.loading_loaded_keys
-                );
+                field!(out, "rdb_last_load_keys_expired", "{}", p.last_load_expired);
+                field!(out, "rdb_last_load_keys_loaded", "{}", p.last_load_loaded);
                 field!(out, "aof_enabled", "0");
                 field!(out, "aof_rewrite_in_progress", "0");
                 field!(out, "aof_last_bgrewrite_status", "ok");
@@ -813,6 +810,8 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
                 .map_or(-1, |r| (now - r.started_ms) / 1000),
             saves: st.saves,
             last_cow_size: st.last_cow_bytes,
+            last_load_loaded: l.last_loaded.load(Ordering::Relaxed),
+            last_load_expired: l.last_expired.load(Ordering::Relaxed),
         };
     }
     d.replid = replid();
