@@ -56,7 +56,11 @@ fn set_gate(bit: u8, on: bool) {
 pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory";
 
 /// Bytes of encoded records the shards may hold ahead of the writer (per shard).
-pub const PENDING_MAX: usize = 8 << 20;
+pub const PENDING_MAX: usize = 2 << 20;
+
+/// [`PENDING_MAX`] under `rdb-key-save-delay` (a writer made slow on purpose, as by a slow disk):
+/// the walk stays close to it, so the keys written meanwhile are still unsaved and copied.
+pub const PENDING_MAX_DELAYED: usize = 64 << 10;
 
 /// The redis-ver aux field: the version whose format this is (redis-server 7.0 checks it).
 pub const REDIS_VER: &str = "7.0.15";
@@ -110,6 +114,10 @@ pub struct Running {
     pub kind: Kind,
     pub dirty: u64,
     pub sink: Arc<Sink>,
+    /// Keys written to the file so far, and in the dataset at the start
+    /// (`current_save_keys_processed`, `current_save_keys_total`).
+    pub keys_done: Arc<AtomicU64>,
+    pub keys_total: u64,
     /// Stopped on purpose (FLUSHALL, shutdown), as Redis kills its child: not an error.
     pub killed: bool,
     /// Callers waiting for the end (SAVE, shutdown...).
@@ -274,6 +282,8 @@ pub async fn start(
             kind,
             dirty: 0,
             sink: sink.clone(),
+            keys_done: Arc::new(AtomicU64::new(0)),
+            keys_total: 0,
             killed: false,
             waiters: vec![tx],
         });
@@ -290,9 +300,20 @@ pub async fn start(
     });
     let dirty: u64 = join_all(parts).await.into_iter().sum();
     lock.release();
-    if let Some(r) = status().running.as_mut() {
-        r.dirty = dirty;
-    }
+    let keys_total: u64 = sink
+        .lock()
+        .shards
+        .iter()
+        .flat_map(|s| s.sizes.iter().map(|z| z.0))
+        .sum();
+    let keys_done = match status().running.as_mut() {
+        Some(r) => {
+            r.dirty = dirty;
+            r.keys_total = keys_total;
+            r.keys_done.clone()
+        }
+        None => Arc::new(AtomicU64::new(0)),
+    };
     let job = WriteJob {
         sink,
         shards,
@@ -303,6 +324,7 @@ pub async fn start(
             checksum: server.config.get_bool("rdbchecksum"),
         },
         key_delay_us: server.config.get_i64("rdb-key-save-delay"),
+        keys_done,
         kind,
     };
     let spawned = std::thread::Builder::new()
@@ -394,6 +416,7 @@ struct WriteJob {
     path: PathBuf,
     opts: WriteOptions,
     key_delay_us: i64,
+    keys_done: Arc<AtomicU64>,
     kind: Kind,
 }
 
@@ -503,6 +526,7 @@ impl WriteJob {
                 for (c, n) in &chunks {
                     w.records(c)?;
                     self.delay(*n)?;
+                    self.keys_done.fetch_add(*n as u64, Ordering::Relaxed);
                 }
                 if finished && chunks.is_empty() {
                     break;
@@ -554,6 +578,11 @@ impl WriteJob {
     /// Posts walk steps where needed and takes the chunks of database `db` that are ready
     /// (waiting a little if none is). Returns them with whether every shard has walked `db`.
     fn next_chunks(&self, db: usize) -> (Vec<(Vec<u8>, usize)>, bool) {
+        let limit = if self.key_delay_us > 0 {
+            PENDING_MAX_DELAYED
+        } else {
+            PENDING_MAX
+        };
         let mut st = self.sink.lock();
         loop {
             let mut post = Vec::new();
@@ -563,7 +592,7 @@ impl WriteJob {
                 } else {
                     s.chunks[db].iter().map(|c| c.0.len()).sum()
                 };
-                if !s.done && !s.busy && ahead < PENDING_MAX {
+                if !s.done && !s.busy && ahead < limit {
                     s.busy = true;
                     post.push(i);
                 }

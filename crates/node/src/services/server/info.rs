@@ -136,6 +136,10 @@ pub struct PersistInfo {
     pub last_cow_size: u64,
     pub last_load_loaded: u64,
     pub last_load_expired: u64,
+    /// The running save: copy-on-write bytes so far, keys written, keys at the start.
+    pub current_cow: u64,
+    pub current_keys_done: u64,
+    pub current_keys_total: u64,
 }
 
 /// CPU seconds from getrusage(2): the process and its waited-for children.
@@ -298,12 +302,17 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 let p = &d.persist;
                 field!(out, "loading", "{}", u8::from(p.loading));
                 field!(out, "async_loading", "0");
-                field!(out, "current_cow_peak", "0");
-                field!(out, "current_cow_size", "0");
+                field!(out, "current_cow_peak", "{}", p.current_cow);
+                field!(out, "current_cow_size", "{}", p.current_cow);
                 field!(out, "current_cow_size_age", "0");
-                field!(out, "current_fork_perc", "0.00");
-                field!(out, "current_save_keys_processed", "0");
-                field!(out, "current_save_keys_total", "0");
+                let perc = if p.current_keys_total > 0 {
+                    p.current_keys_done as f64 * 100.0 / p.current_keys_total as f64
+                } else {
+                    0.0
+                };
+                field!(out, "current_fork_perc", "{perc:.2}");
+                field!(out, "current_save_keys_processed", "{}", p.current_keys_done);
+                field!(out, "current_save_keys_total", "{}", p.current_keys_total);
                 if p.loading {
                     field!(out, "loading_start_time", "{}", p.loading_start_time);
                     field!(out, "loading_total_bytes", "{}", p.loading_total_bytes);
@@ -811,6 +820,14 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
             saves: st.saves,
             last_cow_size: st.last_cow_bytes,
             last_load_loaded: l.last_loaded.load(Ordering::Relaxed),
+            current_cow: st.running.as_ref().map_or(0, |r| {
+                r.sink.lock().shards.iter().map(|s| s.cow_bytes).sum()
+            }),
+            current_keys_done: st
+                .running
+                .as_ref()
+                .map_or(0, |r| r.keys_done.load(Ordering::Relaxed)),
+            current_keys_total: st.running.as_ref().map_or(0, |r| r.keys_total),
             last_load_expired: l.last_expired.load(Ordering::Relaxed),
         };
     }
