@@ -1598,7 +1598,7 @@ impl Db {
         self.hooks.emit_all(EventKind::Flushed, keys as u64);
         // A running snapshot not done with this database walks the flushed table before it goes.
         let table = match &mut self.snap {
-            Some(s) if !s.walked && table.len() > 0 => {
+            Some(s) if !s.walked && !table.is_empty() => {
                 s.detached.push((table, 0));
                 None
             }
@@ -1679,10 +1679,10 @@ impl Db {
                 None
             } else {
                 let start = *at;
-                let (encode, t0, buf, n) = (&s.encode, s.t0, &mut s.buf, &mut s.keys);
+                let (encode, buf, n) = (&s.encode, &mut s.buf, &mut s.keys);
                 table.visit(start, keys.max(1), |e| {
                     seen += 1;
-                    if e.snap_mark() != parity && e.expire().is_none_or(|at| at > t0) {
+                    if e.snap_mark() != parity {
                         encode(buf, e);
                         *n += 1;
                     }
@@ -1701,12 +1701,12 @@ impl Db {
         }
         loop {
             let s = self.snap.as_mut().expect("checked above");
-            let (encode, t0) = (&s.encode, s.t0);
+            let encode = &s.encode;
             let (buf, n) = (&mut s.buf, &mut s.keys);
             s.cursor = self.dict.scan_mut(s.cursor, |e| {
                 seen += 1;
                 if e.snap_mark() != parity {
-                    if !cancelled && e.expire().is_none_or(|at| at > t0) {
+                    if !cancelled {
                         encode(buf, e);
                         *n += 1;
                     }

@@ -9,8 +9,8 @@
 //!
 //! **Walk.** The writer (a thread of its own) posts [`Shard::snapshot_step`] jobs to the shard. A
 //! step walks a bounded number of keys of the current database with the table's SCAN cursor (which
-//! visits every key present throughout), encodes each unsaved one alive at the start time (one
-//! with a TTL already passed then is absent at that moment) with the snapshot's [`Encoder`], marks
+//! visits every key present throughout), encodes each unsaved one (a key whose TTL has passed but
+//! which is still stored is written too, as Redis does) with the snapshot's [`Encoder`], marks
 //! it saved, and moves the bytes to the [`Sink`]. Between steps the shard serves its clients.
 //!
 //! **Copy-on-write, per key.** Before the write path changes or removes an unsaved key (`Db`'s
@@ -144,8 +144,6 @@ impl Sink {
 
 /// One database's part of a running snapshot (see the module docs).
 pub(crate) struct DbSnap {
-    /// The start time: a key whose TTL had passed by then is not in the snapshot.
-    pub t0: i64,
     pub encode: Encoder,
     pub cancelled: Arc<AtomicBool>,
     /// Records encoded and not yet handed to the sink, and how many keys they hold.
@@ -162,13 +160,12 @@ pub(crate) struct DbSnap {
 }
 
 impl DbSnap {
-    /// Encodes `e` if it is unsaved (its mark differs from `parity`) and was alive at the start.
+    /// Encodes `e` if it is unsaved (its mark differs from `parity`). Keys whose TTL has passed
+    /// but which are still stored are written too, as Redis writes them (a master skips them on
+    /// load).
     #[inline]
     pub fn save(&mut self, parity: bool, e: &Entry) {
-        if e.snap_mark() != parity
-            && e.expire().is_none_or(|at| at > self.t0)
-            && !self.cancelled.load(Ordering::Relaxed)
-        {
+        if e.snap_mark() != parity && !self.cancelled.load(Ordering::Relaxed) {
             let before = self.buf.len();
             (self.encode)(&mut self.buf, e);
             self.keys += 1;
@@ -188,7 +185,7 @@ impl crate::Shard {
     /// Starts a snapshot of every database of this shard at this moment (see the module docs).
     /// Returns false (and does nothing) if one is already running here. Records the databases'
     /// sizes in the sink for RESIZEDB.
-    pub fn snapshot_start(&mut self, sink: Arc<Sink>, encode: Encoder, t0: i64) -> bool {
+    pub fn snapshot_start(&mut self, sink: Arc<Sink>, encode: Encoder) -> bool {
         if self.snapshot.is_some() {
             return false;
         }
@@ -199,7 +196,6 @@ impl crate::Shard {
             .collect();
         for db in &mut self.dbs {
             db.snap_begin(DbSnap {
-                t0,
                 encode: encode.clone(),
                 cancelled: sink.cancelled.clone(),
                 buf: Vec::new(),
@@ -253,5 +249,141 @@ impl crate::Shard {
             self.snapshot = None;
         }
         sink.report(self.id, chunks, cow, walked, done);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+    use strata_core::{Value, ValueRef};
+
+    use super::*;
+    use crate::Shard;
+
+    /// Records as "db\0key\0value\n" (the test's encoder); the database comes from the sink.
+    fn encoder() -> Encoder {
+        Arc::new(|out: &mut Vec<u8>, e: &Entry| {
+            let v = match e.value() {
+                ValueRef::Inline(s) => s.to_vec(),
+                ValueRef::Int(i) => i.to_string().into_bytes(),
+                ValueRef::Obj(_) => b"obj".to_vec(),
+            };
+            out.extend_from_slice(e.key());
+            out.push(0);
+            out.extend_from_slice(&v);
+            out.push(b'\n');
+        })
+    }
+
+    fn set(s: &mut Shard, db: usize, k: &str, v: &str) {
+        s.db_mut(db).set(
+            k.as_bytes(),
+            Value::Str(Bytes::from(v.to_string())),
+            None,
+            1,
+        );
+    }
+
+    /// Steps the snapshot to its end, running `between(step)` after each step; returns what the
+    /// sink got, per (db, key).
+    fn run(
+        s: &mut Shard,
+        sink: &Arc<Sink>,
+        mut between: impl FnMut(&mut Shard, usize),
+    ) -> BTreeMap<(usize, String), String> {
+        let mut step = 0;
+        while s.snapshot_running() {
+            s.snapshot_step();
+            between(s, step);
+            step += 1;
+        }
+        let mut out = BTreeMap::new();
+        let st = sink.lock();
+        for (db, q) in st.shards[0].chunks.iter().enumerate() {
+            for (c, _) in q {
+                for rec in c.split(|&b| b == b'\n').filter(|r| !r.is_empty()) {
+                    let mut p = rec.splitn(2, |&b| b == 0);
+                    let k = String::from_utf8_lossy(p.next().unwrap()).into_owned();
+                    let v = String::from_utf8_lossy(p.next().unwrap()).into_owned();
+                    assert!(
+                        out.insert((db, k.clone()), v).is_none(),
+                        "{k} written twice"
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_write_during_the_walk_leaves_the_starting_state_in_the_snapshot() {
+        let mut s = Shard::new(0, 3);
+        let n = 10_000;
+        for i in 0..n {
+            set(&mut s, 0, &format!("k{i}"), "old");
+        }
+        set(&mut s, 1, "in1", "one");
+        set(&mut s, 2, "in2", "two");
+        s.db_mut(0)
+            .set(b"dead", Value::Str(Bytes::from("x")), Some(5), 1);
+        let sink = Sink::new(1, 3);
+        assert!(s.snapshot_start(sink.clone(), encoder()));
+        assert!(!s.snapshot_start(sink.clone(), encoder()), "one at a time");
+        let got = run(&mut s, &sink, |s, step| {
+            // Overwrite, delete, change in place, TTL, new keys, a swap and a flush mid-walk.
+            let i = (step * 37) % n;
+            set(s, 0, &format!("k{i}"), "new");
+            s.db_mut(0)
+                .delete(format!("k{}", (i + 1) % n).as_bytes(), 11);
+            if let Some(mut e) = s
+                .db_mut(0)
+                .modify(format!("k{}", (i + 2) % n).as_bytes(), 11)
+            {
+                e.set_value(Value::Str(Bytes::from("changed")));
+            }
+            s.db_mut(0)
+                .set_expire(format!("k{}", (i + 3) % n).as_bytes(), Some(999), 11);
+            set(s, 0, &format!("fresh{step}"), "new");
+            if step == 1 {
+                s.swap_dbs(1, 2, true);
+            }
+            if step == 2 {
+                drop(s.flush(&[0]));
+            }
+        });
+        assert_eq!(got.len(), n + 3, "every key stored at the start, once");
+        for i in 0..n {
+            assert_eq!(got[&(0, format!("k{i}"))], "old", "k{i}");
+        }
+        assert_eq!(got[&(1, "in1".into())], "one");
+        assert_eq!(got[&(2, "in2".into())], "two");
+        assert!(sink.lock().shards[0].done);
+        assert!(sink.lock().shards[0].cow_bytes > 0);
+        // The next snapshot sees the current state (the marks are consistent again).
+        let sink = Sink::new(1, 3);
+        assert!(s.snapshot_start(sink.clone(), encoder()));
+        let got = run(&mut s, &sink, |_, _| {});
+        assert_eq!(got.len(), s.dbs().iter().map(|d| d.len()).sum::<usize>());
+        assert_eq!(got[&(1, "in2".into())], "two");
+    }
+
+    #[test]
+    fn a_cancelled_snapshot_writes_nothing_and_the_next_one_is_whole() {
+        let mut s = Shard::new(0, 1);
+        for i in 0..5000 {
+            set(&mut s, 0, &format!("k{i}"), "v");
+        }
+        let sink = Sink::new(1, 1);
+        assert!(s.snapshot_start(sink.clone(), encoder()));
+        s.snapshot_step();
+        sink.cancel();
+        sink.lock().shards[0].chunks[0].clear();
+        let got = run(&mut s, &sink, |s, step| set(s, 0, &format!("k{step}"), "w"));
+        assert!(got.is_empty());
+        let sink = Sink::new(1, 1);
+        assert!(s.snapshot_start(sink.clone(), encoder()));
+        assert_eq!(run(&mut s, &sink, |_, _| {}).len(), 5000);
     }
 }

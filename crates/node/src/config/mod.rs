@@ -953,7 +953,7 @@ mod tests {
         .unwrap();
         assert_eq!(c2.get("save").as_deref(), Some("60 1 10 2"));
         let inert: Vec<_> = c2.inert_settings().into_iter().map(|s| s.name).collect();
-        assert_eq!(inert, ["save", "appendonly"]);
+        assert_eq!(inert, ["appendonly"]);
         assert!(Config::default().inert_settings().is_empty());
         assert_eq!(
             from(&["--maxmemory", "1mb"]).map(|c| c.get_i64("maxmemory")),
@@ -1117,7 +1117,6 @@ mod tests {
         assert_eq!(
             inert,
             [
-                "save",
                 "appendonly",
                 "repl-backlog-size",
                 "replica-read-only",
@@ -1167,7 +1166,6 @@ mod tests {
         assert_eq!(
             inert,
             [
-                "save 900 1 300 10",
                 "replicaof 127.0.0.1 6390",
                 "rename-command flushall ",
                 "user default on nopass ~* +@all"

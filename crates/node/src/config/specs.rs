@@ -157,6 +157,13 @@ pub static SPECS: &[ConfigSpec] = &[
         "testing: microseconds loading waits per key loaded",
     ),
     spec(
+        "loading-process-events-interval-bytes",
+        "2097152",
+        Kind::Int { min: 1024, max: i32::MAX as i64 },
+        true,
+        "bytes loaded between two looks at clients (Strata serves them throughout a load)",
+    ),
+    spec(
         "dbfilename",
         "dump.rdb",
         Kind::Str,

@@ -56,7 +56,11 @@ fn set_gate(bit: u8, on: bool) {
 pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory";
 
 /// Bytes of encoded records the shards may hold ahead of the writer (per shard).
-pub const PENDING_MAX: usize = 8 << 20;
+pub const PENDING_MAX: usize = 2 << 20;
+
+/// [`PENDING_MAX`] under `rdb-key-save-delay` (a writer made slow on purpose, as by a slow disk):
+/// the walk stays close to it, so the keys written meanwhile are still unsaved and copied.
+pub const PENDING_MAX_DELAYED: usize = 64 << 10;
 
 /// The redis-ver aux field: the version whose format this is (redis-server 7.0 checks it).
 pub const REDIS_VER: &str = "7.0.15";
@@ -110,6 +114,10 @@ pub struct Running {
     pub kind: Kind,
     pub dirty: u64,
     pub sink: Arc<Sink>,
+    /// Keys written to the file so far, and in the dataset at the start
+    /// (`current_save_keys_processed`, `current_save_keys_total`).
+    pub keys_done: Arc<AtomicU64>,
+    pub keys_total: u64,
     /// Stopped on purpose (FLUSHALL, shutdown), as Redis kills its child: not an error.
     pub killed: bool,
     /// Callers waiting for the end (SAVE, shutdown...).
@@ -124,6 +132,9 @@ pub struct Loading {
     pub total_bytes: AtomicU64,
     pub loaded_bytes: AtomicU64,
     pub loaded_keys: AtomicU64,
+    /// The last load's counts (`rdb_last_load_keys_loaded`, `rdb_last_load_keys_expired`).
+    pub last_loaded: AtomicU64,
+    pub last_expired: AtomicU64,
 }
 
 struct Persist {
@@ -277,6 +288,8 @@ pub async fn start(
             kind,
             dirty: 0,
             sink: sink.clone(),
+            keys_done: Arc::new(AtomicU64::new(0)),
+            keys_total: 0,
             killed: false,
             waiters: vec![tx],
         });
@@ -284,19 +297,29 @@ pub async fn start(
     let dbs: Vec<u32> = (0..ndb as u32).collect();
     let lock = shards.lock_dbs_as(owner, &dbs, Mode::Exclusive).await;
     let encode = encoder(&server.config);
-    let t0 = now_ms();
     let parts = lock.shards().map(|shard| {
         let (sink, encode) = (sink.clone(), encode.clone());
         lock.run(shard, move |s| {
-            s.snapshot_start(sink, encode, t0);
+            s.snapshot_start(sink, encode);
             s.dbs().iter().map(|d| d.dirty()).sum::<u64>()
         })
     });
     let dirty: u64 = join_all(parts).await.into_iter().sum();
     lock.release();
-    if let Some(r) = status().running.as_mut() {
-        r.dirty = dirty;
-    }
+    let keys_total: u64 = sink
+        .lock()
+        .shards
+        .iter()
+        .flat_map(|s| s.sizes.iter().map(|z| z.0))
+        .sum();
+    let keys_done = match status().running.as_mut() {
+        Some(r) => {
+            r.dirty = dirty;
+            r.keys_total = keys_total;
+            r.keys_done.clone()
+        }
+        None => Arc::new(AtomicU64::new(0)),
+    };
     let job = WriteJob {
         sink,
         shards,
@@ -307,6 +330,7 @@ pub async fn start(
             checksum: server.config.get_bool("rdbchecksum"),
         },
         key_delay_us: server.config.get_i64("rdb-key-save-delay"),
+        keys_done,
         kind,
     };
     let spawned = std::thread::Builder::new()
@@ -398,6 +422,7 @@ struct WriteJob {
     path: PathBuf,
     opts: WriteOptions,
     key_delay_us: i64,
+    keys_done: Arc<AtomicU64>,
     kind: Kind,
 }
 
@@ -507,6 +532,7 @@ impl WriteJob {
                 for (c, n) in &chunks {
                     w.records(c)?;
                     self.delay(*n)?;
+                    self.keys_done.fetch_add(*n as u64, Ordering::Relaxed);
                 }
                 if finished && chunks.is_empty() {
                     break;
@@ -558,6 +584,11 @@ impl WriteJob {
     /// Posts walk steps where needed and takes the chunks of database `db` that are ready
     /// (waiting a little if none is). Returns them with whether every shard has walked `db`.
     fn next_chunks(&self, db: usize) -> (Vec<(Vec<u8>, usize)>, bool) {
+        let limit = if self.key_delay_us > 0 {
+            PENDING_MAX_DELAYED
+        } else {
+            PENDING_MAX
+        };
         let mut st = self.sink.lock();
         loop {
             let mut post = Vec::new();
@@ -567,7 +598,7 @@ impl WriteJob {
                 } else {
                     s.chunks[db].iter().map(|c| c.0.len()).sum()
                 };
-                if !s.done && !s.busy && ahead < PENDING_MAX {
+                if !s.done && !s.busy && ahead < limit {
                     s.busy = true;
                     post.push(i);
                 }
@@ -856,6 +887,8 @@ fn load_from<R: io::Read>(server: &Arc<ServerState>, input: R) -> Result<Loaded,
     while in_flight.load(Ordering::Acquire) > 0 {
         std::thread::sleep(Duration::from_micros(200));
     }
+    loading().last_loaded.store(keys, Ordering::Relaxed);
+    loading().last_expired.store(expired, Ordering::Relaxed);
     Ok(Loaded { keys, expired })
 }
 

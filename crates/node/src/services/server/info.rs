@@ -136,6 +136,12 @@ pub struct PersistInfo {
     pub current_bgsave_time_sec: i64,
     pub saves: u64,
     pub last_cow_size: u64,
+    pub last_load_loaded: u64,
+    pub last_load_expired: u64,
+    /// The running save: copy-on-write bytes so far, keys written, keys at the start.
+    pub current_cow: u64,
+    pub current_keys_done: u64,
+    pub current_keys_total: u64,
 }
 
 /// CPU seconds from getrusage(2): the process and its waited-for children.
@@ -298,12 +304,17 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 let p = &d.persist;
                 field!(out, "loading", "{}", u8::from(p.loading));
                 field!(out, "async_loading", "0");
-                field!(out, "current_cow_peak", "0");
-                field!(out, "current_cow_size", "0");
+                field!(out, "current_cow_peak", "{}", p.current_cow);
+                field!(out, "current_cow_size", "{}", p.current_cow);
                 field!(out, "current_cow_size_age", "0");
-                field!(out, "current_fork_perc", "0.00");
-                field!(out, "current_save_keys_processed", "0");
-                field!(out, "current_save_keys_total", "0");
+                let perc = if p.current_keys_total > 0 {
+                    p.current_keys_done as f64 * 100.0 / p.current_keys_total as f64
+                } else {
+                    0.0
+                };
+                field!(out, "current_fork_perc", "{perc:.2}");
+                field!(out, "current_save_keys_processed", "{}", p.current_keys_done);
+                field!(out, "current_save_keys_total", "{}", p.current_keys_total);
                 if p.loading {
                     field!(out, "loading_start_time", "{}", p.loading_start_time);
                     field!(out, "loading_total_bytes", "{}", p.loading_total_bytes);
@@ -340,13 +351,8 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 );
                 field!(out, "rdb_saves", "{}", p.saves);
                 field!(out, "rdb_last_cow_size", "{}", p.last_cow_size);
-                field!(out, "rdb_last_load_keys_expired", "0");
-                field!(
-                    out,
-                    "rdb_last_load_keys_loaded",
-                    "{}",
-                    p.loading_loaded_keys
-                );
+                field!(out, "rdb_last_load_keys_expired", "{}", p.last_load_expired);
+                field!(out, "rdb_last_load_keys_loaded", "{}", p.last_load_loaded);
                 for (name, value) in crate::services::aof::info_fields() {
                     field!(out, name, "{value}");
                 }
@@ -830,6 +836,16 @@ pub(super) fn process_info(
                 .map_or(-1, |r| (now - r.started_ms) / 1000),
             saves: st.saves,
             last_cow_size: st.last_cow_bytes,
+            last_load_loaded: l.last_loaded.load(Ordering::Relaxed),
+            current_cow: st.running.as_ref().map_or(0, |r| {
+                r.sink.lock().shards.iter().map(|s| s.cow_bytes).sum()
+            }),
+            current_keys_done: st
+                .running
+                .as_ref()
+                .map_or(0, |r| r.keys_done.load(Ordering::Relaxed)),
+            current_keys_total: st.running.as_ref().map_or(0, |r| r.keys_total),
+            last_load_expired: l.last_expired.load(Ordering::Relaxed),
         };
     }
     d.replid = replid();
