@@ -139,6 +139,10 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, BadFormat> {
 /// A directory without a manifest is an empty dataset.
 pub fn load_at_startup(state: &Arc<ServerState>) -> bool {
     let config = &state.config;
+    if let Err(e) = aof::upgrade_old_file(config) {
+        server_log!(Warning, "{e}");
+        return false;
+    }
     let manifest = match aof::read_manifest(config) {
         Ok(Some(m)) => m,
         Ok(None) => return true,
@@ -197,7 +201,10 @@ fn load_file(
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            server_log!(Warning, "Append only file {name} doesn't exist");
+            server_log!(
+                Warning,
+                "The append log file {name} doesn't exist: No such file or directory"
+            );
             return Err(());
         }
         Err(e) => {
@@ -227,14 +234,15 @@ fn load_file(
     let parsed = match parse(&bytes) {
         Ok(p) => p,
         Err(BadFormat { offset }) => {
-            server_log!(
-                Warning,
-                "Bad file format reading the append only file {name}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
-            );
+            // Redis's line last: it is what its tests look for at the end of the log.
             server_log!(
                 Warning,
                 "The append only file {} is not a valid AOF at offset {offset}",
                 path.display()
+            );
+            server_log!(
+                Warning,
+                "Bad file format reading the append only file {name}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
             );
             return Err(());
         }
@@ -285,7 +293,21 @@ fn load_file(
             "AOF {name} loaded anyway because aof-load-truncated is enabled"
         );
     }
-    replay(state, parsed.cmds)
+    // A command this server does not know stops the load (Redis's loader exits on it).
+    for argv in &parsed.cmds {
+        if let strata_node::Lookup::Unknown(_) = strata_commands::table().resolve(argv) {
+            server_log!(
+                Warning,
+                "Unknown command '{}' reading the append only file {name}",
+                String::from_utf8_lossy(&argv[0])
+            );
+            return Err(());
+        }
+    }
+    strata_shard::db::set_replaying(true);
+    let r = replay(state, parsed.cmds);
+    strata_shard::db::set_replaying(false);
+    r
 }
 
 /// Runs `cmds` through the request path on shard thread 0, as a client of its own.

@@ -416,6 +416,21 @@ impl Hooks {
 /// Redis does, for a failover's sake). Unix ms the hold lasts until; 0: no hold.
 static EXPIRY_HELD_UNTIL: AtomicI64 = AtomicI64::new(0);
 
+/// While an AOF is replayed no key expires (Redis's keyIsExpired while loading): a TTL in the
+/// past is set, not applied, so the replay rebuilds what the file's commands built.
+static REPLAYING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts or ends an AOF replay (see [`replaying`]).
+pub fn set_replaying(on: bool) {
+    REPLAYING.store(on, Ordering::SeqCst);
+}
+
+/// True while an AOF is replayed: keys do not expire, EXPIRE with a time past sets it.
+#[inline]
+pub fn replaying() -> bool {
+    REPLAYING.load(Ordering::Relaxed)
+}
+
 /// Holds expiry until `until` (unix ms; 0 ends the hold).
 pub fn hold_expiry(until: i64) {
     EXPIRY_HELD_UNTIL.store(until, Ordering::Relaxed);
@@ -1092,7 +1107,7 @@ impl Db {
     }
 
     fn expired(e: &Entry, now: i64) -> bool {
-        e.expire().is_some_and(|at| at <= now)
+        e.expire().is_some_and(|at| at <= now) && !replaying()
     }
 
     /// Takes `key`'s entry out of the table, keeping the TTL count right. No event.
@@ -1406,6 +1421,9 @@ impl Db {
     /// Reclaims up to `budget` due hints' keys. Returns (hints examined, keys expired).
     pub fn active_expire(&mut self, now: i64, budget: usize) -> (usize, usize) {
         let (mut seen, mut expired) = (0, 0);
+        if replaying() {
+            return (seen, expired);
+        }
         while seen < budget {
             let Some((at, key)) = self.ttl.pop_due(now) else {
                 break;

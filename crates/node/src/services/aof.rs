@@ -36,6 +36,14 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 static WAITERS: Mutex<Vec<(u64, Waker)>> = Mutex::new(Vec::new());
 /// Wakes the writer early (a waiter arrived).
 static KICK: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+/// DEBUG AOF-FLUSH-SLEEP: µs the writer sleeps before each write.
+static FLUSH_SLEEP_US: AtomicU64 = AtomicU64::new(0);
+
+/// Applies DEBUG AOF-FLUSH-SLEEP.
+pub fn set_flush_sleep(usec: u64) {
+    FLUSH_SLEEP_US.store(usec, Ordering::Relaxed);
+}
+
 /// Counters for INFO persistence.
 static STATS: Mutex<AofStats> = Mutex::new(AofStats {
     current_size: 0,
@@ -153,43 +161,74 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Parses a manifest's text (Redis's aofLoadManifestFromFile).
-    pub fn parse(text: &str) -> Result<Manifest, String> {
+    /// Parses a manifest's text with Redis's rules and error texts (aofLoadManifestFromFile):
+    /// `#` lines skipped, a blank line, a line of fewer than six words or an odd number of them, or
+    /// one missing `file`, `seq` or `type` is "Invalid AOF manifest file format"; a second base,
+    /// an incremental sequence number not above the last, an unknown type, a line over 1024
+    /// bytes, an empty file each have their own message.
+    pub fn parse(text: &[u8]) -> Result<Manifest, String> {
+        const MAX_LINE: usize = 1024;
         let mut m = Manifest::default();
-        for line in text.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+        if text.is_empty() {
+            return Err("Found an empty AOF manifest".into());
+        }
+        let mut max_incr = 0u64;
+        let mut rest = text;
+        while !rest.is_empty() {
+            let (line, next, complete) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], &rest[i + 1..], true),
+                None => (rest, &rest[rest.len()..], false),
+            };
+            rest = next;
+            if line.first() == Some(&b'#') {
                 continue;
             }
-            let words: Vec<&str> = line.split_ascii_whitespace().collect();
-            let mut name = None;
-            let mut seq = None;
-            let mut kind = None;
-            let mut it = words.chunks(2);
-            for kv in &mut it {
-                if kv.len() != 2 {
-                    return Err("Invalid AOF manifest file format".into());
-                }
-                let v = kv[1].to_string();
-                match kv[0] {
-                    "file" => name = Some(v),
-                    "seq" => seq = v.parse::<u64>().ok(),
-                    "type" => kind = Some(v),
+            if !complete || line.len() >= MAX_LINE {
+                return Err("The AOF manifest file contains too long line".into());
+            }
+            let trimmed = line.trim_ascii();
+            let invalid = || "Invalid AOF manifest file format".to_string();
+            if trimmed.is_empty() {
+                return Err(invalid());
+            }
+            let words = crate::config::split_args(trimmed).ok_or_else(invalid)?;
+            if words.len() < 6 || words.len() % 2 != 0 {
+                return Err(invalid());
+            }
+            let (mut name, mut seq, mut kind) = (None, 0u64, None);
+            for kv in words.chunks(2) {
+                let key = String::from_utf8_lossy(&kv[0]).to_ascii_lowercase();
+                match key.as_str() {
+                    "file" => {
+                        let n = String::from_utf8_lossy(&kv[1]).into_owned();
+                        if n.contains('/') {
+                            return Err("File can't be a path, just a filename".into());
+                        }
+                        name = Some(n);
+                    }
+                    "seq" => seq = crate::args::c_strtol(&kv[1]).max(0) as u64,
+                    "type" => kind = kv[1].first().copied(),
                     _ => {}
                 }
             }
-            let (Some(name), Some(seq), Some(kind)) = (name, seq, kind) else {
-                return Err("Invalid AOF manifest file format".into());
+            let (Some(name), true, Some(kind)) = (name, seq != 0, kind) else {
+                return Err(invalid());
             };
-            match kind.as_str() {
-                "b" => {
+            match kind {
+                b'b' => {
                     if m.base.is_some() {
                         return Err("Found duplicate base file information".into());
                     }
                     m.base = Some((name, seq));
                 }
-                "i" => m.incr.push((name, seq)),
-                "h" => m.history.push((name, seq)),
+                b'h' => m.history.push((name, seq)),
+                b'i' => {
+                    if seq <= max_incr {
+                        return Err("Found a non-monotonic sequence number".into());
+                    }
+                    max_incr = seq;
+                    m.incr.push((name, seq));
+                }
                 _ => return Err("Unknown AOF file type".into()),
             }
         }
@@ -200,16 +239,41 @@ impl Manifest {
     pub fn text(&self) -> String {
         let mut s = String::new();
         if let Some((name, seq)) = &self.base {
-            s.push_str(&format!("file {name} seq {seq} type b\n"));
+            s.push_str(&format!("file {} seq {seq} type b\n", quoted(name)));
         }
         for (name, seq) in &self.history {
-            s.push_str(&format!("file {name} seq {seq} type h\n"));
+            s.push_str(&format!("file {} seq {seq} type h\n", quoted(name)));
         }
         for (name, seq) in &self.incr {
-            s.push_str(&format!("file {name} seq {seq} type i\n"));
+            s.push_str(&format!("file {} seq {seq} type i\n", quoted(name)));
         }
         s
     }
+}
+
+/// A file name as Redis writes it in a manifest: as is, or quoted (sdscatrepr) when it holds a
+/// space or a character that needs escaping.
+fn quoted(name: &str) -> String {
+    if !name
+        .bytes()
+        .any(|b| b == b' ' || b == b'"' || b == b'\\' || !(0x21..0x7f).contains(&b))
+    {
+        return name.to_string();
+    }
+    let mut q = String::from("\"");
+    for b in name.bytes() {
+        match b {
+            b'\\' => q.push_str("\\\\"),
+            b'"' => q.push_str("\\\""),
+            b'\n' => q.push_str("\\n"),
+            b'\r' => q.push_str("\\r"),
+            b'\t' => q.push_str("\\t"),
+            0x20..=0x7e => q.push(b as char),
+            _ => q.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    q.push('"');
+    q
 }
 
 /// Where the AOF lives: `dir`/`appenddirname`, and the base name of its files.
@@ -224,11 +288,40 @@ pub fn paths(config: &Config) -> (PathBuf, String) {
     (Path::new(&dir).join(sub), name)
 }
 
+/// An AOF of Redis before 7.0 (`dir`/`appendfilename`, no manifest) becomes the base of a
+/// multi-part AOF, as Redis 7.0 upgrades it (aofUpgradePrepare): moved into the AOF directory and
+/// named in a new manifest.
+pub fn upgrade_old_file(config: &Config) -> Result<(), String> {
+    let (dir, name) = paths(config);
+    let old = dir.parent().unwrap_or(Path::new(".")).join(&name);
+    if !old.is_file() || read_manifest(config)?.is_some() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    std::fs::rename(&old, dir.join(&name))
+        .map_err(|e| format!("Error trying to rename the old AOF file {name} into dir: {e}"))?;
+    let m = Manifest {
+        base: Some((name.clone(), 1)),
+        ..Manifest::default()
+    };
+    write_manifest(&dir, &name, &m).map_err(|e| format!("Can't write the AOF manifest: {e}"))?;
+    server_log!(
+        Notice,
+        "Successfully migrated an old-style AOF into the AOF directory"
+    );
+    Ok(())
+}
+
 /// Reads the directory's manifest, if there is one.
 pub fn read_manifest(config: &Config) -> Result<Option<Manifest>, String> {
     let (dir, name) = paths(config);
     let path = dir.join(format!("{name}.manifest"));
-    match std::fs::read_to_string(&path) {
+    match std::fs::read(&path) {
         Ok(text) => Manifest::parse(&text).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!(
@@ -324,6 +417,10 @@ fn writer(mut file: File) {
         stream.feed(recs.drain(..));
         stream.emit(upto, |argv: &[Bytes]| propagate::encode(argv, &mut buf));
         if !buf.is_empty() {
+            let pause = FLUSH_SLEEP_US.load(Ordering::Relaxed);
+            if pause > 0 {
+                std::thread::sleep(Duration::from_micros(pause));
+            }
             match file.write_all(&buf) {
                 Ok(()) => {
                     let mut st = lock(&STATS);
@@ -386,11 +483,32 @@ mod tests {
     #[test]
     fn manifest_round_trip() {
         let text = "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n";
-        let m = Manifest::parse(text).unwrap();
+        let m = Manifest::parse(text.as_bytes()).unwrap();
         assert_eq!(m.base, Some(("appendonly.aof.1.base.rdb".into(), 1)));
         assert_eq!(m.incr, vec![("appendonly.aof.1.incr.aof".into(), 1)]);
         assert_eq!(m.text(), text);
-        assert!(Manifest::parse("file x seq 1 type z\n").is_err());
-        assert!(Manifest::parse("file x seq\n").is_err());
+        let err = |t: &str| Manifest::parse(t.as_bytes()).unwrap_err();
+        assert_eq!(err("file x seq 1 type z\n"), "Unknown AOF file type");
+        assert_eq!(err("file x seq\n"), "Invalid AOF manifest file format");
+        assert_eq!(err("\n"), "Invalid AOF manifest file format");
+        assert_eq!(err(""), "Found an empty AOF manifest");
+        assert_eq!(
+            err("file x seq 1 type b\nfile y seq 2 type b\n"),
+            "Found duplicate base file information"
+        );
+        assert_eq!(
+            err("file x seq 2 type i\nfile y seq 1 type i\n"),
+            "Found a non-monotonic sequence number"
+        );
+        assert_eq!(
+            err("file x seq 1 type i"),
+            "The AOF manifest file contains too long line"
+        );
+        let spaced = Manifest {
+            base: Some(("a b.aof".into(), 1)),
+            incr: vec![("a b.1.incr.aof".into(), 1)],
+            history: vec![],
+        };
+        assert_eq!(Manifest::parse(spaced.text().as_bytes()).unwrap(), spaced);
     }
 }

@@ -1,7 +1,7 @@
 //! DEBUG (Redis's debug.c): the subcommands Redis's test suite and operators use, each doing its
 //! work on Strata's own structures: POPULATE, DIGEST, DIGEST-VALUE, OBJECT, HTSTATS, HTSTATS-KEY,
 //! LISTPACK, QUICKLIST, SLEEP, SET-ACTIVE-EXPIRE, PAUSE-CRON, QUICKLIST-PACKED-THRESHOLD,
-//! SET-DISABLE-DENY-SCRIPTS, CHANGE-REPL-ID, PROTOCOL, ERROR, LOG, SEGFAULT and PANIC (the last
+//! SET-DISABLE-DENY-SCRIPTS, AOF-FLUSH-SLEEP, CHANGE-REPL-ID, PROTOCOL, ERROR, LOG, SEGFAULT and PANIC (the last
 //! two crash the process on purpose), plus the RDB lengths DEBUG OBJECT reports.
 //!
 //! Where Redis's reply describes its internals (HTSTATS's tables, the LISTPACK and QUICKLIST
@@ -129,6 +129,12 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 // Redis reads it with atoi: (int) strtol.
                 let on = crate::args::c_strtol(&cx.args[2]) as i32 != 0;
                 cx.shards().call_all(move |s| s.active_expire = on).await;
+                cx.out.ok();
+            }
+            ("aof-flush-sleep", 3) => {
+                // Microseconds the AOF writer sleeps before each write (Redis's testing aid).
+                let usec = crate::args::c_strtol(&cx.args[2]).max(0) as u64;
+                crate::services::aof::set_flush_sleep(usec);
                 cx.out.ok();
             }
             ("pause-cron", 3) => {
@@ -356,6 +362,8 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "    Enable or disable the reply buffer resize cron job",
             "SET-DISABLE-DENY-SCRIPTS <0|1>",
             "    Allow scripts to run commands flagged noscript (for testing).",
+            "AOF-FLUSH-SLEEP <microsec>",
+            "    Server will sleep before flushing the AOF, this is used for testing.",
         ],
     );
 }
