@@ -221,6 +221,22 @@ fn aof_content_matches_redis() {
             }
             c.call(cmd);
         }
+        // RESTORE: a relative TTL made absolute (ABSTTL), one already past a DEL.
+        c.call(&["set", "r1", "v"]);
+        let dump = c.call(&["dump", "r1"]);
+        let at = dump.iter().position(|&b| b == b'\n').expect("bulk header") + 1;
+        let payload = dump[at..dump.len() - 2].to_vec();
+        let restore = |c: &mut Conn, head: &[&str], tail: &[&str]| {
+            let mut argv: Vec<Vec<u8>> = head.iter().map(|a| a.as_bytes().to_vec()).collect();
+            argv.push(payload.clone());
+            argv.extend(tail.iter().map(|a| a.as_bytes().to_vec()));
+            let r = c.call(&argv);
+            assert_eq!(text(&r), "+OK\r\n");
+        };
+        restore(&mut c, &["restore", "r2", "100000"], &[]);
+        restore(&mut c, &["restore", "r3", "4102444800000"], &["absttl"]);
+        restore(&mut c, &["restore", "r2", "1"], &["absttl", "replace"]);
+        restore(&mut c, &["restore", "r4", "0"], &[]);
         serve_blocked(server);
     }
     let r = wait_for_len(redis.dir(), 1000);

@@ -7,6 +7,7 @@ mod blocking;
 mod chaos;
 mod config;
 mod debug;
+mod dump;
 mod fuzz;
 mod geo;
 mod hash;

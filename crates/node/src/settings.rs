@@ -175,3 +175,18 @@ pub fn set_aof_fsync(policy: u8) {
 pub fn aof_fsync() -> u8 {
     AOF_FSYNC.load(Ordering::Relaxed)
 }
+
+/// DEBUG SET-SKIP-CHECKSUM-VALIDATION: when set, RESTORE (and loading an RDB file) does not check
+/// the CRC64 (Redis's `skip_checksum_validation`).
+static SKIP_CHECKSUM_VALIDATION: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Applies DEBUG SET-SKIP-CHECKSUM-VALIDATION.
+pub fn set_skip_checksum_validation(on: bool) {
+    SKIP_CHECKSUM_VALIDATION.store(on, Ordering::Relaxed);
+}
+
+/// Whether RDB payloads' checksums go unchecked (DEBUG SET-SKIP-CHECKSUM-VALIDATION).
+pub fn skip_checksum_validation() -> bool {
+    SKIP_CHECKSUM_VALIDATION.load(Ordering::Relaxed)
+}

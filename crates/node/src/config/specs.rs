@@ -102,6 +102,10 @@ const fn inert(
     }
 }
 
+/// Redis's hidden settings: CONFIG GET names them only when asked for by their exact name, never
+/// through a pattern.
+pub static HIDDEN: &[&str] = &["use-exit-on-panic"];
+
 /// Every setting Strata knows.
 pub static SPECS: &[ConfigSpec] = &[
     spec(
@@ -493,6 +497,14 @@ pub static SPECS: &[ConfigSpec] = &[
         Kind::Bool,
         true,
         "run a memory test after a crash (stored only: Strata has no memory test)",
+    ),
+    inert(
+        "use-exit-on-panic",
+        "no",
+        Kind::Bool,
+        false,
+        "crash handling",
+        "exit(1) instead of abort() after a crash report, for leak checkers (hidden in Redis: CONFIG GET with a pattern skips it)",
     ),
     spec(
         "set-proc-title",

@@ -179,6 +179,12 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 change_replid();
                 cx.out.ok();
             }
+            ("set-skip-checksum-validation", 3) => {
+                crate::settings::set_skip_checksum_validation(
+                    crate::args::c_strtol(&cx.args[2]) as i32 != 0,
+                );
+                cx.out.ok();
+            }
             ("set-disable-deny-scripts", 3) => {
                 crate::settings::set_disable_deny_scripts(
                     crate::args::c_strtol(&cx.args[2]) as i32 != 0,
@@ -345,6 +351,8 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "QUICKLIST-PACKED-THRESHOLD <size>",
             "    Sets the threshold for elements to be inserted as plain vs packed nodes",
             "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+            "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+            "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
             "SLEEP <seconds>",
             "    Stop the server for <seconds>. Decimals allowed.",
             "LISTPACK <key>",
