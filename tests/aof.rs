@@ -332,6 +332,12 @@ fn restart_replays_the_aof() {
         let mut c = a.conn();
         fill(&mut c);
         let d = digest(&mut c);
+        // DEBUG LOADAOF empties the dataset and loads the files back: the same dataset.
+        assert_eq!(text(&c.call(&["debug", "loadaof"])), "+OK\r\n");
+        assert_eq!(digest(&mut c), d);
+        assert!(a
+            .log_text()
+            .contains("Append Only File loaded by DEBUG LOADAOF"));
         a.signal("KILL");
         d
     };

@@ -191,6 +191,17 @@ pub fn load_at_startup(state: &Arc<ServerState>) -> bool {
     true
 }
 
+/// DEBUG LOADAOF (on a thread of its own, not a shard's): empties every database and loads the
+/// AOF again, its replay not appended again. False if the load failed.
+pub fn reload(state: &Arc<ServerState>) -> bool {
+    let appending = strata_shard::propagate::on();
+    strata_shard::propagate::set_on(false);
+    persist::flush_all(state);
+    let ok = load_at_startup(state);
+    strata_shard::propagate::set_on(appending);
+    ok
+}
+
 fn load_file(
     state: &Arc<ServerState>,
     path: &Path,

@@ -280,6 +280,7 @@ pub fn run(config: Config) -> i32 {
     }
     // With the AOF on, the dataset is the AOF's (Redis's loadDataFromDisk); appending starts
     // once it is loaded, so its replay is not appended again.
+    strata_node::services::aof::set_reloader(aof_load::reload);
     let loaded = if appendonly {
         aof_load::load_at_startup(&state)
             && match strata_node::services::aof::start(&state.config) {

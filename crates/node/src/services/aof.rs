@@ -36,6 +36,22 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 static WAITERS: Mutex<Vec<(u64, Waker)>> = Mutex::new(Vec::new());
 /// Wakes the writer early (a waiter arrived).
 static KICK: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+/// What DEBUG LOADAOF runs (on a thread of its own): empties the dataset and loads the AOF
+/// again through the request path; false if the load failed. Set by the server, which owns the
+/// loader (`strata_server::aof_load`).
+static RELOADER: std::sync::OnceLock<fn(&std::sync::Arc<crate::state::ServerState>) -> bool> =
+    std::sync::OnceLock::new();
+
+/// Installs DEBUG LOADAOF's loader.
+pub fn set_reloader(f: fn(&std::sync::Arc<crate::state::ServerState>) -> bool) {
+    let _ = RELOADER.set(f);
+}
+
+/// DEBUG LOADAOF's loader, if the server installed one.
+pub fn reloader() -> Option<fn(&std::sync::Arc<crate::state::ServerState>) -> bool> {
+    RELOADER.get().copied()
+}
+
 /// DEBUG AOF-FLUSH-SLEEP: µs the writer sleeps before each write.
 static FLUSH_SLEEP_US: AtomicU64 = AtomicU64::new(0);
 

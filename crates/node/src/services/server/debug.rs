@@ -1,7 +1,7 @@
 //! DEBUG (Redis's debug.c): the subcommands Redis's test suite and operators use, each doing its
 //! work on Strata's own structures: POPULATE, DIGEST, DIGEST-VALUE, OBJECT, HTSTATS, HTSTATS-KEY,
 //! LISTPACK, QUICKLIST, SLEEP, SET-ACTIVE-EXPIRE, PAUSE-CRON, QUICKLIST-PACKED-THRESHOLD,
-//! SET-DISABLE-DENY-SCRIPTS, AOF-FLUSH-SLEEP, CHANGE-REPL-ID, PROTOCOL, ERROR, LOG, SEGFAULT and PANIC (the last
+//! SET-DISABLE-DENY-SCRIPTS, LOADAOF, AOF-FLUSH-SLEEP, CHANGE-REPL-ID, PROTOCOL, ERROR, LOG, SEGFAULT and PANIC (the last
 //! two crash the process on purpose), plus the RDB lengths DEBUG OBJECT reports.
 //!
 //! Where Redis's reply describes its internals (HTSTATS's tables, the LISTPACK and QUICKLIST
@@ -129,6 +129,30 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 // Redis reads it with atoi: (int) strtol.
                 let on = crate::args::c_strtol(&cx.args[2]) as i32 != 0;
                 cx.shards().call_all(move |s| s.active_expire = on).await;
+                cx.out.ok();
+            }
+            ("loadaof", 2) => {
+                // Everything appended so far is written first; then the dataset is emptied and
+                // loaded again from the files, as Redis's DEBUG LOADAOF (which exits when the
+                // load fails).
+                let Some(reload) = crate::services::aof::reloader() else {
+                    return Err(CmdError::msg("ERR DEBUG LOADAOF is not available"));
+                };
+                if crate::services::aof::enabled() {
+                    crate::services::aof::durable(strata_shard::propagate::current()).await;
+                }
+                let (tx, rx) = futures_channel::oneshot::channel();
+                let server = cx.server.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("strata-loadaof".into())
+                    .spawn(move || {
+                        let _ = tx.send(reload(&server));
+                    });
+                if spawned.is_err() || rx.await != Ok(true) {
+                    crate::server_log!(Warning, "DEBUG LOADAOF failed to load the AOF. Exiting.");
+                    std::process::exit(1);
+                }
+                crate::server_log!(Notice, "Append Only File loaded by DEBUG LOADAOF");
                 cx.out.ok();
             }
             ("aof-flush-sleep", 3) => {
@@ -370,6 +394,8 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "    Enable or disable the reply buffer resize cron job",
             "SET-DISABLE-DENY-SCRIPTS <0|1>",
             "    Allow scripts to run commands flagged noscript (for testing).",
+            "LOADAOF",
+            "    Flush the AOF buffers on disk and reload the AOF in memory.",
             "AOF-FLUSH-SLEEP <microsec>",
             "    Server will sleep before flushing the AOF, this is used for testing.",
         ],
