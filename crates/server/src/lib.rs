@@ -282,14 +282,17 @@ pub fn run(config: Config) -> i32 {
     // once it is loaded, so its replay is not appended again.
     strata_node::services::aof::set_reloader(aof_load::reload);
     let loaded = if appendonly {
-        aof_load::load_at_startup(&state)
-            && match strata_node::services::aof::start(&state.config) {
-                Ok(()) => true,
-                Err(e) => {
-                    server_log!(Warning, "{e}");
-                    false
-                }
+        if !aof_load::load_at_startup(&state) {
+            // Redis exits on the spot (its last log line is the reason), pidfile and all.
+            std::process::exit(1);
+        }
+        match strata_node::services::aof::start(&state.config) {
+            Ok(()) => true,
+            Err(e) => {
+                server_log!(Warning, "{e}");
+                false
             }
+        }
     } else {
         persist::load_at_startup(&state)
     };
