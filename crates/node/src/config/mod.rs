@@ -943,7 +943,7 @@ mod tests {
         );
         // Settings of features Strata lacks are stored, and listed as inert.
         let c2 = from(&[
-            "--appendonly",
+            "--lazyfree-lazy-eviction",
             "yes",
             "--save",
             "60",
@@ -955,7 +955,7 @@ mod tests {
         .unwrap();
         assert_eq!(c2.get("save").as_deref(), Some("60 1 10 2"));
         let inert: Vec<_> = c2.inert_settings().into_iter().map(|s| s.name).collect();
-        assert_eq!(inert, ["appendonly"]);
+        assert_eq!(inert, ["lazyfree-lazy-eviction"]);
         assert!(Config::default().inert_settings().is_empty());
         assert_eq!(
             from(&["--maxmemory", "1mb"]).map(|c| c.get_i64("maxmemory")),
@@ -1005,11 +1005,11 @@ mod tests {
         );
         let epoch = c.epoch();
         assert_eq!(
-            c.set_many(&[("timeout", "5"), ("Appendonly", "NO")]),
+            c.set_many(&[("timeout", "5"), ("Lazyfree-Lazy-Eviction", "NO")]),
             Ok(())
         );
         assert_eq!(c.get("timeout").as_deref(), Some("5"));
-        assert_eq!(c.get("appendonly").as_deref(), Some("no"));
+        assert_eq!(c.get("lazyfree-lazy-eviction").as_deref(), Some("no"));
         assert!(c.epoch() > epoch);
     }
 
@@ -1105,7 +1105,7 @@ mod tests {
     fn settings_of_missing_features_are_validated_and_stored() {
         let c = Config::default();
         for (name, value, stored) in [
-            ("appendonly", "YES", "yes"),
+            ("lazyfree-lazy-eviction", "YES", "yes"),
             ("save", "3600 1 300 +100", "3600 1 300 100"),
             ("tls-port", "6380", "6380"),
             ("slave-read-only", "no", "no"),
@@ -1119,7 +1119,7 @@ mod tests {
         assert_eq!(
             inert,
             [
-                "appendonly",
+                "lazyfree-lazy-eviction",
                 "repl-backlog-size",
                 "replica-read-only",
                 "shutdown-on-sigterm",
