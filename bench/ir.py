@@ -97,7 +97,8 @@ def measure(argv, test, pipeline, requests):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--strata", required=True, help="comma-separated strata binaries (first = reference)")
+    p.add_argument("--strata", required=True,
+                   help="comma-separated strata binaries (first = reference), each optionally PATH::EXTRA FLAGS")
     p.add_argument("--threads", default="1", help="strata --threads values (default 1)")
     p.add_argument("--tests", default="get:1,get:32,set:32", help="test:pipeline,... (default get:1,get:32,set:32)")
     p.add_argument("--requests", type=int, default=200_000, help="requests per measured run (default 200000)")
@@ -122,9 +123,13 @@ def main():
             if redis_ir is not None:
                 row.append(f"{redis_ir:,.0f}")
             first = None
-            for b in binaries:
-                ir = measure(lambda port, d, b=b: [b, "--port", str(port), "--threads", str(t),
-                                                   "--save", "", "--appendonly", "no", "--dir", d],
+            for spec in binaries:
+                # `PATH::--flag value ...`: extra flags after the defaults (they win), e.g.
+                # `target/release/strata::--appendonly yes --appendfsync everysec`.
+                b, _, extra = spec.partition("::")
+                ir = measure(lambda port, d, b=b, extra=extra: [b, "--port", str(port), "--threads", str(t),
+                                                   "--save", "", "--appendonly", "no", "--dir", d]
+                             + extra.split(),
                              test, pipeline, a.requests)
                 cell = f"{ir:,.0f}"
                 if first is None:

@@ -44,7 +44,9 @@ NODE_CONCERNS = [
     ("base", ["error", "args", "value", "reply", "keyspec", "names", "settings", "log", "oom", "proctitle"]),
     ("registries", ["config", "config/parse", "config/rewrite", "config/specs", "access", "clients", "pubsub", "tracking"]),
     ("context", ["table", "ctx", "keyed", "state"]),
-    ("services", None),  # every file under services/
+    # every file under services/; in docs/architecture.md order: digest, monitor, slowlog, latency,
+    # client_evict, multi, tracking, pubsub, replication, persist, server/, connection
+    ("services", None),
 ]
 CYCLES_ALLOWED = {"context"}
 

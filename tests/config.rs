@@ -65,7 +65,14 @@ fn config_get_and_set_of_redis_directives_match_redis() {
         &["CONFIG", "SET", "save", "0 1"],
         &["CONFIG", "SET", "save", ""],
         &["CONFIG", "GET", "save"],
-        &["CONFIG", "SET", "appendonly", "yes", "appendonly", "no"],
+        &[
+            "CONFIG",
+            "SET",
+            "appendfsync",
+            "always",
+            "appendfsync",
+            "no",
+        ],
         &["CONFIG", "SET", "lazyfree-lazy-user-del", "yes"],
         &["CONFIG", "SET", "list-max-ziplist-entries", "1"],
         &["CONFIG", "SET", "oom-score-adj-values", "1 2"],
@@ -78,14 +85,17 @@ fn config_get_and_set_of_redis_directives_match_redis() {
         &["CONFIG", "SET", "supervised", "systemd"],
     ]);
     d.run_unordered(&["CONFIG", "GET", "lazyfree-*"]);
-    // appendonly yes is stored (persistence is not there yet), not refused.
-    assert_eq!(
-        d.strata.call(&["CONFIG", "SET", "appendonly", "yes"]),
-        b"+OK\r\n"
+    // appendonly is read at start-up only so far (turning it on at run time needs a base written
+    // from the running dataset): refused rather than stored without effect.
+    let r = d.strata.call(&["CONFIG", "SET", "appendonly", "yes"]);
+    assert!(
+        String::from_utf8_lossy(&r).contains("can't set immutable config"),
+        "{}",
+        String::from_utf8_lossy(&r)
     );
     assert_eq!(
         d.strata.call(&["CONFIG", "GET", "appendonly"]),
-        b"*2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n"
+        b"*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n"
     );
 }
 

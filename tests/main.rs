@@ -1,5 +1,6 @@
 mod harness;
 
+mod aof;
 mod atomicity;
 mod bitmap;
 mod blocking;
@@ -25,6 +26,7 @@ mod notifications;
 mod obuf;
 mod ordering;
 mod pause;
+mod persistence;
 mod process;
 mod protocol;
 mod pubsub;

@@ -987,7 +987,8 @@ pub fn op_expire(db: &mut Db, key: &[u8], when: i64, cond: ExpireCond, now: i64)
     if !cond.allows(current, when) {
         return false;
     }
-    if when <= now {
+    // A time past deletes the key, but not in an AOF's replay (Redis's checkAlreadyExpired).
+    if when <= now && !strata_shard::db::replaying() {
         db.delete(key, now);
         db.notify(notify::GENERIC, "del", key);
     } else {
@@ -1017,6 +1018,17 @@ fn expire_generic(cx: &mut ShardCtx<'_>, name: &'static str, unit_s: bool, at: b
     let when = Args::new(args, 2).next_i64()?;
     let when = deadline(when, unit_s, if at { 0 } else { now }, name)?;
     let changed = op_expire(cx.db(), &args[1], when, cond, now);
+    // Propagated with an absolute time in ms (PEXPIREAT, options kept), or as the DEL it was.
+    if when <= now {
+        cx.propagate_as(|| vec![Bytes::from_static(b"DEL"), args[1].clone()]);
+    } else if name != "pexpireat" {
+        cx.propagate_as(|| {
+            let mut argv = args.to_vec();
+            argv[0] = Bytes::from_static(b"PEXPIREAT");
+            argv[2] = Bytes::from(when.to_string());
+            argv
+        });
+    }
     cx.out.int(changed as i64);
     Ok(())
 }
@@ -1525,9 +1537,21 @@ fn restore(cx: &mut ShardCtx<'_>) -> CmdResult {
         if deleted {
             db.notify(notify::GENERIC, "del", key);
         }
+        // Propagated as the DEL it was (Redis 7.0).
+        cx.propagate_as(|| vec![Bytes::from_static(b"DEL"), key.clone()]);
         cx.out.ok();
         return Ok(());
     }
+    if let (Some(at), false) = (expire, o.absttl) {
+        // Propagated with the TTL made absolute: the time argument replaced, ABSTTL added.
+        cx.propagate_as(|| {
+            let mut argv = args.to_vec();
+            argv[2] = Bytes::from(at.to_string());
+            argv.push(Bytes::from_static(b"ABSTTL"));
+            argv
+        });
+    }
+    let db = cx.db();
     let mut entry = Entry::new(key, value, expire, restored_clock(db.access(), now, &o));
     if !db.share_ints() {
         entry.set_unshared(true);

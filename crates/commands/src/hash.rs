@@ -540,6 +540,15 @@ pub fn op_hincrbyfloat(
 fn hincrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
     let (key, field, by, now) = (&cx.args[1], &cx.args[2], &cx.args[3], cx.now);
     let text = op_hincrbyfloat(cx.shard.db_mut(cx.db), key, field, by, now)?;
+    // Propagated as the value it set (HSET), so a replay does not depend on float formatting.
+    cx.propagate_as(|| {
+        vec![
+            Bytes::from_static(b"HSET"),
+            key.clone(),
+            field.clone(),
+            Bytes::copy_from_slice(text.as_bytes()),
+        ]
+    });
     cx.out.bulk(text.as_bytes());
     Ok(())
 }

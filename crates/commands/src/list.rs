@@ -1178,6 +1178,15 @@ async fn pop_first(
                 .await,
         )?;
         if let Some(values) = popped {
+            // Propagated as the pop it was (Redis 7.0: LPOP/RPOP key count).
+            let n = values.len();
+            cx.propagate_as(|| {
+                vec![
+                    Bytes::from_static(pop_name(end)),
+                    key.clone(),
+                    Bytes::from(n.to_string()),
+                ]
+            });
             cx.out.array(2);
             cx.out.bulk(key);
             reply_values(cx.out, &values);
@@ -1191,6 +1200,22 @@ async fn pop_first(
 //
 // Each tries its non-blocking form; when that finds nothing it parks on its source keys (see
 // `strata_node::ctx::Park`) and is run again once one of them is written, until its timeout.
+
+/// An end as Redis names it in a propagated LMOVE it builds.
+pub fn end_name(end: End) -> Bytes {
+    match end {
+        End::Left => Bytes::from_static(b"left"),
+        End::Right => Bytes::from_static(b"right"),
+    }
+}
+
+/// The non-blocking pop a pop from `end` is propagated as.
+fn pop_name(end: End) -> &'static [u8] {
+    match end {
+        End::Left => b"LPOP",
+        End::Right => b"RPOP",
+    }
+}
 
 /// BLPOP / BRPOP key [key ...] timeout → [key, element] from the first non-empty list.
 async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {
@@ -1206,6 +1231,8 @@ async fn bpop(cx: &mut KeysCtx<'_>, end: End) -> CmdResult {
                 .await,
         )?;
         if let Some(value) = popped {
+            // Propagated as its non-blocking form on the key it popped from.
+            cx.propagate_as(|| vec![Bytes::from_static(pop_name(end)), key.clone()]);
             cx.out.array(2);
             cx.out.bulk(key);
             cx.out.bulk(&value);
@@ -1245,6 +1272,26 @@ async fn bmove(cx: &mut KeysCtx<'_>, from: End, to: End, timeout_arg: usize) -> 
                 op_check_list(s.db_mut(db), &src, now).is_err()
             })
             .await;
+    // Propagated as its non-blocking form (LMOVE, RPOPLPUSH), if it moved something.
+    // Served after blocking, Redis names the ends itself, in lower case.
+    let woken = cx.woken;
+    cx.propagate_as(|| match timeout_arg {
+        5 => {
+            let mut argv = vec![Bytes::from_static(b"LMOVE")];
+            argv.extend_from_slice(&args[1..3]);
+            if woken {
+                argv.extend([end_name(from), end_name(to)]);
+            } else {
+                argv.extend_from_slice(&args[3..5]);
+            }
+            argv
+        }
+        _ => vec![
+            Bytes::from_static(b"RPOPLPUSH"),
+            args[1].clone(),
+            args[2].clone(),
+        ],
+    });
     if other_type || !move_one(cx, args[1].clone(), args[2].clone(), from, to).await? {
         cx.park = Some(Park {
             keys: vec![args[1].clone()],

@@ -324,8 +324,13 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
     let mut rng = Rng(cx.shard.rand());
     let mut rand = || rng.next();
     let key = &args[1];
+    // Propagated as what it did (Redis 7.0): SREM of the members popped (batches of 1024), or
+    // DEL when a count takes the whole set.
+    let prop = strata_shard::propagate::on();
+    let mut members: Vec<Bytes> = Vec::new();
     let ShardCtx { shard, db, out, .. } = cx;
-    let db = shard.db_mut(*db);
+    let dbi = *db;
+    let db = shard.db_mut(dbi);
     let mark = db.dirty();
     let (empty, popped) = {
         let Some(mut e) = db.modify(key, now) else {
@@ -346,7 +351,12 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
                     return Err(CmdError::WrongType);
                 };
                 match s.pop_random(&mut rand) {
-                    Some(m) => out.bulk(&m),
+                    Some(m) => {
+                        if prop {
+                            members.push(Bytes::copy_from_slice(&m));
+                        }
+                        out.bulk(&m)
+                    }
                     None => out.null(),
                 }
                 (s.is_empty(), 1)
@@ -364,6 +374,9 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
                     out.set(count as usize);
                     for _ in 0..count {
                         if let Some(m) = s.pop_random(&mut rand) {
+                            if prop {
+                                members.push(Bytes::copy_from_slice(&m));
+                            }
                             out.bulk(&m);
                         }
                     }
@@ -375,6 +388,12 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
                         }
                     }
                     reply_set(out, s);
+                    if prop {
+                        members.extend(s.iter().map(|m| match m {
+                            Member::Int(i) => Bytes::from(i.to_string()),
+                            Member::Str(s) => Bytes::copy_from_slice(s),
+                        }));
+                    }
                     e.set_value(set_value(keep));
                 }
                 (false, count)
@@ -388,6 +407,20 @@ fn spop(cx: &mut ShardCtx<'_>) -> CmdResult {
     }
     // One change per member popped, as Redis counts them.
     db.count_changes_since(mark, popped);
+    if prop {
+        strata_shard::propagate::with_current(|o| {
+            o.suppress();
+            if count.is_some() && empty {
+                o.emit(vec![Bytes::from_static(b"DEL"), key.clone()]);
+            } else {
+                for chunk in members.chunks(1024) {
+                    let mut argv = vec![Bytes::from_static(b"SREM"), key.clone()];
+                    argv.extend(chunk.iter().cloned());
+                    o.emit(argv);
+                }
+            }
+        });
+    }
     Ok(())
 }
 

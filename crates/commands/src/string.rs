@@ -518,6 +518,11 @@ fn set(cx: &mut ShardCtx<'_>) -> CmdResult {
         get: o.get,
     };
     let r = op_set(cx.db(), key, encode(value), how, now)?;
+    if let Ttl::At(at) = ttl {
+        // Redis 7.0 propagates SET key value PXAT ms (its other options dropped).
+        let (k, v) = (key.clone(), value.clone());
+        cx.propagate_as(|| set_pxat(k, v, at));
+    }
     match (o.get, r) {
         (true, SetOutcome { old: Some(old), .. }) => cx.out.bulk(&old),
         (true, _) | (false, SetOutcome { written: false, .. }) => cx.out.null(),
@@ -546,14 +551,27 @@ fn set_with_expire(cx: &mut ShardCtx<'_>, kind: ExpireKind, name: &'static str) 
         kind,
         value: &cx.args[2],
     };
+    let at = expire.deadline(now, name)?;
     let how = SetHow {
         cond: Cond::Always,
-        ttl: Ttl::At(expire.deadline(now, name)?),
+        ttl: Ttl::At(at),
         get: false,
     };
     op_set(cx.db(), key, encode(value), how, now)?;
+    cx.propagate_as(|| set_pxat(key.clone(), value.clone(), at));
     cx.out.ok();
     Ok(())
+}
+
+/// The propagated form of a SET with a relative or second-based TTL (Redis 7.0's).
+fn set_pxat(key: Bytes, value: Bytes, at: i64) -> Vec<Bytes> {
+    vec![
+        Bytes::from_static(b"SET"),
+        key,
+        value,
+        Bytes::from_static(b"PXAT"),
+        Bytes::from(at.to_string()),
+    ]
 }
 
 /// SETEX key seconds value → OK.
@@ -626,6 +644,27 @@ fn getex(cx: &mut ShardCtx<'_>) -> CmdResult {
         (None, false) => GetEx::Keep,
     };
     let now = cx.now;
+    // Propagated as the TTL change it made: PEXPIREAT ms, PERSIST, or DEL for a time past.
+    match ttl {
+        GetEx::Expire(e) => {
+            if let Ok(at) = e.deadline(now, "getex") {
+                let k = key.clone();
+                cx.propagate_as(|| match e.kind.absolute() && at <= now {
+                    true => vec![Bytes::from_static(b"DEL"), k],
+                    false => vec![
+                        Bytes::from_static(b"PEXPIREAT"),
+                        k,
+                        Bytes::from(at.to_string()),
+                    ],
+                });
+            }
+        }
+        GetEx::Persist => {
+            let k = key.clone();
+            cx.propagate_as(|| vec![Bytes::from_static(b"PERSIST"), k]);
+        }
+        GetEx::Keep => {}
+    }
     let db = cx.shard.db_mut(cx.db);
     op_getex(db, key, ttl, now, cx.out)
 }
@@ -643,6 +682,7 @@ pub fn op_getdel(db: &mut Db, key: &[u8], now: i64) -> Result<Option<Bytes>, Cmd
 /// GETDEL key → bulk string or null.
 fn getdel(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
+    cx.propagate_as(|| vec![Bytes::from_static(b"DEL"), cx.args[1].clone()]);
     match op_getdel(cx.shard.db_mut(cx.db), &cx.args[1], now)? {
         Some(v) => cx.out.bulk(&v),
         None => cx.out.null(),
@@ -1011,6 +1051,15 @@ fn incrbyfloat(cx: &mut ShardCtx<'_>) -> CmdResult {
     let now = cx.now;
     let v = op_incr_by_float(cx.shard.db_mut(cx.db), &cx.args[1], &cx.args[2], now)?;
     cx.notify(notify::STRING, "incrbyfloat", &cx.args[1]);
+    // Propagated as the value it set, so a replay does not depend on float formatting.
+    cx.propagate_as(|| {
+        vec![
+            Bytes::from_static(b"SET"),
+            cx.args[1].clone(),
+            v.clone(),
+            Bytes::from_static(b"KEEPTTL"),
+        ]
+    });
     cx.out.bulk(&v);
     Ok(())
 }

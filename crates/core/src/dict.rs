@@ -413,6 +413,46 @@ impl Dict {
         }
     }
 
+    fn visit_bucket_mut(table: &mut [Option<Entry>], idx: usize, f: &mut impl FnMut(&mut Entry)) {
+        let mut link = &mut table[idx];
+        while let Some(e) = link {
+            f(e);
+            link = e.next_mut();
+        }
+    }
+
+    /// [`Dict::scan`] with each entry lent mutably (a snapshot's walk marks what it wrote). `f`
+    /// must not change the key (the entry stays in its bucket).
+    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&mut Entry)) -> u64 {
+        let mut v = cursor;
+        if self.rehash_idx.is_none() {
+            let t = &mut self.tables[0];
+            if t.is_empty() {
+                return 0;
+            }
+            let m0 = (t.len() - 1) as u64;
+            Self::visit_bucket_mut(t, (v & m0) as usize, &mut f);
+            v |= !m0;
+            return v.reverse_bits().wrapping_add(1).reverse_bits();
+        }
+        let [t0, t1] = &mut self.tables;
+        let (small, large) = if t0.len() <= t1.len() {
+            (t0, t1)
+        } else {
+            (t1, t0)
+        };
+        let (m0, m1) = ((small.len() - 1) as u64, (large.len() - 1) as u64);
+        Self::visit_bucket_mut(small, (v & m0) as usize, &mut f);
+        loop {
+            Self::visit_bucket_mut(large, (v & m1) as usize, &mut f);
+            v |= !m1;
+            v = v.reverse_bits().wrapping_add(1).reverse_bits();
+            if v & (m0 ^ m1) == 0 {
+                return v;
+            }
+        }
+    }
+
     /// A pseudo-random entry chosen with the caller's random numbers `rand()`.
     pub fn random(&self, mut rand: impl FnMut() -> u64) -> Option<&Entry> {
         if self.len == 0 {
@@ -514,6 +554,29 @@ impl Drain {
     /// True when everything has been freed, bucket arrays included.
     pub fn is_empty(&self) -> bool {
         self.tables.iter().all(Vec::is_empty)
+    }
+
+    /// Calls `f` on the entries of up to `buckets` buckets from position `at` (start with 0) and
+    /// returns the next position, None once every bucket was visited. The table is no longer
+    /// changed once taken out, so a position stays valid (a snapshot reads a flushed table this
+    /// way before it is freed).
+    pub fn visit(&self, at: usize, buckets: usize, mut f: impl FnMut(&Entry)) -> Option<usize> {
+        let n0 = self.tables[0].len();
+        let total = n0 + self.tables[1].len();
+        let end = at.saturating_add(buckets).min(total);
+        for i in at..end {
+            let head = if i < n0 {
+                &self.tables[0][i]
+            } else {
+                &self.tables[1][i - n0]
+            };
+            let mut link = head.as_ref();
+            while let Some(e) = link {
+                f(e);
+                link = e.next().as_ref();
+            }
+        }
+        (end < total).then_some(end)
     }
 
     /// Frees entries and buckets until `budget` units of work are spent (one per bucket visited and

@@ -43,6 +43,11 @@ const FLAG_TTL: u8 = 0b100;
 /// An int-encoded value Redis would hold in an object of its own rather than one of its shared
 /// integers (see [`Entry::is_unshared`]).
 const FLAG_UNSHARED: u8 = 0b1000;
+/// The snapshot mark: a key whose mark equals its database's snapshot parity has been written by
+/// the running snapshot, or did not exist when it started (see `strata_shard::snapshot`).
+const FLAG_SNAP: u8 = 0b1_0000;
+/// The flags a rebuilt entry (new expiry, new value in place) keeps from the old one.
+const FLAGS_KEPT: u8 = FLAG_UNSHARED | FLAG_SNAP;
 const HEADER: usize = 12;
 const LRU_MASK: u32 = 0x00FF_FFFF;
 
@@ -372,6 +377,30 @@ impl Entry {
         unsafe { (self.0.as_ptr().add(8) as *mut u32).write(meta) }
     }
 
+    /// The snapshot mark (see [`FLAG_SNAP`]). Kept when the entry is rebuilt for another expiry or
+    /// value in place.
+    #[inline]
+    pub fn snap_mark(&self) -> bool {
+        self.flags() & FLAG_SNAP != 0
+    }
+
+    /// Sets the snapshot mark.
+    #[inline]
+    pub fn set_snap_mark(&mut self, on: bool) {
+        let bit = (FLAG_SNAP as u32) << 24;
+        let meta = (self.meta() & !bit) | if on { bit } else { 0 };
+        // SAFETY: every entry has a 12-byte header.
+        unsafe { (self.0.as_ptr().add(8) as *mut u32).write(meta) }
+    }
+
+    /// Copies the flags a rebuilt entry keeps (the unshared and snapshot marks) from `flags`.
+    fn keep_flags(&mut self, flags: u8) {
+        let kept = ((flags & FLAGS_KEPT) as u32) << 24;
+        let meta = (self.meta() & !((FLAGS_KEPT as u32) << 24)) | kept;
+        // SAFETY: every entry has a 12-byte header.
+        unsafe { (self.0.as_ptr().add(8) as *mut u32).write(meta) }
+    }
+
     /// Absolute expiry in unix milliseconds, if the key is volatile.
     pub fn expire(&self) -> Option<i64> {
         if self.flags() & FLAG_TTL == 0 {
@@ -403,27 +432,29 @@ impl Entry {
             }
             (false, None) => self,
             _ => {
-                let (lru, unshared) = (self.lru(), self.is_unshared());
+                let (lru, flags) = (self.lru(), self.flags());
                 let key = self.key().to_vec();
                 let mut e = Entry::new(&key, self.into_value(), expire, lru);
-                e.set_unshared(unshared);
+                e.keep_flags(flags);
                 e
             }
         }
     }
 
-    /// Returns an entry with the same key, expiry and clock holding `value`.
+    /// Returns an entry with the same key, expiry, clock and snapshot mark holding `value`.
     pub fn with_value(self, value: Value) -> Entry {
-        let e = Entry::new(self.key(), value, self.expire(), self.lru());
+        let mut e = Entry::new(self.key(), value, self.expire(), self.lru());
+        e.keep_flags(self.flags() & FLAG_SNAP);
         drop(self);
         e
     }
 
-    /// Replaces the value where the entry stands (same key, expiry, clock and chain position: a new
-    /// allocation swapped into `self`). Returns the old entry, detached from the chain, so the caller
-    /// decides when it is freed.
+    /// Replaces the value where the entry stands (same key, expiry, clock, snapshot mark and chain
+    /// position: a new allocation swapped into `self`). Returns the old entry, detached from the
+    /// chain, so the caller decides when it is freed.
     pub fn replace_value(&mut self, value: Value) -> Entry {
         let mut new = Entry::new(self.key(), value, self.expire(), self.lru());
+        new.keep_flags(self.flags() & FLAG_SNAP);
         *new.next_mut() = self.next_mut().take();
         std::mem::replace(self, new)
     }

@@ -79,6 +79,27 @@ impl<'a> ShardCtx<'a> {
     pub fn args(&self) -> Args<'a> {
         Args::new(self.args, 1)
     }
+
+    /// Propagates `argv` instead of the command line if the command changed the dataset (see
+    /// `strata_shard::propagate`). Costs one load while nothing consumes the stream.
+    pub fn propagate_as(&self, argv: impl FnOnce() -> Vec<Bytes>) {
+        if strata_shard::propagate::on() {
+            let argv = argv();
+            strata_shard::propagate::with_current(|o| o.rewrite(argv));
+        }
+    }
+
+    /// Propagates `argv` (after what was emitted already) instead of the command line, whatever
+    /// the command changed; with an empty list, propagates nothing for it.
+    pub fn propagate_emit(&self, argv: impl FnOnce() -> Vec<Vec<Bytes>>) {
+        if strata_shard::propagate::on() {
+            let list = argv();
+            strata_shard::propagate::with_current(|o| {
+                o.suppress();
+                list.into_iter().for_each(|a| o.emit(a));
+            });
+        }
+    }
 }
 
 /// Context of a command running on the connection's thread.
@@ -93,6 +114,8 @@ pub struct ConnCtx<'a> {
     pub args: &'a [Bytes],
     pub out: &'a mut ReplyBuf,
     pub now: i64,
+    /// How its propagated form differs from its command line (see `strata_shard::propagate`).
+    pub prop: strata_shard::propagate::Override,
 }
 
 impl<'a> ConnCtx<'a> {
@@ -111,12 +134,19 @@ impl<'a> ConnCtx<'a> {
             args,
             out,
             now,
+            prop: Default::default(),
         }
     }
 
     /// The selected database.
     pub fn db(&self) -> usize {
         self.session.db
+    }
+
+    /// The transaction this command belongs to in the propagation stream (0: none), and its
+    /// place in it.
+    pub fn prop_txn(&self) -> (u64, u32) {
+        (self.session.prop_txn, self.session.prop_pos)
     }
 
     /// The server's configuration (read-only to a family).

@@ -99,6 +99,9 @@ pub struct KeysCtx<'a> {
     /// count no keyspace hits or misses and raise no key-miss events, as the first run's did
     /// there (see [`Shard::quietly`]). Empty for a first run.
     pub quiet: Vec<usize>,
+    /// How its propagated form differs from its command line (see `strata_shard::propagate`):
+    /// set through [`KeysCtx::propagate_as`] and [`KeysCtx::propagate_emit`].
+    pub prop: strata_shard::propagate::Override,
     place: Place<'a>,
 }
 
@@ -144,6 +147,7 @@ impl<'a> KeysCtx<'a> {
             park: None,
             woken: false,
             quiet: Vec::new(),
+            prop: Default::default(),
             place,
         }
     }
@@ -165,6 +169,23 @@ impl<'a> KeysCtx<'a> {
         let plan = plan.into_iter().map(|(s, l)| (s, Some(l))).collect();
         let place = Place::Tentative(Tentative { lock, plan, failed });
         KeysCtx::placed(place, db, args, out, now, databases)
+    }
+
+    /// Propagates `argv` instead of the command line if the command changed the dataset (see
+    /// `strata_shard::propagate`). Costs one load while nothing consumes the stream.
+    pub fn propagate_as(&mut self, argv: impl FnOnce() -> Vec<Bytes>) {
+        if strata_shard::propagate::on() {
+            self.prop.rewrite(argv());
+        }
+    }
+
+    /// Propagates `argv` (after what was emitted already) instead of the command line, whatever
+    /// the command changed; with an empty list, propagates nothing for it.
+    pub fn propagate_emit(&mut self, argv: impl FnOnce() -> Vec<Vec<Bytes>>) {
+        if strata_shard::propagate::on() {
+            self.prop.suppress();
+            argv().into_iter().for_each(|a| self.prop.emit(a));
+        }
     }
 
     /// A cursor over the arguments after the command name.

@@ -160,3 +160,18 @@ pub mod reply_buffer {
         }
     }
 }
+
+/// `appendfsync`: 0 no, 1 everysec, 2 always (read by the AOF writer and, with `always`, by every
+/// connection before its replies leave).
+static AOF_FSYNC: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+/// Applies `appendfsync`.
+pub fn set_aof_fsync(policy: u8) {
+    AOF_FSYNC.store(policy, Ordering::Relaxed);
+}
+
+/// `appendfsync`: 0 no, 1 everysec, 2 always.
+#[inline]
+pub fn aof_fsync() -> u8 {
+    AOF_FSYNC.load(Ordering::Relaxed)
+}

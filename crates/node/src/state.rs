@@ -128,6 +128,13 @@ pub struct Session {
     /// While EXEC runs: the transaction's lock owner. Commands of the transaction take their locks
     /// as this owner, re-entering what EXEC holds.
     pub txn_owner: Option<Owner>,
+    /// While EXEC runs with the propagation stream on: the transaction's id in the stream (see
+    /// `strata_shard::propagate`), so its writes are wrapped in MULTI/EXEC; 0 otherwise.
+    pub prop_txn: u64,
+    /// The place in that transaction of the command running now.
+    pub prop_pos: u32,
+    /// The AOF loader's client: it runs while everyone else is answered -LOADING.
+    pub replaying: bool,
     /// Channels, patterns and shard channels subscribed to (see `crate::pubsub`).
     pub pubsub: crate::pubsub::Subscriptions,
     /// CLIENT TRACKING: the client's settings while tracking is on (see `crate::tracking`).
@@ -159,6 +166,9 @@ impl Session {
             watch: None,
             watched: Vec::new(),
             txn_owner: None,
+            prop_txn: 0,
+            prop_pos: 0,
+            replaying: false,
             deferred: None,
             pubsub: Default::default(),
             tracking: None,

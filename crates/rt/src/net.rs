@@ -227,6 +227,12 @@ impl Stream {
         Ok(Stream { sock, io })
     }
 
+    /// Takes over a connected, non-blocking stream socket (one end of a socket pair: the AOF
+    /// loader's client), registered on the calling thread's loop.
+    pub fn from_fd(sock: OwnedFd) -> io::Result<Stream> {
+        Stream::registered(sock)
+    }
+
     /// TCP_NODELAY (an error on a Unix-domain socket, which has no such option).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         socket2::SockRef::from(&self.sock).set_nodelay(on)

@@ -530,6 +530,7 @@ async fn read_loop(
                 }
                 .run(&mut cmds)
                 .await;
+                durable_replies().await;
                 local.busy.set(false);
                 if cmds.capacity() > KEEP_COMMANDS {
                     // A long pipeline's list is not kept while the connection idles.
@@ -551,6 +552,7 @@ async fn read_loop(
                 }
                 .run(&mut rest)
                 .await;
+                durable_replies().await;
                 local.busy.set(false);
             }
             // What the batch left the client holding (its replies, MULTI queue, WATCHes,
@@ -810,4 +812,13 @@ async fn write_loop(
     }
     local.writer_done.set(true);
     local.wake_reader();
+}
+
+/// With `appendfsync always`, a batch's replies leave only once everything it wrote is on disk
+/// (the AOF writer's group commit: one fsync for every client waiting on it). One load otherwise.
+#[inline]
+async fn durable_replies() {
+    if strata_node::services::aof::sync_replies() {
+        strata_node::services::aof::durable(strata_shard::propagate::current()).await;
+    }
 }

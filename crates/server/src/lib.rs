@@ -5,6 +5,7 @@
 //! spreads connections over threads), serves the connections it accepted, runs jobs other threads
 //! send to its inbox, and expires keys in the background. See docs/architecture.md.
 
+mod aof_load;
 pub mod conn;
 pub mod dispatch;
 mod listen;
@@ -18,6 +19,7 @@ use std::time::Duration;
 use strata_commands::table;
 use strata_node::config::Config;
 use strata_node::server_log;
+use strata_node::services::persist;
 use strata_node::state::ServerStats;
 use strata_node::ServerState;
 use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
@@ -131,6 +133,13 @@ pub fn run(config: Config) -> i32 {
     });
 
     strata_node::services::server::crash::install(&state);
+    persist::init(state.started_ms);
+    // A dataset to load: clients are answered -LOADING from the first moment they can connect.
+    let rdb = persist::rdb_path(&state.config);
+    let appendonly = state.config.get_bool("appendonly");
+    if rdb.exists() || appendonly {
+        persist::mark_loading();
+    }
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
     // SIGTERM that came first used to kill the process outright).
     let handler = ctrlc::set_handler(move || {
@@ -179,6 +188,30 @@ pub fn run(config: Config) -> i32 {
         remove_socket();
         return 1;
     }
+    // With the AOF on, the dataset is the AOF's (Redis's loadDataFromDisk); appending starts
+    // once it is loaded, so its replay is not appended again.
+    strata_node::services::aof::set_reloader(aof_load::reload);
+    let loaded = if appendonly {
+        if !aof_load::load_at_startup(&state) {
+            // Redis exits on the spot (its last log line is the reason), pidfile and all.
+            std::process::exit(1);
+        }
+        match strata_node::services::aof::start(&state.config) {
+            Ok(()) => true,
+            Err(e) => {
+                server_log!(Warning, "{e}");
+                false
+            }
+        }
+    } else {
+        persist::load_at_startup(&state)
+    };
+    persist::end_loading();
+    if !loaded {
+        pidfile.remove();
+        remove_socket();
+        return 1;
+    }
     if !listen.tcp.is_empty() {
         server_log!(Notice, "Ready to accept connections");
     }
@@ -190,15 +223,21 @@ pub fn run(config: Config) -> i32 {
     }
     supervisor.ready();
 
-    while !state.shutting_down.load(Ordering::SeqCst) {
-        if strata_node::services::server::due_shutdown() {
-            state.request_shutdown();
+    loop {
+        while !state.shutting_down.load(Ordering::SeqCst) {
+            if strata_node::services::server::due_shutdown() {
+                state.request_shutdown();
+                break;
+            }
+            process::reopen_log_if_asked();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if persist::is_shutdown_prepared() || final_save(&state) {
             break;
         }
-        process::reopen_log_if_asked();
-        std::thread::sleep(Duration::from_millis(20));
+        // The save failed: Redis keeps running.
+        state.shutting_down.store(false, Ordering::SeqCst);
     }
-    server_log!(Warning, "User requested shutdown...");
     supervisor.stopping();
     // Connections were shut down by request_shutdown; give in-flight replies a moment to flush.
     std::thread::sleep(Duration::from_millis(50));
@@ -206,6 +245,46 @@ pub fn run(config: Config) -> i32 {
     remove_socket();
     server_log!(Warning, "Strata is now ready to exit, bye bye...");
     state.exit_code.load(Ordering::SeqCst) as i32
+}
+
+/// A shutdown by signal: Redis's prepareForShutdown (the log line, the final save when save
+/// points exist). Returns false if the save failed and the server must keep running.
+fn final_save(state: &Arc<ServerState>) -> bool {
+    server_log!(Warning, "User requested shutdown...");
+    if persist::cancel_background() {
+        server_log!(Warning, "There is a child saving an .rdb. Killing it!");
+    }
+    if persist::save_points(&state.config).is_empty() {
+        return true;
+    }
+    server_log!(Notice, "Saving the final RDB snapshot before exiting.");
+    let (tx, rx) = mpsc::channel();
+    let st = state.clone();
+    state.shards.post(
+        0,
+        Box::new(move || {
+            strata_rt::spawn(async move {
+                persist::wait_idle().await;
+                let r = persist::save(&st, strata_shard::new_owner()).await;
+                let _ = tx.send(r);
+            });
+        }),
+    );
+    match rx.recv() {
+        Ok(Ok(())) => true,
+        _ => {
+            server_log!(Warning, "Error trying to save the DB, can't exit.");
+            false
+        }
+    }
+}
+
+/// The server's cron for persistence, on shard 0's thread: save points, BGSAVE SCHEDULE.
+async fn persist_cron(state: Arc<ServerState>) {
+    loop {
+        strata_rt::sleep(Duration::from_millis(100)).await;
+        persist::cron(&state).await;
+    }
 }
 
 fn thread_main(
@@ -243,6 +322,9 @@ async fn thread_loop(
     strata_rt::spawn(state.shards.flusher());
     strata_rt::spawn(inbox.run());
     strata_rt::spawn(expire_loop(state.clone()));
+    if id == 0 {
+        strata_rt::spawn(persist_cron(state.clone()));
+    }
     if let Err(e) = listen::start_thread(id, &listen, &state) {
         let _ = ready.send(Err(e));
         return;

@@ -258,7 +258,20 @@ fn push_destination(
         });
         // The destination's type was checked under the lock held since, so this is the element.
         match pushed {
-            Ok(_) => out.bulk(&v),
+            Ok(_) => {
+                if strata_shard::propagate::on() {
+                    // Numbered while both keys are still locked: the move as its LMOVE.
+                    let argv = vec![
+                        Bytes::from_static(b"LMOVE"),
+                        m.src.clone(),
+                        m.dst.clone(),
+                        strata_commands::list::end_name(m.from),
+                        strata_commands::list::end_name(m.to),
+                    ];
+                    strata_shard::propagate::push(m.db as u32, 0, argv);
+                }
+                out.bulk(&v)
+            }
             Err(e) => out.error(&e.message()),
         }
         count(s, m.cmd_id, None);

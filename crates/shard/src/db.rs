@@ -58,6 +58,7 @@ use strata_core::{Dict, Drain, Entry, Object, Value, ValueRef};
 
 use crate::notify;
 use crate::park::Parked;
+use crate::snapshot::DbSnap;
 use crate::versions::Versions;
 use crate::watch::{Watch, Watcher};
 
@@ -414,6 +415,21 @@ impl Hooks {
 /// actively: they read as absent but stay, so that a paused server's dataset does not change (as
 /// Redis does, for a failover's sake). Unix ms the hold lasts until; 0: no hold.
 static EXPIRY_HELD_UNTIL: AtomicI64 = AtomicI64::new(0);
+
+/// While an AOF is replayed no key expires (Redis's keyIsExpired while loading): a TTL in the
+/// past is set, not applied, so the replay rebuilds what the file's commands built.
+static REPLAYING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts or ends an AOF replay (see [`replaying`]).
+pub fn set_replaying(on: bool) {
+    REPLAYING.store(on, Ordering::SeqCst);
+}
+
+/// True while an AOF is replayed: keys do not expire, EXPIRE with a time past sets it.
+#[inline]
+pub fn replaying() -> bool {
+    REPLAYING.load(Ordering::Relaxed)
+}
 
 /// Holds expiry until `until` (unix ms; 0 ends the hold).
 pub fn hold_expiry(until: i64) {
@@ -864,6 +880,11 @@ pub struct Db {
     share_ints: bool,
     rng: u64,
     hooks: Hooks,
+    /// The running snapshot's state for this database (see [`crate::snapshot`]); None (the
+    /// write path's one test) while none runs.
+    snap: Option<Box<DbSnap>>,
+    /// The snapshot parity: an entry whose mark equals it is saved (or new since the start).
+    snap_parity: bool,
 }
 
 impl Default for Db {
@@ -972,6 +993,8 @@ impl Db {
             share_ints: true,
             rng: 0,
             hooks: Hooks::new(index),
+            snap: None,
+            snap_parity: false,
         }
     }
 
@@ -1089,12 +1112,15 @@ impl Db {
     }
 
     fn expired(e: &Entry, now: i64) -> bool {
-        e.expire().is_some_and(|at| at <= now)
+        e.expire().is_some_and(|at| at <= now) && !replaying()
     }
 
     /// Takes `key`'s entry out of the table, keeping the TTL count right. No event.
     fn unlink(&mut self, key: &[u8]) -> Option<Entry> {
         let e = self.dict.remove(key)?;
+        if let Some(s) = &mut self.snap {
+            s.save(self.snap_parity, &e);
+        }
         if e.expire().is_some() {
             self.lost_ttl();
         }
@@ -1121,6 +1147,9 @@ impl Db {
         }
         if let Some(e) = self.unlink(key) {
             self.stats.expired_keys += 1;
+            if crate::propagate::on() {
+                crate::propagate::deleted(self.hooks.index, key, false);
+            }
             self.hooks.emit(EventKind::Expired, key);
             notify::emit(notify::EXPIRED, "expired", key, self.hooks.index);
             self.hooks.discard(e);
@@ -1223,6 +1252,10 @@ impl Db {
             return None;
         }
         let entry = self.dict.get_mut(key)?;
+        if let Some(s) = &mut self.snap {
+            s.save(self.snap_parity, entry);
+            entry.set_snap_mark(self.snap_parity);
+        }
         self.access.touch(entry, now, &mut self.rng);
         Some(EntryMut {
             entry,
@@ -1270,7 +1303,10 @@ impl Db {
 
     /// Inserts a prepared entry (SET, RENAME/MOVE/COPY destinations), replacing any previous one.
     /// Returns true if a live key was replaced (a replaced expired key counts as expired).
-    pub fn insert_entry(&mut self, entry: Entry, now: i64) -> bool {
+    pub fn insert_entry(&mut self, mut entry: Entry, now: i64) -> bool {
+        // A key written now is not part of a running snapshot, nor of one started later until
+        // that one flips the parity.
+        entry.set_snap_mark(self.snap_parity);
         // Its events carry the key only if someone listens; its version moves either way.
         if let Some(v) = &self.hooks.versions {
             v.bump(self.hooks.index, entry.key());
@@ -1293,6 +1329,15 @@ impl Db {
                 notify::emit(notify::NEW, "new", entry.key(), index);
             }
         }
+        if crate::propagate::on()
+            && self
+                .dict
+                .get(entry.key())
+                .is_some_and(|e| Self::expired(e, now))
+        {
+            // Redis's lookupKeyWrite deletes (and propagates) a due key before the write.
+            crate::propagate::deleted(index, entry.key(), false);
+        }
         let old = self.dict.insert_bounded(entry, crate::evict::room_for);
         // The hint goes in after the entry, so a compaction step it triggers sees the key live.
         if let Some((at, hint)) = deadline {
@@ -1301,6 +1346,9 @@ impl Db {
         }
         let mut replaced = false;
         if let Some(old) = old {
+            if let Some(s) = &mut self.snap {
+                s.save(self.snap_parity, &old);
+            }
             if old.expire().is_some() {
                 self.lost_ttl();
             }
@@ -1356,6 +1404,12 @@ impl Db {
         let Some(had) = self.dict.get(key).map(|e| e.expire().is_some()) else {
             return false;
         };
+        if let Some(s) = &mut self.snap {
+            if let Some(e) = self.dict.get_mut(key) {
+                s.save(self.snap_parity, e);
+                e.set_snap_mark(self.snap_parity);
+            }
+        }
         self.dict.replace(key, |e| e.with_expire(expire));
         match (had, expire) {
             (false, Some(_)) => self.volatile += 1,
@@ -1372,6 +1426,9 @@ impl Db {
     /// Reclaims up to `budget` due hints' keys. Returns (hints examined, keys expired).
     pub fn active_expire(&mut self, now: i64, budget: usize) -> (usize, usize) {
         let (mut seen, mut expired) = (0, 0);
+        if replaying() {
+            return (seen, expired);
+        }
         while seen < budget {
             let Some((at, key)) = self.ttl.pop_due(now) else {
                 break;
@@ -1382,6 +1439,9 @@ impl Db {
             }
             if let Some(e) = self.unlink(&key) {
                 self.stats.expired_keys += 1;
+                if crate::propagate::on() {
+                    crate::propagate::deleted(self.hooks.index, &key, false);
+                }
                 self.hooks.emit(EventKind::Expired, &key);
                 notify::emit(notify::EXPIRED, "expired", &key, self.hooks.index);
                 self.hooks.discard(e);
@@ -1456,6 +1516,9 @@ impl Db {
         let e = self.unlink(key)?;
         let size = e.heap_size();
         self.stats.evicted_keys += 1;
+        if crate::propagate::on() {
+            crate::propagate::deleted(self.hooks.index, key, false);
+        }
         self.hooks.emit(EventKind::Evicted, key);
         notify::emit(notify::EVICTED, "evicted", key, self.hooks.index);
         self.hooks.discard(e);
@@ -1556,10 +1619,20 @@ impl Db {
         let hints = self.ttl.take();
         self.volatile = 0;
         self.hooks.emit_all(EventKind::Flushed, keys as u64);
+        // A running snapshot not done with this database walks the flushed table before it goes.
+        let table = match &mut self.snap {
+            Some(s) if !s.walked && !table.is_empty() => {
+                s.detached.push((table, 0));
+                None
+            }
+            _ => Some(table),
+        };
         if keys <= FLUSH_INLINE_MAX && hints.len() <= FLUSH_INLINE_MAX {
             return 0;
         }
-        self.hooks.lazy.push(Garbage::Table(table));
+        if let Some(table) = table {
+            self.hooks.lazy.push(Garbage::Table(table));
+        }
         self.hooks.lazy.push(Garbage::Hints(hints))
     }
 
@@ -1571,6 +1644,9 @@ impl Db {
         let now = now_ms();
         self.touch_watched_live(Some(&other.dict), now);
         other.touch_watched_live(Some(&self.dict), now);
+        // A running snapshot saves what is left of both first: its records belong to the index.
+        self.snap_save_rest();
+        other.snap_save_rest();
         std::mem::swap(&mut self.dict, &mut other.dict);
         std::mem::swap(&mut self.ttl, &mut other.ttl);
         std::mem::swap(&mut self.volatile, &mut other.volatile);
@@ -1596,6 +1672,101 @@ impl Db {
                 for w in list.iter_mut() {
                     w.stale = stale;
                 }
+            }
+        }
+    }
+
+    // ----- Snapshots (see crate::snapshot) -----
+
+    /// Starts this database's part of a snapshot: flips the parity, so every entry is unsaved.
+    pub(crate) fn snap_begin(&mut self, snap: DbSnap) {
+        self.snap_parity = !self.snap_parity;
+        self.snap = Some(Box::new(snap));
+    }
+
+    /// Walks up to `keys` keys (or until `bytes` are pending), saving the unsaved ones. Returns
+    /// (this database is completely walked, keys visited).
+    pub(crate) fn snap_walk(&mut self, keys: usize, bytes: usize) -> (bool, usize) {
+        let parity = self.snap_parity;
+        let Some(s) = self.snap.as_mut() else {
+            return (true, 0);
+        };
+        if s.walked {
+            return (true, 0);
+        }
+        let mut seen = 0;
+        let cancelled = s.cancelled.load(Ordering::Relaxed);
+        // Flushed tables first, then the live one.
+        while let Some((table, at)) = s.detached.last_mut() {
+            let next = if cancelled {
+                None
+            } else {
+                let start = *at;
+                let (encode, buf, n) = (&s.encode, &mut s.buf, &mut s.keys);
+                table.visit(start, keys.max(1), |e| {
+                    seen += 1;
+                    if e.snap_mark() != parity {
+                        encode(buf, e);
+                        *n += 1;
+                    }
+                })
+            };
+            match next {
+                Some(p) => {
+                    *at = p;
+                    return (false, seen);
+                }
+                None => {
+                    let (table, _) = s.detached.pop().expect("just looked at it");
+                    self.hooks.lazy.push(Garbage::Table(table));
+                }
+            }
+        }
+        loop {
+            let s = self.snap.as_mut().expect("checked above");
+            let encode = &s.encode;
+            let (buf, n) = (&mut s.buf, &mut s.keys);
+            s.cursor = self.dict.scan_mut(s.cursor, |e| {
+                seen += 1;
+                if e.snap_mark() != parity {
+                    if !cancelled {
+                        encode(buf, e);
+                        *n += 1;
+                    }
+                    e.set_snap_mark(parity);
+                }
+            });
+            if s.cursor == 0 {
+                s.walked = true;
+                return (true, seen);
+            }
+            if seen >= keys || s.buf.len() >= bytes {
+                return (false, seen);
+            }
+        }
+    }
+
+    /// Saves every key of this database the running snapshot has not saved yet (before SWAPDB).
+    fn snap_save_rest(&mut self) {
+        while self.snap.is_some() && !self.snap_walk(usize::MAX, usize::MAX).0 {}
+    }
+
+    /// The records pending for the sink, if any.
+    pub(crate) fn snap_take_buf(&mut self) -> Option<(Vec<u8>, usize)> {
+        let s = self.snap.as_mut()?;
+        (!s.buf.is_empty()).then(|| (std::mem::take(&mut s.buf), std::mem::take(&mut s.keys)))
+    }
+
+    /// Copy-on-write bytes encoded since last asked.
+    pub(crate) fn snap_take_cow(&mut self) -> u64 {
+        self.snap.as_mut().map_or(0, |s| std::mem::take(&mut s.cow))
+    }
+
+    /// Ends this database's part of the snapshot (its walk is complete, or it was cancelled).
+    pub(crate) fn snap_end(&mut self) {
+        if let Some(s) = self.snap.take() {
+            for (table, _) in s.detached {
+                self.hooks.lazy.push(Garbage::Table(table));
             }
         }
     }

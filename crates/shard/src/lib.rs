@@ -7,7 +7,10 @@
 //!   transactions.
 //! * [`multi`]: acquiring locks across shards, cancel-safely.
 //! * [`park`]: commands that wait on keys (blocking commands), first parked first served.
+//! * [`propagate`]: the propagation stream (every write as Redis propagates it: AOF, replication).
 //! * [`shard`]: the per-thread shard and its accessor.
+//! * [`snapshot`]: a point-in-time snapshot of the shard written while it serves (copy-on-write
+//!   per key).
 //! * [`set`]: routing (key → slot → shard) and cross-thread calls.
 //! * [`tracking`]: client-side caching: who to tell when a key changes.
 //! * [`versions`]: key versions, so a read-only pipeline across shards needs no locks.
@@ -22,8 +25,10 @@ pub mod memory;
 pub mod multi;
 pub mod notify;
 pub mod park;
+pub mod propagate;
 pub mod set;
 pub mod shard;
+pub mod snapshot;
 pub mod tracking;
 pub mod versions;
 pub mod watch;

@@ -31,6 +31,9 @@ pub struct MultiLock {
     ids: Vec<(usize, LockId)>,
     /// A request posted to a remote shard whose id has not come back yet.
     inflight: Option<(usize, Arc<Mutex<Handoff>>)>,
+    /// Set by a part that changed its shard's dataset, while the propagation stream is on (see
+    /// [`crate::propagate`]; None when off).
+    changed: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What happened to a request posted to another shard; shared by that shard's job and the
@@ -151,6 +154,7 @@ impl ShardSet {
             owner,
             ids: Vec::with_capacity(merged.len()),
             inflight: None,
+            changed: crate::propagate::on().then(Arc::default),
         };
         // More than two shards: first ask them all at once to grant what they can grant at once
         // (requests that never wait may be made in any order, see [`Optimistic`]). If all do, the
@@ -240,7 +244,30 @@ impl MultiLock {
         shard: usize,
         f: impl FnOnce(&mut Shard) -> R + Send + 'static,
     ) -> R {
-        self.set.call(shard, f).await
+        match &self.changed {
+            None => self.set.call(shard, f).await,
+            Some(changed) => {
+                let changed = changed.clone();
+                self.set
+                    .call(shard, move |s| {
+                        let mark = s.dirty_total();
+                        let r = f(s);
+                        if s.dirty_total() != mark {
+                            changed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        r
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// Whether a part run so far changed its shard's dataset (always false while the propagation
+    /// stream was off when the locks were taken).
+    pub fn changed(&self) -> bool {
+        self.changed
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Runs `op` concurrently on every shard this lock spans that owns some of `items`, each with its

@@ -74,6 +74,8 @@ pub struct Shard {
     /// parked on that key while the move serves the waiters behind it (see `strata_server::moving`):
     /// that move takes it over instead of queueing for it. Cleared by the offering move.
     pub lock_handover: Option<LockHandover>,
+    /// The running snapshot, if any (see [`crate::snapshot`]).
+    pub(crate) snapshot: Option<crate::snapshot::ShardSnap>,
 }
 
 /// See [`Shard::lock_handover`].
@@ -105,6 +107,7 @@ impl Shard {
             recheck_after_part: false,
             running_client: 0,
             lock_handover: None,
+            snapshot: None,
         }
     }
 
@@ -140,6 +143,12 @@ impl Shard {
     /// across shards record them instead of taking locks. None with one shard.
     pub fn versions(&self) -> Option<&Versions> {
         self.dbs.first().and_then(Db::versions)
+    }
+
+    /// Changes counted over every database (Redis's `server.dirty`): a command that moved it
+    /// changed the dataset and is propagated (see [`crate::propagate`]).
+    pub fn dirty_total(&self) -> u64 {
+        self.dbs.iter().map(Db::dirty).sum()
     }
 
     /// Number of databases.

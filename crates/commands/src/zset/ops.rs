@@ -1008,6 +1008,15 @@ async fn mpop_first(
                 .await,
         )?;
         if let Some(elems) = popped {
+            // Propagated as the pop it was (Redis 7.0: ZPOPMIN/ZPOPMAX key count).
+            let n = elems.len();
+            cx.propagate_as(|| {
+                vec![
+                    Bytes::from_static(zpop_name(max)),
+                    key.clone(),
+                    Bytes::from(n.to_string()),
+                ]
+            });
             let out = &mut *cx.out;
             out.array(2);
             out.bulk(key);
@@ -1041,6 +1050,14 @@ pub fn zmpop<'a>(cx: &'a mut KeysCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
 // `strata_node::ctx::Park`) and runs again once one of them is written, until its timeout, as the
 // blocking list commands do.
 
+/// The non-blocking pop a pop of the `max` end is propagated as.
+fn zpop_name(max: bool) -> &'static [u8] {
+    match max {
+        true => b"ZPOPMAX",
+        false => b"ZPOPMIN",
+    }
+}
+
 /// BZPOPMIN / BZPOPMAX key [key ...] timeout → [key, member, score] from the first non-empty key.
 async fn bzpop(cx: &mut KeysCtx<'_>, max: bool) -> CmdResult {
     let args = cx.args;
@@ -1055,6 +1072,7 @@ async fn bzpop(cx: &mut KeysCtx<'_>, max: bool) -> CmdResult {
                 .await,
         )?;
         if let Some((m, score)) = popped.and_then(|mut e| e.pop()) {
+            cx.propagate_as(|| vec![Bytes::from_static(zpop_name(max)), key.clone()]);
             cx.out.array(3);
             cx.out.bulk(key);
             cx.out.bulk(&m);

@@ -537,6 +537,11 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
             crate::log::Level::parse(value).unwrap_or(crate::log::Level::Notice),
         ),
         "crash-log-enabled" => crate::log::set_crash_log(value == "yes"),
+        "appendfsync" => crate::settings::set_aof_fsync(match value {
+            "always" => 2,
+            "no" => 0,
+            _ => 1,
+        }),
         _ => {}
     }
 }
@@ -1016,7 +1021,7 @@ mod tests {
         );
         // Settings of features Strata lacks are stored, and listed as inert.
         let c2 = from(&[
-            "--appendonly",
+            "--lazyfree-lazy-eviction",
             "yes",
             "--save",
             "60",
@@ -1028,7 +1033,7 @@ mod tests {
         .unwrap();
         assert_eq!(c2.get("save").as_deref(), Some("60 1 10 2"));
         let inert: Vec<_> = c2.inert_settings().into_iter().map(|s| s.name).collect();
-        assert_eq!(inert, ["save", "appendonly"]);
+        assert_eq!(inert, ["lazyfree-lazy-eviction"]);
         assert!(Config::default().inert_settings().is_empty());
         assert_eq!(
             from(&["--maxmemory", "1mb"]).map(|c| c.get_i64("maxmemory")),
@@ -1081,11 +1086,11 @@ mod tests {
         );
         let epoch = c.epoch();
         assert_eq!(
-            c.set_many(&[("timeout", "5"), ("Appendonly", "NO")]),
+            c.set_many(&[("timeout", "5"), ("Lazyfree-Lazy-Eviction", "NO")]),
             Ok(())
         );
         assert_eq!(c.get("timeout").as_deref(), Some("5"));
-        assert_eq!(c.get("appendonly").as_deref(), Some("no"));
+        assert_eq!(c.get("lazyfree-lazy-eviction").as_deref(), Some("no"));
         assert!(c.epoch() > epoch);
     }
 
@@ -1181,7 +1186,7 @@ mod tests {
     fn settings_of_missing_features_are_validated_and_stored() {
         let c = Config::default();
         for (name, value, stored) in [
-            ("appendonly", "YES", "yes"),
+            ("lazyfree-lazy-eviction", "YES", "yes"),
             ("save", "3600 1 300 +100", "3600 1 300 100"),
             ("tls-port", "6380", "6380"),
             ("slave-read-only", "no", "no"),
@@ -1195,8 +1200,7 @@ mod tests {
         assert_eq!(
             inert,
             [
-                "save",
-                "appendonly",
+                "lazyfree-lazy-eviction",
                 "repl-backlog-size",
                 "replica-read-only",
                 "shutdown-on-sigterm",
@@ -1245,7 +1249,6 @@ mod tests {
         assert_eq!(
             inert,
             [
-                "save 900 1 300 10",
                 "replicaof 127.0.0.1 6390",
                 "rename-command flushall ",
                 "user default on nopass ~* +@all"

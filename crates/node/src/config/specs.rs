@@ -147,27 +147,47 @@ pub static SPECS: &[ConfigSpec] = &[
         "working directory for data files",
     ),
     spec(
+        "rdb-key-save-delay",
+        "0",
+        Kind::Int { min: i32::MIN as i64, max: i32::MAX as i64 },
+        true,
+        "testing: microseconds the RDB writer waits per key written",
+    ),
+    spec(
+        "key-load-delay",
+        "0",
+        Kind::Int { min: i32::MIN as i64, max: i32::MAX as i64 },
+        true,
+        "testing: microseconds loading waits per key loaded",
+    ),
+    spec(
+        "loading-process-events-interval-bytes",
+        "2097152",
+        Kind::Int { min: 1024, max: i32::MAX as i64 },
+        true,
+        "bytes loaded between two looks at clients (Strata serves them throughout a load)",
+    ),
+    spec(
         "dbfilename",
         "dump.rdb",
         Kind::Str,
         true,
         "snapshot file name",
     ),
-    inert(
+    spec(
         "save",
         "",
         Kind::Save,
         true,
-        "persistence",
-        "snapshot schedule: <seconds> <changes> pairs (\"\": none; Strata's default, as it does not save)",
+        "snapshot schedule: <seconds> <changes> pairs (\"\": none)",
     ),
-    inert(
+    spec(
         "appendonly",
         "no",
         Kind::Bool,
-        true,
-        "persistence",
-        "append-only file",
+        // At run time Redis writes a base from the running dataset first: not yet in Strata.
+        false,
+        "append-only file (start-up only in Strata so far)",
     ),
     spec(
         "maxmemory",
@@ -700,12 +720,11 @@ pub static SPECS: &[ConfigSpec] = &[
         "persistence",
         "keep history AOF files",
     ),
-    inert(
+    spec(
         "aof-load-truncated",
         "yes",
         Kind::Bool,
         true,
-        "persistence",
         "load an AOF whose tail is truncated",
     ),
     inert(
@@ -740,28 +759,25 @@ pub static SPECS: &[ConfigSpec] = &[
         "CPU affinity",
         "CPUs of the AOF rewrite child",
     ),
-    inert(
+    spec(
         "appenddirname",
         "appendonlydir",
         Kind::Str,
         false,
-        "persistence",
         "directory of the AOF files",
     ),
-    inert(
+    spec(
         "appendfilename",
         "appendonly.aof",
         Kind::Str,
         false,
-        "persistence",
         "base name of the AOF files",
     ),
-    inert(
+    spec(
         "appendfsync",
         "everysec",
         Kind::Enum(&["everysec", "always", "no"]),
         true,
-        "persistence",
         "AOF fsync policy",
     ),
     inert(
@@ -1107,20 +1123,18 @@ pub static SPECS: &[ConfigSpec] = &[
         "persistence",
         "fsync the RDB every 4 MB",
     ),
-    inert(
+    spec(
         "rdbchecksum",
         "yes",
         Kind::Bool,
         false,
-        "persistence",
         "RDB checksum",
     ),
-    inert(
+    spec(
         "rdbcompression",
         "yes",
         Kind::Bool,
         true,
-        "persistence",
         "LZF compression in the RDB",
     ),
     inert(
@@ -1322,12 +1336,11 @@ pub static SPECS: &[ConfigSpec] = &[
         "socket marks",
         "SO_MARK of listening sockets",
     ),
-    inert(
+    spec(
         "stop-writes-on-bgsave-error",
         "yes",
         Kind::Bool,
         true,
-        "persistence",
         "refuse writes after a failed BGSAVE",
     ),
     inert(

@@ -2,12 +2,14 @@
 //! (`crate::ctx`, `crate::state`) and the registries. Listed lowest first: a service imports only
 //! services listed before it (`scripts/check-layers.sh`).
 
+pub mod aof;
 pub mod client_evict;
 pub mod connection;
 pub mod digest;
 pub mod latency;
 pub mod monitor;
 pub mod multi;
+pub mod persist;
 pub mod pubsub;
 pub mod replication;
 pub mod server;

@@ -39,6 +39,14 @@ impl Batch<'_> {
         let start = now_us();
         let mut cx = ConnCtx::new(self.session, self.state, args, &mut *out, start / 1000);
         let result = f(&mut cx).await;
+        if strata_shard::propagate::on() {
+            // A server-wide write (FLUSHALL, FLUSHDB, SWAPDB…) is propagated when it succeeds, as
+            // Redis forces their propagation, unless it says otherwise.
+            let prop = std::mem::take(&mut cx.prop);
+            let wrote = result.is_ok() && cmd.spec.flags.has(strata_node::Flags::WRITE);
+            let (txn, pos) = cx.prop_txn();
+            prop.record_at(cx.db() as u32, txn, pos, args, wrote);
+        }
         let at = reply_error(cx.out, result);
         let error = at.map(|at| &out.buf[at..]);
         record_logged(cmd, args, &self.session.info, start, error);

@@ -172,6 +172,12 @@ impl Batch<'_> {
         cx.quiet = quiet;
         let result = f(&mut cx).await;
         let mut park = cx.park.take();
+        if strata_shard::propagate::on() && park.is_none() {
+            // Numbered here, while its locks are held: one record for the whole command.
+            let o = std::mem::take(&mut cx.prop);
+            let (txn, pos) = (self.session.prop_txn, self.session.prop_pos);
+            o.record_at(db as u32, txn, pos, args, lock.changed());
+        }
         // A woken attempt may hold a reservation on its lowest shard (see `strata_shard::park`):
         // done with it now, whether it parks again or was served.
         let reserved = parked.filter(|p| p.was_woken()).and(lowest);

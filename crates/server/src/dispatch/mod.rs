@@ -252,6 +252,9 @@ impl Batch<'_> {
                 None
             };
             let mut rejected = false;
+            if self.session.prop_txn != 0 {
+                self.session.prop_pos = slots.len() as u32;
+            }
             let slot = match self.route(args, local_shard, oom, !single) {
                 Route::Reject(msg) => {
                     rejected = true;
@@ -263,7 +266,10 @@ impl Batch<'_> {
                     local.error(&msg);
                     Slot::Local(start, local.buf.len())
                 }
-                Route::Shard(shard, cmd) if shard == local_shard && single => {
+                Route::Shard(shard, mut cmd) if shard == local_shard && single => {
+                    if cmd.txn != 0 {
+                        cmd.seq = slots.len() as u32;
+                    }
                     let owner = self.session.txn_owner;
                     let ran = with_shard(|s| {
                         let free = cmd.may_run(&s.locks, owner);

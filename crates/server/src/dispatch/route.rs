@@ -18,6 +18,7 @@ use bytes::Bytes;
 use strata_commands::table;
 use strata_node::keyed::SLICE;
 use strata_node::services::connection::is_authenticated;
+use strata_node::services::persist;
 use strata_node::services::pubsub;
 use strata_node::table::{AsyncHandler, CommandSpec, Resolved};
 use strata_node::{CmdResult, ConnCtx, Flags, Handler, KeysHandler, Lookup};
@@ -91,6 +92,12 @@ impl Batch<'_> {
         // Over maxmemory with nothing left to evict (see `Batch::run`).
         if oom && self.rejects_on_oom(&cmd) {
             return reject(&cmd, OOM_ERROR.into());
+        }
+        // Loading, or writes refused after a failed background save: one load when neither.
+        if persist::gate() != 0 && !self.session.replaying {
+            if let Some(msg) = self.persist_refusal(&cmd) {
+                return reject(&cmd, msg.into());
+            }
         }
         // min-replicas-to-write (not inside EXEC: EXEC itself was checked).
         if strata_node::config::writes_need_replicas()
@@ -168,6 +175,24 @@ impl Batch<'_> {
         }
     }
 
+    /// Why persistence refuses `cmd` now, if it does: -MISCONF for a write (or PING) after a failed
+    /// background save with `stop-writes-on-bgsave-error` and save points, -LOADING for a command
+    /// without the `loading` flag while the dataset loads (Redis's processCommand, in its order).
+    #[cold]
+    fn persist_refusal(&self, cmd: &Resolved) -> Option<&'static str> {
+        let gate = persist::gate();
+        if gate & persist::GATE_MISCONF != 0
+            && (cmd.spec.flags.has(Flags::WRITE) || cmd.name == "ping")
+            && persist::writes_refused(&self.state.config)
+        {
+            return Some(persist::MISCONF);
+        }
+        if gate & persist::GATE_LOADING != 0 && !cmd.spec.flags.has(Flags::LOADING) {
+            return Some(persist::LOADING_ERROR);
+        }
+        None
+    }
+
     /// Whether an OOM makes Redis refuse `cmd` (EXEC is decided by [`Batch::exec_holds`]):
     /// a `denyoom` command, or anything but EXEC, DISCARD, QUIT and RESET inside MULTI.
     #[cold]
@@ -202,6 +227,8 @@ impl Batch<'_> {
         // every such command costlier under the common `Ex`.)
         if self.session.txn_owner.is_some()
             || !tips.contains(&"request_policy:multi_shard")
+            // Propagated as one command (see `strata_shard::propagate`): not split per shard.
+            || (strata_shard::propagate::on() && cmd.spec.flags.has(Flags::WRITE))
             || (notify::publishing()
                 && notify::enabled(notify::GENERIC | notify::STRING | notify::KEY_MISS))
         {
@@ -286,6 +313,7 @@ impl Batch<'_> {
             seq: 0,
             counted: true,
             quiet: false,
+            txn: self.session.prop_txn,
         }
     }
 }

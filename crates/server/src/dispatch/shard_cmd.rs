@@ -23,6 +23,7 @@ use strata_node::{
     ShardCtx,
 };
 use strata_resp::{Protocol, ReplyBuf};
+use strata_shard::propagate;
 use strata_shard::versions::{Seen, Versions};
 use strata_shard::{now_ms, now_us, LockSet, LockTable, Mode, Owner, Parked, Served, Shard};
 
@@ -68,6 +69,9 @@ pub struct ShardCmd {
     /// [`Batch::run_versioned`](super::Batch::run_versioned)): it counts nowhere (calls, time,
     /// keyspace hits and misses, key-miss events, slow log), as its first run counted.
     pub(super) quiet: bool,
+    /// The transaction it belongs to in the propagation stream (0: none; see
+    /// `strata_shard::propagate`).
+    pub(super) txn: u64,
 }
 
 /// Replies of a sub-batch: one buffer, and where each command's reply ends in it.
@@ -240,6 +244,35 @@ impl ShardCmd {
     /// [`ShardCmd::exec`], its one hot caller (a closure there was left out of line).
     #[inline(always)]
     fn run_on(&self, shard: &mut Shard, out: &mut ReplyBuf, now: i64) -> (bool, Option<Park>) {
+        if propagate::on() {
+            return self.run_propagated(shard, out, now);
+        }
+        self.run_handler(shard, out, now)
+    }
+
+    /// [`run_on`](Self::run_on) while the propagation stream is on: the command is recorded as
+    /// Redis propagates it (verbatim if it changed the dataset, else as its handler asked).
+    #[inline(never)]
+    fn run_propagated(
+        &self,
+        shard: &mut Shard,
+        out: &mut ReplyBuf,
+        now: i64,
+    ) -> (bool, Option<Park>) {
+        let outer = propagate::take_current();
+        let mark = shard.dirty_total();
+        let r = self.run_handler(shard, out, now);
+        let changed = shard.dirty_total() != mark;
+        let o = propagate::take_current();
+        if r.1.is_none() {
+            o.record_at(self.db as u32, self.txn, self.seq, &self.args, changed);
+        }
+        propagate::install(outer);
+        r
+    }
+
+    #[inline(always)]
+    fn run_handler(&self, shard: &mut Shard, out: &mut ReplyBuf, now: i64) -> (bool, Option<Park>) {
         match self.run {
             Run::Shard(handler) => {
                 let mut cx = ShardCtx {
@@ -258,6 +291,7 @@ impl ShardCmd {
                 cx.woken = self.parked.as_ref().is_some_and(|p| p.was_woken());
                 let r = run_here(handler, &mut cx);
                 let park = cx.park.take();
+                propagate::install(std::mem::take(&mut cx.prop));
                 match r {
                     Ok(()) => (false, park),
                     Err(e) => {
@@ -444,6 +478,7 @@ mod tests {
             seq: 0,
             counted: true,
             quiet: false,
+            txn: 0,
         }
     }
 

@@ -107,7 +107,9 @@ impl Batch<'_> {
     /// transactions travel together. None when EXEC runs on its own ([`Batch::run_exec`]): no
     /// MULTI, a queue to discard, or locks to take up front.
     pub(super) fn take_direct_exec(&mut self) -> Option<Vec<(usize, ShardCmd)>> {
-        if self.session.multi_failed {
+        // With the propagation stream on, a transaction is numbered as a whole under its locks,
+        // which the way below takes up front (see `strata_shard::propagate`).
+        if self.session.multi_failed || strata_shard::propagate::on() {
             return None;
         }
         let plan = self.exec_placement(self.session.multi.as_ref()?)?;
@@ -195,6 +197,12 @@ impl Batch<'_> {
         multi::unwatch_all(self.session, &set).await;
         let mut replies = ReplyBuf::new(self.session.proto);
         self.session.txn_owner = Some(owner);
+        let txn = if strata_shard::propagate::on() {
+            strata_shard::propagate::new_txn()
+        } else {
+            0
+        };
+        self.session.prop_txn = txn;
         {
             let mut inner = Batch {
                 state: self.state,
@@ -207,6 +215,11 @@ impl Batch<'_> {
             run.await;
         }
         self.session.txn_owner = None;
+        self.session.prop_txn = 0;
+        if txn != 0 {
+            // Every write of the body is numbered; its locks are still held.
+            strata_shard::propagate::end_txn(txn);
+        }
         lock.release();
         out.proto = self.session.proto;
         out.array(n);

@@ -59,6 +59,16 @@ pub(super) fn flushall<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdRes
         let sync = parse_flush_mode(cx.args)?;
         let n = cx.server.config.get_i64("databases") as u32;
         flush(cx, (0..n).collect(), sync).await;
+        // As Redis: a background save in progress is stopped, and with save points the (now
+        // empty) dataset is saved at once (no change left counted).
+        if persist::cancel_background() {
+            persist::wait_idle().await;
+        }
+        if !persist::save_points(&cx.server.config).is_empty() {
+            persist::wait_idle().await;
+            let _ = persist::save(cx.server, cx.lock_owner()).await;
+            persist::reset_dirty(persist::dirty_total(cx.shards()).await);
+        }
         cx.out.ok();
         Ok(())
     })

@@ -1,7 +1,7 @@
 //! DEBUG (Redis's debug.c): the subcommands Redis's test suite and operators use, each doing its
 //! work on Strata's own structures: POPULATE, DIGEST, DIGEST-VALUE, OBJECT, HTSTATS, HTSTATS-KEY,
 //! LISTPACK, QUICKLIST, SLEEP, SET-ACTIVE-EXPIRE, PAUSE-CRON, QUICKLIST-PACKED-THRESHOLD,
-//! SET-DISABLE-DENY-SCRIPTS, CHANGE-REPL-ID, PROTOCOL, ERROR, LOG, SEGFAULT and PANIC (the last
+//! SET-DISABLE-DENY-SCRIPTS, LOADAOF, AOF-FLUSH-SLEEP, CHANGE-REPL-ID, PROTOCOL, ERROR, LOG, SEGFAULT and PANIC (the last
 //! two crash the process on purpose), plus the RDB lengths DEBUG OBJECT reports.
 //!
 //! Where Redis's reply describes its internals (HTSTATS's tables, the LISTPACK and QUICKLIST
@@ -52,6 +52,7 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
         let sub = String::from_utf8_lossy(&cx.args[1]).to_ascii_lowercase();
         match (sub.as_str(), cx.args.len()) {
             ("help", 2) => debug_help(cx),
+            ("reload", _) => debug_reload(cx).await?,
             ("sleep", 3) => {
                 // SLEEP suspends this connection only; Redis stops the whole server.
                 let secs = c_strtod(&cx.args[2]);
@@ -126,6 +127,36 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 // Redis reads it with atoi: (int) strtol.
                 let on = crate::args::c_strtol(&cx.args[2]) as i32 != 0;
                 cx.shards().call_all(move |s| s.active_expire = on).await;
+                cx.out.ok();
+            }
+            ("loadaof", 2) => {
+                // Everything appended so far is written first; then the dataset is emptied and
+                // loaded again from the files, as Redis's DEBUG LOADAOF (which exits when the
+                // load fails).
+                let Some(reload) = crate::services::aof::reloader() else {
+                    return Err(CmdError::msg("ERR DEBUG LOADAOF is not available"));
+                };
+                if crate::services::aof::enabled() {
+                    crate::services::aof::durable(strata_shard::propagate::current()).await;
+                }
+                let (tx, rx) = futures_channel::oneshot::channel();
+                let server = cx.server.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("strata-loadaof".into())
+                    .spawn(move || {
+                        let _ = tx.send(reload(&server));
+                    });
+                if spawned.is_err() || rx.await != Ok(true) {
+                    crate::server_log!(Warning, "DEBUG LOADAOF failed to load the AOF. Exiting.");
+                    std::process::exit(1);
+                }
+                crate::server_log!(Notice, "Append Only File loaded by DEBUG LOADAOF");
+                cx.out.ok();
+            }
+            ("aof-flush-sleep", 3) => {
+                // Microseconds the AOF writer sleeps before each write (Redis's testing aid).
+                let usec = crate::args::c_strtol(&cx.args[2]).max(0) as u64;
+                crate::services::aof::set_flush_sleep(usec);
                 cx.out.ok();
             }
             ("pause-cron", 3) => {
@@ -361,6 +392,10 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "    Enable or disable the reply buffer resize cron job",
             "SET-DISABLE-DENY-SCRIPTS <0|1>",
             "    Allow scripts to run commands flagged noscript (for testing).",
+            "LOADAOF",
+            "    Flush the AOF buffers on disk and reload the AOF in memory.",
+            "AOF-FLUSH-SLEEP <microsec>",
+            "    Server will sleep before flushing the AOF, this is used for testing.",
         ],
     );
 }
@@ -896,4 +931,64 @@ pub(super) fn c_strtod(arg: &[u8]) -> f64 {
         .filter(|&n| text.is_char_boundary(n))
         .find_map(|n| text[..n].parse::<f64>().ok())
         .unwrap_or(0.0)
+}
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: saves the dataset (unless NOSAVE), empties every
+/// database (unless NOFLUSH) and loads the file again, under every database's lock so no command
+/// sees it half loaded. With NOFLUSH a loaded key replaces the one there (MERGE's behaviour).
+async fn debug_reload(cx: &mut ConnCtx<'_>) -> CmdResult {
+    let (mut flush, mut save) = (true, true);
+    for a in &cx.args[2..] {
+        if eq_ci(a, "merge") {
+        } else if eq_ci(a, "noflush") {
+            flush = false;
+        } else if eq_ci(a, "nosave") {
+            save = false;
+        } else {
+            return Err(CmdError::msg(
+                "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+            ));
+        }
+    }
+    let owner = cx.lock_owner();
+    if save && persist::save(cx.server, owner).await.is_err() {
+        cx.out.error("ERR");
+        return Ok(());
+    }
+    let n = cx.server.config.get_i64("databases") as u32;
+    let dbs: Vec<u32> = (0..n).collect();
+    let set = cx.shards().clone();
+    let lock = set
+        .lock_dbs_as(owner, &dbs, strata_shard::Mode::Exclusive)
+        .await;
+    if flush {
+        let parts = lock.shards().map(|shard| {
+            let dbs: Vec<usize> = (0..n as usize).collect();
+            lock.run(shard, move |s| drop(s.flush(&dbs)))
+        });
+        join_all(parts).await;
+    }
+    let (tx, rx) = futures_channel::oneshot::channel();
+    let server = cx.server.clone();
+    let path = persist::rdb_path(&server.config);
+    let spawned = std::thread::Builder::new()
+        .name("strata-rdb-loader".into())
+        .spawn(move || {
+            let r = persist::load_file(&server, &path);
+            if let Err(persist::LoadError::Bad(e)) = &r {
+                persist::log_bad_file(&path, e);
+            }
+            let _ = tx.send(r.is_ok());
+        });
+    let loaded = spawned.is_ok() && rx.await.unwrap_or(false);
+    lock.release();
+    if !loaded {
+        return Err(CmdError::msg(
+            "ERR Error trying to load the RDB dump, check server logs.",
+        ));
+    }
+    persist::reset_dirty(persist::dirty_total(cx.shards()).await);
+    crate::server_log!(Notice, "DB reloaded by DEBUG RELOAD");
+    cx.out.ok();
+    Ok(())
 }

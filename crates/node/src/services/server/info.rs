@@ -79,8 +79,10 @@ pub struct InfoData {
     pub maxmemory: i64,
     pub maxmemory_policy: String,
     pub last_save: i64,
-    /// Key modifications since start (no persistence yet, so "since the last save").
+    /// Key modifications since the last save (`rdb_changes_since_last_save`).
     pub dirty: u64,
+    /// INFO persistence's other fields.
+    pub persist: PersistInfo,
     pub lazyfree_pending_objects: usize,
     pub connections_received: u64,
     pub commands_processed: u64,
@@ -116,6 +118,30 @@ pub struct InfoData {
     pub io_engine: String,
     /// Reply buffers shrunk and expanded by the clients' cron (`settings::reply_buffer`).
     pub reply_buffer_resizes: (u64, u64),
+}
+
+/// INFO persistence's fields beyond the change count and the last save time.
+#[derive(Default, Clone, Debug)]
+pub struct PersistInfo {
+    pub loading: bool,
+    pub loading_start_time: i64,
+    pub loading_total_bytes: u64,
+    pub loading_loaded_bytes: u64,
+    pub loading_loaded_perc: f64,
+    pub loading_eta_seconds: i64,
+    pub loading_loaded_keys: u64,
+    pub bgsave_in_progress: bool,
+    pub last_bgsave_ok: bool,
+    pub last_bgsave_time_sec: i64,
+    pub current_bgsave_time_sec: i64,
+    pub saves: u64,
+    pub last_cow_size: u64,
+    pub last_load_loaded: u64,
+    pub last_load_expired: u64,
+    /// The running save: copy-on-write bytes so far, keys written, keys at the start.
+    pub current_cow: u64,
+    pub current_keys_done: u64,
+    pub current_keys_total: u64,
 }
 
 /// CPU seconds from getrusage(2): the process and its waited-for children.
@@ -275,17 +301,66 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
             }
             "persistence" => {
                 section(&mut out, "Persistence");
-                field!(out, "loading", "0");
+                let p = &d.persist;
+                field!(out, "loading", "{}", u8::from(p.loading));
                 field!(out, "async_loading", "0");
+                field!(out, "current_cow_peak", "{}", p.current_cow);
+                field!(out, "current_cow_size", "{}", p.current_cow);
+                field!(out, "current_cow_size_age", "0");
+                let perc = if p.current_keys_total > 0 {
+                    p.current_keys_done as f64 * 100.0 / p.current_keys_total as f64
+                } else {
+                    0.0
+                };
+                field!(out, "current_fork_perc", "{perc:.2}");
+                field!(
+                    out,
+                    "current_save_keys_processed",
+                    "{}",
+                    p.current_keys_done
+                );
+                field!(out, "current_save_keys_total", "{}", p.current_keys_total);
+                if p.loading {
+                    field!(out, "loading_start_time", "{}", p.loading_start_time);
+                    field!(out, "loading_total_bytes", "{}", p.loading_total_bytes);
+                    field!(out, "loading_rdb_used_mem", "0");
+                    field!(out, "loading_loaded_bytes", "{}", p.loading_loaded_bytes);
+                    field!(out, "loading_loaded_perc", "{:.2}", p.loading_loaded_perc);
+                    field!(out, "loading_eta_seconds", "{}", p.loading_eta_seconds);
+                }
                 field!(out, "rdb_changes_since_last_save", "{}", d.dirty);
-                field!(out, "rdb_bgsave_in_progress", "0");
+                field!(
+                    out,
+                    "rdb_bgsave_in_progress",
+                    "{}",
+                    u8::from(p.bgsave_in_progress)
+                );
                 field!(out, "rdb_last_save_time", "{}", d.last_save);
-                field!(out, "rdb_last_bgsave_status", "ok");
-                field!(out, "rdb_saves", "0");
-                field!(out, "aof_enabled", "0");
-                field!(out, "aof_rewrite_in_progress", "0");
-                field!(out, "aof_last_bgrewrite_status", "ok");
-                field!(out, "aof_last_write_status", "ok");
+                field!(
+                    out,
+                    "rdb_last_bgsave_status",
+                    "{}",
+                    if p.last_bgsave_ok { "ok" } else { "err" }
+                );
+                field!(
+                    out,
+                    "rdb_last_bgsave_time_sec",
+                    "{}",
+                    p.last_bgsave_time_sec
+                );
+                field!(
+                    out,
+                    "rdb_current_bgsave_time_sec",
+                    "{}",
+                    p.current_bgsave_time_sec
+                );
+                field!(out, "rdb_saves", "{}", p.saves);
+                field!(out, "rdb_last_cow_size", "{}", p.last_cow_size);
+                field!(out, "rdb_last_load_keys_expired", "{}", p.last_load_expired);
+                field!(out, "rdb_last_load_keys_loaded", "{}", p.last_load_loaded);
+                for (name, value) in crate::services::aof::info_fields() {
+                    field!(out, name, "{value}");
+                }
             }
             "stats" => {
                 section(&mut out, "Stats");
@@ -730,7 +805,54 @@ pub(super) fn process_info(
     d.total_system_memory = total_system_memory();
     d.maxmemory = config.get_i64("maxmemory");
     d.maxmemory_policy = config.get("maxmemory-policy").unwrap_or_default();
-    d.last_save = server.started_ms / 1000;
+    {
+        let st = crate::services::persist::status();
+        d.last_save = st.last_save;
+        d.dirty = d.dirty.saturating_sub(st.dirty_base);
+        let now = strata_shard::now_ms();
+        let l = crate::services::persist::loading();
+        let total = l.total_bytes.load(Ordering::Relaxed);
+        let loaded = l.loaded_bytes.load(Ordering::Relaxed);
+        let start = l.start_ms.load(Ordering::Relaxed) as i64;
+        let perc = if total > 0 {
+            loaded as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        };
+        let elapsed = (now - start).max(0) as f64 / 1000.0;
+        d.persist = PersistInfo {
+            loading: crate::services::persist::is_loading(),
+            loading_start_time: start / 1000,
+            loading_total_bytes: total,
+            loading_loaded_bytes: loaded,
+            loading_loaded_perc: perc,
+            loading_eta_seconds: if loaded > 0 {
+                (elapsed * (total.saturating_sub(loaded)) as f64 / loaded as f64) as i64
+            } else {
+                1
+            },
+            loading_loaded_keys: l.loaded_keys.load(Ordering::Relaxed),
+            bgsave_in_progress: st.running.is_some(),
+            last_bgsave_ok: st.last_bgsave_ok,
+            last_bgsave_time_sec: st.last_bgsave_secs,
+            current_bgsave_time_sec: st
+                .running
+                .as_ref()
+                .map_or(-1, |r| (now - r.started_ms) / 1000),
+            saves: st.saves,
+            last_cow_size: st.last_cow_bytes,
+            last_load_loaded: l.last_loaded.load(Ordering::Relaxed),
+            current_cow: st.running.as_ref().map_or(0, |r| {
+                r.sink.lock().shards.iter().map(|s| s.cow_bytes).sum()
+            }),
+            current_keys_done: st
+                .running
+                .as_ref()
+                .map_or(0, |r| r.keys_done.load(Ordering::Relaxed)),
+            current_keys_total: st.running.as_ref().map_or(0, |r| r.keys_total),
+            last_load_expired: l.last_expired.load(Ordering::Relaxed),
+        };
+    }
     d.replid = replid();
     d.cpu = cpu_times();
     d.reply_buffer_resizes = crate::settings::reply_buffer::counts();

@@ -29,6 +29,7 @@ use crate::config::{Config, ConfigSetError};
 use crate::ctx::ConnCtx;
 use crate::error::{CmdError, CmdResult};
 use crate::reply::{reply_help, subcommand_syntax_error};
+use crate::services::persist;
 use crate::state::ServerState;
 use crate::table::server_command as cmd;
 use crate::table::{
@@ -168,7 +169,29 @@ pub static COMMANDS: &[CommandSpec] = &[
          data, otherwise O(1)",
         &[],
         &[],
-        Handler::Conn(shutdown),
+        Handler::Async(shutdown),
+    ),
+    cmd(
+        "save",
+        1,
+        Flags::ADMIN.or(Flags::NOSCRIPT).or(Flags::NO_MULTI),
+        "Synchronously save the dataset to disk",
+        "1.0.0",
+        "O(N) where N is the total number of keys in all databases",
+        &[],
+        &[],
+        Handler::Async(save),
+    ),
+    cmd(
+        "bgsave",
+        -1,
+        Flags::ADMIN.or(Flags::NOSCRIPT),
+        "Asynchronously save the dataset to disk",
+        "1.0.0",
+        "O(1)",
+        &[],
+        &[],
+        Handler::Async(bgsave),
     ),
     cmd(
         "debug",
@@ -352,10 +375,9 @@ fn time(cx: &mut ConnCtx<'_>) -> CmdResult {
     Ok(())
 }
 
-/// LASTSAVE → unix time of the last save; with no persistence yet, the start time (which is what
-/// Redis reports before its first save).
+/// LASTSAVE → unix time of the last successful save (the start time before any, as Redis).
 fn lastsave(cx: &mut ConnCtx<'_>) -> CmdResult {
-    cx.out.int(cx.server.started_ms / 1000);
+    cx.out.int(persist::status().last_save);
     Ok(())
 }
 
@@ -373,10 +395,54 @@ pub fn due_shutdown() -> bool {
     !strata_shard::cron_paused() && SHUTDOWN_ASAP.swap(false, Ordering::SeqCst)
 }
 
-/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT] → no reply: the server stops. Strata cannot save
-/// yet, so a shutdown that Redis would save before (SAVE, or a `save` schedule without NOSAVE) is
-/// refused unless FORCE says to exit anyway.
-fn shutdown(cx: &mut ConnCtx<'_>) -> CmdResult {
+/// SAVE → OK once the dataset is on disk (a snapshot as BGSAVE's, which this caller waits for;
+/// other clients are served meanwhile). -ERR if it failed.
+fn save<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        if persist::in_progress() {
+            return Err(CmdError::msg("ERR Background save already in progress"));
+        }
+        persist::count_save();
+        match persist::save(cx.server, cx.lock_owner()).await {
+            Ok(()) => cx.out.ok(),
+            Err(_) => cx.out.error("ERR"),
+        }
+        Ok(())
+    })
+}
+
+/// BGSAVE [SCHEDULE] → "Background saving started" (the file is written while the server
+/// serves); "-ERR Background save already in progress" while one runs, SCHEDULE or not, as Redis
+/// (which schedules only behind an AOF rewrite).
+fn bgsave<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(async move {
+        let schedule = match &cx.args[1..] {
+            [] => false,
+            [a] if eq_ci(a, "schedule") => true,
+            _ => return Err(CmdError::Syntax),
+        };
+        // SCHEDULE waits for another kind of child in Redis (an AOF rewrite; Strata has none):
+        // with an RDB save running it is refused the same.
+        let _ = schedule;
+        if persist::in_progress() {
+            return Err(CmdError::msg("ERR Background save already in progress"));
+        }
+        match persist::start(cx.server, cx.lock_owner(), persist::Kind::Background).await {
+            Ok(_) => cx.out.simple("Background saving started"),
+            Err(_) => return Err(CmdError::msg("ERR Background save already in progress")),
+        }
+        Ok(())
+    })
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT] → no reply: the server stops, after saving the
+/// dataset if SAVE says so or save points exist (without NOSAVE). A failed save keeps the server
+/// running ("-ERR Errors trying to SHUTDOWN. Check logs.") unless FORCE.
+fn shutdown<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
+    Box::pin(shutdown_cmd(cx))
+}
+
+async fn shutdown_cmd(cx: &mut ConnCtx<'_>) -> CmdResult {
     let (mut nosave, mut save, mut force, mut abort, mut now) = (false, false, false, false, false);
     for a in &cx.args[1..] {
         if eq_ci(a, "nosave") {
@@ -406,13 +472,25 @@ fn shutdown(cx: &mut ConnCtx<'_>) -> CmdResult {
         cx.out.ok();
         return Ok(());
     }
+    let _ = now;
     let scheduled = !cx.server.config.get("save").unwrap_or_default().is_empty();
-    if (save || (scheduled && !nosave)) && !force {
-        return Err(CmdError::msg(
-            "ERR Errors trying to SHUTDOWN. Strata cannot save the dataset (persistence is not \
-             implemented yet): use SHUTDOWN NOSAVE, or FORCE to exit without saving.",
-        ));
+    crate::server_log!(Warning, "User requested shutdown...");
+    if persist::cancel_background() {
+        crate::server_log!(Warning, "There is a child saving an .rdb. Killing it!");
+        persist::wait_idle().await;
     }
+    if save || (scheduled && !nosave) {
+        crate::server_log!(Notice, "Saving the final RDB snapshot before exiting.");
+        if persist::save(cx.server, cx.lock_owner()).await.is_err() {
+            if force {
+                crate::server_log!(Warning, "Error trying to save the DB. Exit anyway.");
+            } else {
+                crate::server_log!(Warning, "Error trying to save the DB, can't exit.");
+                return Err(CmdError::msg("ERR Errors trying to SHUTDOWN. Check logs."));
+            }
+        }
+    }
+    persist::shutdown_prepared();
     cx.server.exit_code.store(0, Ordering::SeqCst);
     cx.server.request_shutdown();
     Ok(())
