@@ -311,7 +311,12 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                     0.0
                 };
                 field!(out, "current_fork_perc", "{perc:.2}");
-                field!(out, "current_save_keys_processed", "{}", p.current_keys_done);
+                field!(
+                    out,
+                    "current_save_keys_processed",
+                    "{}",
+                    p.current_keys_done
+                );
                 field!(out, "current_save_keys_total", "{}", p.current_keys_total);
                 if p.loading {
                     field!(out, "loading_start_time", "{}", p.loading_start_time);
