@@ -25,7 +25,7 @@ use futures_channel::oneshot;
 use futures_util::future::join_all;
 use strata_core::Entry;
 use strata_rdb::{Access, Item, WriteOptions};
-use strata_shard::snapshot::{Encoder, Sink};
+use strata_shard::snapshot::{Encoder, Sink, STEP_KEYS};
 use strata_shard::{now_ms, with_shard, Mode, Owner, ShardSet};
 
 use crate::config::Config;
@@ -558,6 +558,16 @@ impl WriteJob {
         Ok(size)
     }
 
+    /// Keys per walk step: fewer under `rdb-key-save-delay`, so the walk stays close to a writer
+    /// made slow on purpose.
+    fn step_keys(&self) -> usize {
+        if self.key_delay_us > 0 {
+            128
+        } else {
+            STEP_KEYS
+        }
+    }
+
     /// rdb-key-save-delay: waits `n` times the delay (in slices, so a cancel is seen).
     fn delay(&self, n: usize) -> io::Result<()> {
         if self.key_delay_us <= 0 || n == 0 {
@@ -607,9 +617,10 @@ impl WriteJob {
             let finished = st.shards.iter().all(|s| s.walked > db || s.done);
             if !post.is_empty() {
                 drop(st);
+                let keys = self.step_keys();
                 for i in post {
                     self.shards
-                        .post(i, Box::new(|| with_shard(|s| s.snapshot_step())));
+                        .post(i, Box::new(move || with_shard(|s| s.snapshot_step(keys))));
                 }
                 if !chunks.is_empty() || finished {
                     return (chunks, finished);
@@ -646,7 +657,7 @@ impl WriteJob {
             drop(st);
             for i in post {
                 self.shards
-                    .post(i, Box::new(|| with_shard(|s| s.snapshot_step())));
+                    .post(i, Box::new(|| with_shard(|s| s.snapshot_step(STEP_KEYS))));
             }
             st = self.sink.lock();
             if !st.shards.iter().all(|s| s.done) {
@@ -665,7 +676,7 @@ fn finish(result: Result<(), String>, size: u64) {
     let now = now_ms();
     st.last_try_ms = now;
     st.last_try_ok = result.is_ok();
-    st.last_cow_bytes = run.sink.lock().shards.iter().map(|s| s.cow_bytes).sum();
+    st.last_cow_bytes = run.sink.cow_bytes();
     if result.is_ok() {
         st.last_save = now / 1000;
         st.dirty_base = st.dirty_base.max(run.dirty);
