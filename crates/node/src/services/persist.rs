@@ -568,19 +568,19 @@ impl WriteJob {
         }
     }
 
-    /// rdb-key-save-delay: waits `n` times the delay (in slices, so a cancel is seen).
+    /// rdb-key-save-delay: waits the delay once per key of `n`.
     fn delay(&self, n: usize) -> io::Result<()> {
         if self.key_delay_us <= 0 || n == 0 {
             return Ok(());
         }
-        let mut left = Duration::from_micros(self.key_delay_us as u64 * n as u64);
-        while !left.is_zero() {
+        // One sleep per key, as Redis's child does (so the timer slack adds up the same way),
+        // looking for a cancel between keys.
+        let each = Duration::from_micros(self.key_delay_us as u64);
+        for _ in 0..n {
             if self.sink.is_cancelled() {
                 return Err(io::Error::other("cancelled"));
             }
-            let step = left.min(Duration::from_millis(20));
-            std::thread::sleep(step);
-            left -= step;
+            std::thread::sleep(each);
         }
         Ok(())
     }
