@@ -64,6 +64,11 @@ pub struct ShardOut {
     pub sizes: Vec<(u64, u64)>,
     /// Every database walked: the shard's snapshot is over.
     pub done: bool,
+    /// The next step should not start before this: as long after the last one ended as that one
+    /// took, so the shard spends at least half its time on its clients (a step posted the moment
+    /// the last reported would otherwise run in the same turn of the shard's inbox, and the next,
+    /// and so on: clients starved for the whole walk).
+    pub not_before: Option<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -128,9 +133,11 @@ impl Sink {
         chunks: Vec<(usize, (Vec<u8>, usize))>,
         walked: usize,
         done: bool,
+        took: std::time::Duration,
     ) {
         let mut st = self.lock();
         let out = &mut st.shards[shard];
+        out.not_before = Some(std::time::Instant::now() + took);
         if !self.is_cancelled() {
             for (db, c) in chunks {
                 out.bytes += c.0.len();
@@ -227,6 +234,7 @@ impl crate::Shard {
         let Some(snap) = self.snapshot.as_mut() else {
             return;
         };
+        let began = std::time::Instant::now();
         let mut budget = keys.clamp(1, STEP_KEYS);
         while snap.db < self.dbs.len() && budget > 0 {
             let (done, used) = self.dbs[snap.db].snap_walk(budget, STEP_BYTES);
@@ -251,7 +259,7 @@ impl crate::Shard {
             }
             self.snapshot = None;
         }
-        sink.report(self.id, chunks, walked, done);
+        sink.report(self.id, chunks, walked, done, began.elapsed());
     }
 }
 

@@ -595,6 +595,7 @@ impl WriteJob {
         };
         let mut st = self.sink.lock();
         loop {
+            let now = Instant::now();
             let mut post = Vec::new();
             for (i, s) in st.shards.iter_mut().enumerate() {
                 let ahead = if s.walked > db {
@@ -602,7 +603,7 @@ impl WriteJob {
                 } else {
                     s.chunks[db].iter().map(|c| c.0.len()).sum()
                 };
-                if !s.done && !s.busy && ahead < limit {
+                if !s.done && !s.busy && ahead < limit && s.not_before.is_none_or(|t| now >= t) {
                     s.busy = true;
                     post.push(i);
                 }
@@ -631,7 +632,18 @@ impl WriteJob {
             if !chunks.is_empty() || finished || self.sink.is_cancelled() {
                 return (chunks, finished);
             }
-            st = self.sink.wait(st, Duration::from_millis(100));
+            // Until a shard reports, or the next may take a step.
+            let next = st
+                .shards
+                .iter()
+                .filter(|s| !s.done && !s.busy)
+                .filter_map(|s| s.not_before)
+                .min()
+                .map_or(Duration::from_millis(100), |t| {
+                    t.saturating_duration_since(Instant::now())
+                        .clamp(Duration::from_micros(50), Duration::from_millis(100))
+                });
+            st = self.sink.wait(st, next);
         }
     }
 
