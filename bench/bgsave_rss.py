@@ -10,7 +10,7 @@ the PSS (proportional set size, /proc/PID/smaps_rollup) of the server and its ch
 child's pages are counted once whether shared or copied, so for Redis it is exactly what the fork
 costs, and for Strata (one process) it is its RSS. Reported: dataset (used_memory before the
 save), peak growth over the baseline, growth as a share of the dataset, the save's duration and
-the writes the load completed meanwhile; ratios are Strata over Redis.
+the write rate of the load before and during the save; ratios are Strata over Redis.
 
     python3 bench/bgsave_rss.py --strata target/release/strata --keys 1000000 --value 1000
 
@@ -128,8 +128,11 @@ def run(kind, binary, keys, value_size, threads, clients, pipeline):
              "-c", str(clients), "-P", str(pipeline), "-q",
              "SET", "key:__rand_int__", value.decode()],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        c_before = int(info(port, "total_commands_processed"))
         time.sleep(2)
         cmds0 = int(info(port, "total_commands_processed"))
+        rate_before = (cmds0 - c_before) / 2
         peak = base
         samples = []
         stop = threading.Event()
@@ -160,7 +163,7 @@ def run(kind, binary, keys, value_size, threads, clients, pipeline):
         return {
             "kind": kind, "dataset": dataset, "base": base * 1024, "peak": peak * 1024,
             "growth": growth, "share": growth / dataset, "secs": took,
-            "writes": cmds1 - cmds0, "status": status, "file": size, "fill_s": fill_s,
+            "writes": cmds1 - cmds0, "rate_before": rate_before, "status": status, "file": size, "fill_s": fill_s,
         }
     finally:
         proc.kill()
@@ -188,12 +191,12 @@ def main():
     print(f"{a.keys:,} keys x {a.value} B, redis-benchmark -c {a.clients} -P {a.pipeline} "
           f"overwriting random keys during BGSAVE")
     print("| server | dataset (used_memory) | memory before | peak during BGSAVE | growth | "
-          "growth / dataset | BGSAVE s | writes during it | status |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "growth / dataset | BGSAVE s | writes/s before | writes/s during | status |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['kind']} | {mb(r['dataset'])} | {mb(r['base'])} | {mb(r['peak'])} | "
               f"{mb(r['growth'])} | {r['share'] * 100:.1f}% | {r['secs']:.1f} | "
-              f"{r['writes']:,} | {r['status']} |")
+              f"{r['rate_before']:,.0f} | {r['writes'] / r['secs']:,.0f} | {r['status']} |")
     by = {r["kind"]: r for r in rows}
     if "redis" in by and "strata" in by and by["redis"]["growth"] > 0:
         print(f"growth ratio strata/redis: {by['strata']['growth'] / by['redis']['growth']:.3f}; "

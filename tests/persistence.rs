@@ -675,3 +675,26 @@ fn flushall_stops_bgsave_and_saves_with_save_points() {
         );
     }
 }
+
+/// BGSAVE inside a transaction is scheduled, as in Redis, and runs after it.
+#[test]
+fn bgsave_in_exec_is_scheduled() {
+    for kind in [Kind::Redis, Kind::Strata] {
+        let a = Server::start(kind, &[]);
+        let mut c = a.conn();
+        call(&mut c, &["set", "k", "v"]);
+        call(&mut c, &["multi"]);
+        call(&mut c, &["bgsave"]);
+        let r = call(&mut c, &["exec"]);
+        assert_eq!(
+            r.as_array().map(|a| s(&a[0])),
+            Some("Background saving scheduled".to_string()),
+            "{kind:?}"
+        );
+        wait_until("the scheduled save", || {
+            c.info_u64("persistence", "rdb_changes_since_last_save") == 0
+                && c.info_u64("persistence", "rdb_bgsave_in_progress") == 0
+        });
+        assert!(a.dir().join("dump.rdb").exists(), "{kind:?}");
+    }
+}

@@ -1757,11 +1757,6 @@ impl Db {
         (!s.buf.is_empty()).then(|| (std::mem::take(&mut s.buf), std::mem::take(&mut s.keys)))
     }
 
-    /// Copy-on-write bytes encoded since last asked.
-    pub(crate) fn snap_take_cow(&mut self) -> u64 {
-        self.snap.as_mut().map_or(0, |s| std::mem::take(&mut s.cow))
-    }
-
     /// Ends this database's part of the snapshot (its walk is complete, or it was cancelled).
     pub(crate) fn snap_end(&mut self) {
         if let Some(s) = self.snap.take() {

@@ -28,7 +28,7 @@
 //! on each new entry.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use strata_core::{Drain, Entry};
@@ -46,6 +46,7 @@ pub struct Sink {
     state: Mutex<SinkState>,
     ready: Condvar,
     cancelled: Arc<AtomicBool>,
+    cow: Arc<AtomicU64>,
 }
 
 /// The writer's view of one shard's progress.
@@ -63,8 +64,11 @@ pub struct ShardOut {
     pub sizes: Vec<(u64, u64)>,
     /// Every database walked: the shard's snapshot is over.
     pub done: bool,
-    /// Bytes the write path encoded (copy-on-write) rather than the walk.
-    pub cow_bytes: u64,
+    /// The next step should not start before this: as long after the last one ended as that one
+    /// took, so the shard spends at least half its time on its clients (a step posted the moment
+    /// the last reported would otherwise run in the same turn of the shard's inbox, and the next,
+    /// and so on: clients starved for the whole walk).
+    pub not_before: Option<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -86,6 +90,7 @@ impl Sink {
             state: Mutex::new(SinkState { shards }),
             ready: Condvar::new(),
             cancelled: Arc::new(AtomicBool::new(false)),
+            cow: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -113,6 +118,11 @@ impl Sink {
         self.ready.notify_all();
     }
 
+    /// Bytes the write path encoded so far (copy-on-write: keys saved before a change).
+    pub fn cow_bytes(&self) -> u64 {
+        self.cow.load(Ordering::Relaxed)
+    }
+
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
@@ -121,13 +131,13 @@ impl Sink {
         &self,
         shard: usize,
         chunks: Vec<(usize, (Vec<u8>, usize))>,
-        cow: u64,
         walked: usize,
         done: bool,
+        took: std::time::Duration,
     ) {
         let mut st = self.lock();
         let out = &mut st.shards[shard];
-        out.cow_bytes += cow;
+        out.not_before = Some(std::time::Instant::now() + took);
         if !self.is_cancelled() {
             for (db, c) in chunks {
                 out.bytes += c.0.len();
@@ -149,8 +159,8 @@ pub(crate) struct DbSnap {
     /// Records encoded and not yet handed to the sink, and how many keys they hold.
     pub buf: Vec<u8>,
     pub keys: usize,
-    /// Bytes encoded by the write path (copy-on-write), not yet reported.
-    pub cow: u64,
+    /// Bytes encoded by the write path (copy-on-write), every shard's ([`Sink::cow_bytes`]).
+    pub cow: Arc<AtomicU64>,
     /// The walk's SCAN cursor over the live table.
     pub cursor: u64,
     /// The walk of this database is complete.
@@ -169,7 +179,8 @@ impl DbSnap {
             let before = self.buf.len();
             (self.encode)(&mut self.buf, e);
             self.keys += 1;
-            self.cow += (self.buf.len() - before) as u64;
+            self.cow
+                .fetch_add((self.buf.len() - before) as u64, Ordering::Relaxed);
         }
     }
 }
@@ -200,7 +211,7 @@ impl crate::Shard {
                 cancelled: sink.cancelled.clone(),
                 buf: Vec::new(),
                 keys: 0,
-                cow: 0,
+                cow: sink.cow.clone(),
                 cursor: 0,
                 walked: false,
                 detached: Vec::new(),
@@ -216,14 +227,15 @@ impl crate::Shard {
         self.snapshot.is_some()
     }
 
-    /// One slice of the snapshot's walk (a job the writer posts): up to [`STEP_KEYS`] keys or
-    /// [`STEP_BYTES`] bytes, then every database's pending records go to the sink. Ends the
-    /// snapshot on this shard once every database was walked.
-    pub fn snapshot_step(&mut self) {
+    /// One slice of the snapshot's walk (a job the writer posts): up to `keys` keys (at most
+    /// [`STEP_KEYS`]) or [`STEP_BYTES`] bytes, then every database's pending records go to the
+    /// sink. Ends the snapshot on this shard once every database was walked.
+    pub fn snapshot_step(&mut self, keys: usize) {
         let Some(snap) = self.snapshot.as_mut() else {
             return;
         };
-        let mut budget = STEP_KEYS;
+        let began = std::time::Instant::now();
+        let mut budget = keys.clamp(1, STEP_KEYS);
         while snap.db < self.dbs.len() && budget > 0 {
             let (done, used) = self.dbs[snap.db].snap_walk(budget, STEP_BYTES);
             budget = budget.saturating_sub(used.max(1));
@@ -240,7 +252,6 @@ impl crate::Shard {
             .enumerate()
             .filter_map(|(i, d)| d.snap_take_buf().map(|b| (i, b)))
             .collect();
-        let cow = self.dbs.iter_mut().map(|d| d.snap_take_cow()).sum();
         let sink = snap.sink.clone();
         if done {
             for db in &mut self.dbs {
@@ -248,7 +259,7 @@ impl crate::Shard {
             }
             self.snapshot = None;
         }
-        sink.report(self.id, chunks, cow, walked, done);
+        sink.report(self.id, chunks, walked, done, began.elapsed());
     }
 }
 
@@ -295,7 +306,7 @@ mod tests {
     ) -> BTreeMap<(usize, String), String> {
         let mut step = 0;
         while s.snapshot_running() {
-            s.snapshot_step();
+            s.snapshot_step(STEP_KEYS);
             between(s, step);
             step += 1;
         }
@@ -360,7 +371,7 @@ mod tests {
         assert_eq!(got[&(1, "in1".into())], "one");
         assert_eq!(got[&(2, "in2".into())], "two");
         assert!(sink.lock().shards[0].done);
-        assert!(sink.lock().shards[0].cow_bytes > 0);
+        assert!(sink.cow_bytes() > 0);
         // The next snapshot sees the current state (the marks are consistent again).
         let sink = Sink::new(1, 3);
         assert!(s.snapshot_start(sink.clone(), encoder()));
@@ -377,7 +388,7 @@ mod tests {
         }
         let sink = Sink::new(1, 1);
         assert!(s.snapshot_start(sink.clone(), encoder()));
-        s.snapshot_step();
+        s.snapshot_step(STEP_KEYS);
         sink.cancel();
         sink.lock().shards[0].chunks[0].clear();
         let got = run(&mut s, &sink, |s, step| set(s, 0, &format!("k{step}"), "w"));
@@ -385,5 +396,36 @@ mod tests {
         let sink = Sink::new(1, 1);
         assert!(s.snapshot_start(sink.clone(), encoder()));
         assert_eq!(run(&mut s, &sink, |_, _| {}).len(), 5000);
+    }
+}
+
+#[cfg(test)]
+mod cow_tests {
+    use bytes::Bytes;
+    use strata_core::Value;
+
+    use super::*;
+    use crate::Shard;
+
+    #[test]
+    fn overwrite_delete_and_modify_before_the_walk_are_copied() {
+        let mut s = Shard::new(0, 1);
+        for k in ["a", "b", "c"] {
+            s.db_mut(0)
+                .set(k.as_bytes(), Value::Str(Bytes::from("old")), None, 1);
+        }
+        let sink = Sink::new(1, 1);
+        let enc: Encoder = Arc::new(|out: &mut Vec<u8>, e: &Entry| out.extend_from_slice(e.key()));
+        assert!(s.snapshot_start(sink.clone(), enc));
+        s.db_mut(0)
+            .set(b"a", Value::Str(Bytes::from("new")), None, 2);
+        assert_eq!(sink.cow_bytes(), 1, "SET");
+        s.db_mut(0).delete(b"b", 2);
+        assert_eq!(sink.cow_bytes(), 2, "DEL");
+        drop(s.db_mut(0).modify(b"c", 2));
+        assert_eq!(sink.cow_bytes(), 3, "modify");
+        s.db_mut(0)
+            .set(b"a", Value::Str(Bytes::from("newer")), None, 2);
+        assert_eq!(sink.cow_bytes(), 3, "saved once");
     }
 }

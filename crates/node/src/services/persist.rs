@@ -25,7 +25,7 @@ use futures_channel::oneshot;
 use futures_util::future::join_all;
 use strata_core::Entry;
 use strata_rdb::{Access, Item, WriteOptions};
-use strata_shard::snapshot::{Encoder, Sink};
+use strata_shard::snapshot::{Encoder, Sink, STEP_KEYS};
 use strata_shard::{now_ms, with_shard, Mode, Owner, ShardSet};
 
 use crate::config::Config;
@@ -564,19 +564,29 @@ impl WriteJob {
         Ok(size)
     }
 
-    /// rdb-key-save-delay: waits `n` times the delay (in slices, so a cancel is seen).
+    /// Keys per walk step: fewer under `rdb-key-save-delay`, so the walk stays close to a writer
+    /// made slow on purpose.
+    fn step_keys(&self) -> usize {
+        if self.key_delay_us > 0 {
+            128
+        } else {
+            STEP_KEYS
+        }
+    }
+
+    /// rdb-key-save-delay: waits the delay once per key of `n`.
     fn delay(&self, n: usize) -> io::Result<()> {
         if self.key_delay_us <= 0 || n == 0 {
             return Ok(());
         }
-        let mut left = Duration::from_micros(self.key_delay_us as u64 * n as u64);
-        while !left.is_zero() {
+        // One sleep per key, as Redis's child does (so the timer slack adds up the same way),
+        // looking for a cancel between keys.
+        let each = Duration::from_micros(self.key_delay_us as u64);
+        for _ in 0..n {
             if self.sink.is_cancelled() {
                 return Err(io::Error::other("cancelled"));
             }
-            let step = left.min(Duration::from_millis(20));
-            std::thread::sleep(step);
-            left -= step;
+            std::thread::sleep(each);
         }
         Ok(())
     }
@@ -591,6 +601,7 @@ impl WriteJob {
         };
         let mut st = self.sink.lock();
         loop {
+            let now = Instant::now();
             let mut post = Vec::new();
             for (i, s) in st.shards.iter_mut().enumerate() {
                 let ahead = if s.walked > db {
@@ -598,7 +609,7 @@ impl WriteJob {
                 } else {
                     s.chunks[db].iter().map(|c| c.0.len()).sum()
                 };
-                if !s.done && !s.busy && ahead < limit {
+                if !s.done && !s.busy && ahead < limit && s.not_before.is_none_or(|t| now >= t) {
                     s.busy = true;
                     post.push(i);
                 }
@@ -613,9 +624,10 @@ impl WriteJob {
             let finished = st.shards.iter().all(|s| s.walked > db || s.done);
             if !post.is_empty() {
                 drop(st);
+                let keys = self.step_keys();
                 for i in post {
                     self.shards
-                        .post(i, Box::new(|| with_shard(|s| s.snapshot_step())));
+                        .post(i, Box::new(move || with_shard(|s| s.snapshot_step(keys))));
                 }
                 if !chunks.is_empty() || finished {
                     return (chunks, finished);
@@ -626,7 +638,18 @@ impl WriteJob {
             if !chunks.is_empty() || finished || self.sink.is_cancelled() {
                 return (chunks, finished);
             }
-            st = self.sink.wait(st, Duration::from_millis(100));
+            // Until a shard reports, or the next may take a step.
+            let next = st
+                .shards
+                .iter()
+                .filter(|s| !s.done && !s.busy)
+                .filter_map(|s| s.not_before)
+                .min()
+                .map_or(Duration::from_millis(100), |t| {
+                    t.saturating_duration_since(Instant::now())
+                        .clamp(Duration::from_micros(50), Duration::from_millis(100))
+                });
+            st = self.sink.wait(st, next);
         }
     }
 
@@ -652,7 +675,7 @@ impl WriteJob {
             drop(st);
             for i in post {
                 self.shards
-                    .post(i, Box::new(|| with_shard(|s| s.snapshot_step())));
+                    .post(i, Box::new(|| with_shard(|s| s.snapshot_step(STEP_KEYS))));
             }
             st = self.sink.lock();
             if !st.shards.iter().all(|s| s.done) {
@@ -671,7 +694,7 @@ fn finish(result: Result<(), String>, size: u64) {
     let now = now_ms();
     st.last_try_ms = now;
     st.last_try_ok = result.is_ok();
-    st.last_cow_bytes = run.sink.lock().shards.iter().map(|s| s.cow_bytes).sum();
+    st.last_cow_bytes = run.sink.cow_bytes();
     if result.is_ok() {
         st.last_save = now / 1000;
         st.dirty_base = st.dirty_base.max(run.dirty);

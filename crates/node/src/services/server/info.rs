@@ -842,9 +842,7 @@ pub(super) fn process_info(
             saves: st.saves,
             last_cow_size: st.last_cow_bytes,
             last_load_loaded: l.last_loaded.load(Ordering::Relaxed),
-            current_cow: st.running.as_ref().map_or(0, |r| {
-                r.sink.lock().shards.iter().map(|s| s.cow_bytes).sum()
-            }),
+            current_cow: st.running.as_ref().map_or(0, |r| r.sink.cow_bytes()),
             current_keys_done: st
                 .running
                 .as_ref()

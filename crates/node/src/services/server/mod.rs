@@ -427,6 +427,13 @@ fn bgsave<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
         if persist::in_progress() {
             return Err(CmdError::msg("ERR Background save already in progress"));
         }
+        // Inside EXEC, as Redis, the save is scheduled (the cron starts it after the
+        // transaction, whose locks the save's own would wait for).
+        if cx.session.txn_owner.is_some() {
+            persist::status().scheduled = true;
+            cx.out.simple("Background saving scheduled");
+            return Ok(());
+        }
         match persist::start(cx.server, cx.lock_owner(), persist::Kind::Background).await {
             Ok(_) => cx.out.simple("Background saving started"),
             Err(_) => return Err(CmdError::msg("ERR Background save already in progress")),
