@@ -41,7 +41,7 @@ CRATES = {
 
 # strata-node's concerns, lowest first, and the files of each (paths under crates/node/src, no .rs)
 NODE_CONCERNS = [
-    ("base", ["error", "args", "value", "reply", "keyspec", "names", "settings", "log"]),
+    ("base", ["error", "args", "value", "reply", "keyspec", "names", "settings", "log", "oom", "proctitle"]),
     ("registries", ["config", "config/parse", "config/rewrite", "config/specs", "access", "clients", "pubsub", "tracking"]),
     ("context", ["table", "ctx", "keyed", "state"]),
     # every file under services/; in docs/architecture.md order: digest, monitor, slowlog, latency,
@@ -57,7 +57,9 @@ FAMILY_EXCEPTIONS = {"geo": ["zset"]}
 FAMILY_MAY_USE_NODE = {"error", "args", "value", "reply", "keyspec", "table", "ctx", "keyed", "access",
                        "Args", "CmdError", "CmdResult", "ShardCtx", "ConnCtx", "KeysCtx", "KeysHandler",
                        "Park", "TimeoutReply", "CommandSpec", "Flags", "Handler", "KeyAccess", "KeyFlags",
-                       "KeySpec", "Lookup", "Parts", "Resolved", "Table", "run_shard_handler", "memory"}
+                       "KeySpec", "Lookup", "Parts", "Resolved", "Table", "run_shard_handler", "memory",
+                       # the base's log (RESTORE logs a refused payload's reason, as Redis does)
+                       "log", "server_log"}
 
 errors = []
 

@@ -317,3 +317,20 @@ fn config_rewrite_round_trips_and_keeps_the_file() {
     let after: Vec<Vec<u8>> = settings.iter().map(|(n, _)| get(&mut c, n)).collect();
     assert_eq!(before, after);
 }
+
+/// `enable-protected-configs`: CONFIG SET of dir and dbfilename is refused with Redis's error
+/// unless it says yes (or local, for a local client), as Redis 7 does.
+#[test]
+fn protected_configs_are_refused_unless_enabled_as_redis() {
+    for setting in ["no", "yes", "local"] {
+        let mut d = Diff::with_config(&["--enable-protected-configs", setting]);
+        d.run_all(&[
+            &["CONFIG", "SET", "dbfilename", "other.rdb"][..],
+            &["CONFIG", "GET", "dbfilename"],
+            &["CONFIG", "SET", "timeout", "1", "dir", "/tmp"],
+            &["CONFIG", "GET", "timeout"],
+            &["CONFIG", "SET", "nosuch", "1", "dir", "/tmp"],
+            &["CONFIG", "SET", "enable-protected-configs", "yes"],
+        ]);
+    }
+}

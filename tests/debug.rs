@@ -311,14 +311,36 @@ fn debug_segfault_and_panic_end_the_process() {
             status.signal().is_none_or(|s| s == signal),
             "DEBUG {sub}: {status}"
         );
+        let log = s.log_text();
         if sub == "PANIC" {
             // The whole log: the crash report's backtrace follows the message.
             assert!(
-                s.log_text().contains("DEBUG PANIC called at Unix time"),
+                log.contains("DEBUG PANIC called at Unix time"),
                 "{}",
                 s.log_tail()
             );
         }
+        // After the stack trace, Redis's sections: INFO, the clients, and the one whose command
+        // crashed, with its arguments.
+        let sections = [
+            "------ STACK TRACE ------",
+            "------ INFO OUTPUT ------",
+            "# Server\r\n",
+            "------ CLIENT LIST OUTPUT ------",
+            "------ CURRENT CLIENT INFO ------",
+            "=== REDIS BUG REPORT END",
+        ];
+        let mut at = 0;
+        for section in sections {
+            let found = log[at..]
+                .find(section)
+                .unwrap_or_else(|| panic!("DEBUG {sub}: no {section:?} in order:\n{log}"));
+            at += found + section.len();
+        }
+        let current = &log[log.find("------ CURRENT CLIENT INFO ------").unwrap()..];
+        assert!(current.contains(" cmd=debug "), "{current}");
+        let argv = format!("argv[0]: '\"DEBUG\"'\nargv[1]: '\"{sub}\"'\n");
+        assert!(current.contains(&argv), "{current}");
     }
 }
 
@@ -344,5 +366,108 @@ fn debug_listpack_and_quicklist_print_the_layout_to_the_log() {
         }
         assert!(Instant::now() < deadline, "layouts not in the log:\n{log}");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `rbs` of the client named `name` in CLIENT LIST.
+fn reply_buffer_size(c: &mut crate::harness::Conn, name: &str) -> u64 {
+    let list = text(&c.call_decoded(&["CLIENT", "LIST"]));
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))
+        .unwrap_or_else(|| panic!("no client {name}: {list}"));
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix("rbs="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no rbs in {line}"))
+}
+
+/// DEBUG REPLYBUFFER's replies are Redis's, and the reply buffer moves as Redis's does (the
+/// suite's replybufsize unit): an idle client's shrinks to 1 KiB once its peak is forgotten, a
+/// busy one's grows back to 16 KiB while the peak is kept.
+#[test]
+fn debug_replybuffer_sizes_reply_buffers_as_redis_does() {
+    let mut d = Diff::with_config(ENABLED);
+    d.run_all(&[
+        &["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "abc"][..],
+        &["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME"],
+        &["DEBUG", "REPLYBUFFER", "SIZE", "1"],
+        &["DEBUG", "REPLYBUFFER", "RESIZING", "1"],
+        &["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "reset"],
+    ]);
+    for s in [&d.redis_server, &d.strata_server] {
+        let who = s.kind().name();
+        let mut c = s.conn();
+        let mut tc = s.conn();
+        assert_eq!(
+            c.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "100"]),
+            b"+OK\r\n"
+        );
+        tc.call(&["CLIENT", "SETNAME", "test_client"]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let rbs = reply_buffer_size(&mut c, "test_client");
+            if (1024..2046).contains(&rbs) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{who}: idle rbs stays {rbs}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c.call(&["SET", "bigval", &"x".repeat(32768)]);
+        c.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "never"]);
+        loop {
+            tc.call(&["GET", "bigval"]);
+            let rbs = reply_buffer_size(&mut c, "test_client");
+            if (16384..32768).contains(&rbs) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{who}: busy rbs stays {rbs}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let shrinks = c.info_u64("stats", "reply_buffer_shrinks");
+        let expands = c.info_u64("stats", "reply_buffer_expands");
+        assert!(shrinks >= 1 && expands >= 4, "{who}: {shrinks} {expands}");
+        c.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "reset"]);
+    }
+}
+
+/// DEBUG CONFIG-REWRITE-FORCE-ALL writes every setting into the config file, which then starts a
+/// server with the same settings; without a config file, Redis's error.
+#[test]
+fn debug_config_rewrite_force_all_writes_every_setting() {
+    let mut d = Diff::with_config(ENABLED);
+    d.run_all(&[
+        &["DEBUG", "CONFIG-REWRITE-FORCE-ALL"][..],
+        &["DEBUG", "CONFIG-REWRITE-FORCE-ALL", "x"],
+    ]);
+    let dir = crate::harness::TempDir::new("force-all");
+    let conf = dir.path().join("strata.conf");
+    std::fs::write(&conf, "enable-debug-command yes\ntimeout 7\n").unwrap();
+    let s = Server::strata(&[conf.to_str().unwrap()]);
+    let mut c = s.conn();
+    assert_eq!(c.call(&["DEBUG", "CONFIG-REWRITE-FORCE-ALL"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    for name in [
+        "timeout 7",
+        "hz 10",
+        "maxmemory-policy noeviction",
+        "oom-score-adj no",
+    ] {
+        assert!(text.lines().any(|l| l == name), "{name}: {text}");
+    }
+    let again = Server::strata(&[conf.to_str().unwrap()]);
+    let mut c2 = again.conn();
+    for name in [
+        "timeout",
+        "hz",
+        "maxmemory-policy",
+        "save",
+        "client-output-buffer-limit",
+    ] {
+        assert_eq!(
+            c.call(&["CONFIG", "GET", name]),
+            c2.call(&["CONFIG", "GET", name]),
+            "{name}"
+        );
     }
 }

@@ -300,6 +300,9 @@ fn fatal_signals_write_a_crash_report_and_kill_the_process() {
             "Killed by PID: ",
             "------ STACK TRACE ------",
             "Backtrace:",
+            "------ INFO OUTPUT ------",
+            "------ CLIENT LIST OUTPUT ------",
+            "------ CURRENT CLIENT INFO ------",
             "=== REDIS BUG REPORT END. Make sure to include from START to END. ===",
         ];
         let mut at = 0;

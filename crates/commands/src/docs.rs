@@ -134,6 +134,7 @@ pub fn configuration_markdown() -> String {
     for spec in SPECS {
         let kind = match spec.kind {
             Kind::Int { min, max } => format!("integer {min}..{max}"),
+            Kind::Octal { max } => format!("octal 0..{max:o}"),
             Kind::Memory => "bytes (k/kb/m/mb/g/gb)".into(),
             Kind::Bool => "yes/no".into(),
             Kind::Str => "string".into(),

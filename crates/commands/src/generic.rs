@@ -1,6 +1,7 @@
 //! Key-space commands that work on keys of any type (Redis's db.c, expire.c, and OBJECT and MEMORY
 //! USAGE from object.c): DEL, UNLINK, EXISTS, TYPE, TOUCH, RENAME, RENAMENX, COPY, MOVE, KEYS, SCAN,
-//! RANDOMKEY, the EXPIRE and TTL families, PERSIST, OBJECT and MEMORY USAGE.
+//! RANDOMKEY, the EXPIRE and TTL families, PERSIST, OBJECT, MEMORY USAGE, and DUMP/RESTORE (a
+//! value as Redis's serialized payload and back, through `strata-rdb`).
 //!
 //! None of them knows how a type is represented: TYPE and SCAN ... TYPE ask the object its type
 //! name, OBJECT ENCODING its encoding, MEMORY USAGE its heap size (kept as a running count by every
@@ -71,6 +72,7 @@ const RENAMENX_KEYS: &[KeySpec] = &[
 ];
 const COPY_KEYS: &[KeySpec] = &[KeySpec::at(1, RO.or(ACCESS)), KeySpec::at(2, OW.or(UPDATE))];
 const MOVE_KEYS: &[KeySpec] = &[KeySpec::at(1, RW.or(ACCESS).or(UPDATE))];
+const RESTORE_KEYS: &[KeySpec] = &[KeySpec::at(1, OW.or(UPDATE))];
 /// The key of an OBJECT subcommand, after the subcommand name.
 const SUB_KEY: &[KeySpec] = &[KeySpec::at(2, RO)];
 const MULTI_SHARD_SUM: &[&str] = &["request_policy:multi_shard", "response_policy:agg_sum"];
@@ -128,6 +130,30 @@ const PEXPIREAT_ARGS: &[Arg] = &[
         .optional(),
 ];
 const TTL_REPLY_HISTORY: &[(&str, &str)] = &[("2.8.0", "Added the -2 reply.")];
+const RESTORE_ARGS: &[Arg] = &[
+    Arg::key("key", 0),
+    Arg::integer("ttl"),
+    Arg::string("serialized-value"),
+    Arg::pure_token("replace", "REPLACE")
+        .since("3.0.0")
+        .optional(),
+    Arg::pure_token("absttl", "ABSTTL")
+        .since("5.0.0")
+        .optional(),
+    Arg::integer("seconds")
+        .with_token("IDLETIME")
+        .since("5.0.0")
+        .optional(),
+    Arg::integer("frequency")
+        .with_token("FREQ")
+        .since("5.0.0")
+        .optional(),
+];
+const RESTORE_HISTORY: &[(&str, &str)] = &[
+    ("3.0.0", "Added the `REPLACE` modifier."),
+    ("5.0.0", "Added the `ABSTTL` modifier."),
+    ("5.0.0", "Added the `IDLETIME` and `FREQ` options."),
+];
 
 #[allow(clippy::too_many_arguments)]
 const fn cmd(
@@ -387,6 +413,29 @@ pub static COMMANDS: &[CommandSpec] = &[
         "O(1)",
         Handler::Shard(persist),
     ).with_args(KEY_ONLY),
+    CommandSpec {
+        tips: NONDETERMINISTIC,
+        ..cmd(
+            "dump",
+            2,
+            R,
+            READ,
+            "Return a serialized version of the value stored at the specified key.",
+            "2.6.0",
+            "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).",
+            Handler::Shard(dump),
+        ).with_args(KEY_ONLY)
+    },
+    cmd(
+        "restore",
+        -4,
+        W.or(Flags::DENYOOM),
+        RESTORE_KEYS,
+        "Create a key using the provided serialized value, previously obtained using DUMP.",
+        "2.6.0",
+        "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).",
+        Handler::Shard(restore),
+    ).with_args(RESTORE_ARGS).with_history(RESTORE_HISTORY).with_acl(&["@dangerous"]),
     CommandSpec {
         subcommands: OBJECT_SUBCOMMANDS,
         ..cmd(
@@ -1360,6 +1409,135 @@ fn randomkey<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult> {
     })
 }
 
+// ----- DUMP / RESTORE -----
+
+/// DUMP key → the value serialized as Redis does (RDB encoding, RDB version, CRC64), or null.
+fn dump(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    match cx.db().get(&args[1], now) {
+        Some(e) => {
+            let payload = strata_rdb::dump(e.value());
+            cx.out.bulk(&payload);
+        }
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+/// RESTORE's options after the payload.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct RestoreOpts {
+    replace: bool,
+    absttl: bool,
+    idle_secs: Option<i64>,
+    freq: Option<u8>,
+}
+
+/// Parses `REPLACE`, `ABSTTL`, `IDLETIME seconds`, `FREQ frequency` as Redis's restoreCommand
+/// does: IDLETIME and FREQ exclude each other (the second is a syntax error), and a value's
+/// error comes as soon as it is read.
+fn parse_restore_opts(args: &[Bytes]) -> Result<RestoreOpts, CmdError> {
+    let mut o = RestoreOpts::default();
+    let mut j = 4;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = &args[j];
+        if eq_ci(a, "replace") {
+            o.replace = true;
+        } else if eq_ci(a, "absttl") {
+            o.absttl = true;
+        } else if eq_ci(a, "idletime") && more && o.freq.is_none() {
+            let v = strata_core::num::parse_i64(&args[j + 1]).ok_or(CmdError::NotInteger)?;
+            if v < 0 {
+                return Err(CmdError::msg("ERR Invalid IDLETIME value, must be >= 0"));
+            }
+            o.idle_secs = Some(v);
+            j += 1;
+        } else if eq_ci(a, "freq") && more && o.idle_secs.is_none() {
+            let v = strata_core::num::parse_i64(&args[j + 1]).ok_or(CmdError::NotInteger)?;
+            if !(0..=255).contains(&v) {
+                return Err(CmdError::msg(
+                    "ERR Invalid FREQ value, must be >= 0 and <= 255",
+                ));
+            }
+            o.freq = Some(v as u8);
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    Ok(o)
+}
+
+/// The access field of a restored key: IDLETIME under an LRU clock, FREQ under an LFU policy
+/// (Redis's objectSetLRUOrLFU), else a fresh one.
+fn restored_clock(access: Access, now: i64, o: &RestoreOpts) -> u32 {
+    const LRU_CLOCK_MAX: i64 = (1 << 24) - 1;
+    match (access, o.idle_secs, o.freq) {
+        (Access::Lfu { .. }, _, Some(f)) => (access.fresh(now) & !0xFF) | u32::from(f),
+        (Access::Lru, Some(idle), _) => {
+            let clock = i64::from(lru_clock(now));
+            let mut abs = clock - idle.min(LRU_CLOCK_MAX);
+            if abs < 0 {
+                abs = (clock + LRU_CLOCK_MAX / 2) % LRU_CLOCK_MAX;
+            }
+            abs as u32
+        }
+        _ => access.fresh(now),
+    }
+}
+
+/// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency] → OK.
+/// Checks in Redis's order: options, an existing key (BUSYKEY), the TTL, the payload's version
+/// and checksum, its data. A TTL already past (ABSTTL) creates nothing, deleting the replaced
+/// key, and still answers OK.
+fn restore(cx: &mut ShardCtx<'_>) -> CmdResult {
+    let (now, args) = (cx.now, cx.args);
+    let o = parse_restore_opts(args)?;
+    let key = &args[1];
+    if !o.replace && cx.db().contains(key, now) {
+        return Err(CmdError::msg("BUSYKEY Target key name already exists."));
+    }
+    let ttl = strata_core::num::parse_i64(&args[2]).ok_or(CmdError::NotInteger)?;
+    if ttl < 0 {
+        return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
+    }
+    let skip = strata_rdb::skip_checksum_validation();
+    let value = strata_rdb::restore_explained(&args[3], skip).map_err(|(e, why)| {
+        if let Some(why) = why {
+            // Redis logs a corrupt payload's reason at verbose level in RESTORE's context.
+            strata_node::server_log!(
+                Verbose,
+                "Internal error in RDB reading offset 0, function at rdb.c:0 -> {why}"
+            );
+        }
+        CmdError::msg(e.message())
+    })?;
+    let db = cx.db();
+    let deleted = o.replace && db.delete(key, now);
+    let expire = match ttl {
+        0 => None,
+        t if o.absttl => Some(t),
+        t => Some(t.saturating_add(now)),
+    };
+    if expire.is_some_and(|at| at <= now) {
+        if deleted {
+            db.notify(notify::GENERIC, "del", key);
+        }
+        cx.out.ok();
+        return Ok(());
+    }
+    let mut entry = Entry::new(key, value, expire, restored_clock(db.access(), now, &o));
+    if !db.share_ints() {
+        entry.set_unshared(true);
+    }
+    db.insert_entry(entry, now);
+    db.notify(notify::GENERIC, "restore", key);
+    cx.out.ok();
+    Ok(())
+}
+
 // ----- OBJECT -----
 
 /// OBJECT ENCODING key → the encoding name, or null.
@@ -1534,6 +1712,66 @@ mod tests {
 
     fn at(s: &mut Shard, cmd: &[&str]) -> String {
         run_at(s, 0, T, cmd)
+    }
+
+    #[test]
+    fn restore_options_as_redis_parses_them() {
+        let parse = |w: &[&str]| {
+            let mut all = vec!["restore", "k", "0", "payload"];
+            all.extend_from_slice(w);
+            parse_restore_opts(&crate::testing::args(&all))
+        };
+        assert_eq!(parse(&[]), Ok(RestoreOpts::default()));
+        let o = parse(&["REPLACE", "absttl", "idletime", "10"]).unwrap();
+        assert!(o.replace && o.absttl && o.idle_secs == Some(10) && o.freq.is_none());
+        assert_eq!(parse(&["freq", "255"]).unwrap().freq, Some(255));
+        for (w, err) in [
+            (
+                &["idletime", "-1"][..],
+                "ERR Invalid IDLETIME value, must be >= 0",
+            ),
+            (
+                &["freq", "256"],
+                "ERR Invalid FREQ value, must be >= 0 and <= 255",
+            ),
+            (
+                &["freq", "-1"],
+                "ERR Invalid FREQ value, must be >= 0 and <= 255",
+            ),
+            (
+                &["idletime", "x"],
+                "ERR value is not an integer or out of range",
+            ),
+            (&["idletime"], "ERR syntax error"),
+            (&["idletime", "1", "freq", "1"], "ERR syntax error"),
+            (&["freq", "1", "idletime", "1"], "ERR syntax error"),
+            (&["bogus"], "ERR syntax error"),
+        ] {
+            assert_eq!(parse(w).unwrap_err().message(), err, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn restored_access_clock() {
+        let now = T;
+        let idle = RestoreOpts {
+            idle_secs: Some(100),
+            ..RestoreOpts::default()
+        };
+        let clock = restored_clock(Access::Lru, now, &idle);
+        assert_eq!(strata_shard::db::lru_idle(lru_clock(now), clock), 100);
+        let lfu = Access::Lfu {
+            log_factor: 10,
+            decay_time: 1,
+        };
+        let freq = RestoreOpts {
+            freq: Some(42),
+            ..RestoreOpts::default()
+        };
+        assert_eq!(lfu_decayed(restored_clock(lfu, now, &freq), now, 1), 42);
+        // The option of the other policy is ignored.
+        assert_eq!(restored_clock(lfu, now, &idle), lfu.fresh(now));
+        assert_eq!(restored_clock(Access::Lru, now, &freq), lru_clock(now));
     }
 
     #[test]

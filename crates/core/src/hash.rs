@@ -534,6 +534,26 @@ impl Hash {
         new
     }
 
+    /// [`Hash::insert`] as Redis loads a packed hash (HASH_LISTPACK/HASH_ZIPLIST in an RDB file or
+    /// a RESTORE payload): converted to a hashtable only when the field count passes
+    /// `hash-max-listpack-entries` (or the listpack its safety size), never for a long field or
+    /// value — the listpack keeps what it was written with.
+    pub fn insert_loaded(&mut self, field: &[u8], value: &[u8]) -> bool {
+        if let Rep::Pack(p) = self.repr.get() {
+            if p.0.len() + pair_len(field, value) > MAX_PACK {
+                self.convert_to_table();
+            }
+        }
+        let new = match self.repr.get_mut() {
+            Rep::Pack(p) => p.insert(field, value),
+            Rep::Big(t) => t.insert(field, value),
+        };
+        if self.is_listpack() && self.len() > HASH_MAX_LISTPACK_ENTRIES.count() {
+            self.convert_to_table();
+        }
+        new
+    }
+
     /// Removes `field`; true if it existed.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match self.repr.get_mut() {

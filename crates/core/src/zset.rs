@@ -234,6 +234,24 @@ impl ZSet {
         }
     }
 
+    /// [`ZSet::insert_new`] as Redis loads a packed sorted set (ZSET_LISTPACK/ZSET_ZIPLIST in an
+    /// RDB file or a RESTORE payload): converted to a skiplist only past
+    /// `zset-max-listpack-entries` (or the listpack's safety size), never for a long member.
+    pub fn insert_new_loaded(&mut self, member: &[u8], score: f64) {
+        debug_assert!(!score.is_nan());
+        if let Rep::Pack(p) = self.repr.get() {
+            if p.len() + 1 > ZSET_MAX_LISTPACK_ENTRIES.count()
+                || p.0.len() + member.len() + 20 > MAX_PACK
+            {
+                self.convert_to_skiplist();
+            }
+        }
+        match self.repr.get_mut() {
+            Rep::Pack(p) => p.insert(member, score),
+            Rep::Big(s) => s.insert(member, score),
+        }
+    }
+
     /// Changes the score of `member`, whose current score the caller knows is `old`.
     pub fn rescore(&mut self, member: &[u8], old: f64, score: f64) {
         debug_assert!(!score.is_nan());

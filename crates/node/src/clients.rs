@@ -71,6 +71,10 @@ pub struct ClientInfo {
     pub omem: AtomicU64,
     /// Bytes of the chunk being written (`obl`) and chunks queued behind it (`oll`).
     pub obl: AtomicU64,
+    /// The reply buffer kept between batches and its recent peak (CLIENT LIST `rbs`, `rbp`), as
+    /// the connection sizes it (`crate::settings::reply_buffer`).
+    pub rbs: AtomicU64,
+    pub rbp: AtomicU64,
     pub oll: AtomicU64,
     /// Output has been at or over the soft limit since a time the outbox keeps (its clock is
     /// running); lets the owner's writer, waiting on a full socket, arm its re-check timer when a
@@ -101,6 +105,8 @@ pub struct ClientInfo {
     pub tracking: AtomicU8,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// Connected over the Unix socket (CLIENT LIST flag `U`); set by the connection at start.
+    pub unix_socket: AtomicBool,
     /// QUIT answered or the connection ending: a tracking redirect to it is broken from now on, as
     /// in Redis, where the client is gone once its QUIT reply has been written.
     pub closing: AtomicBool,
@@ -188,6 +194,8 @@ impl ClientInfo {
             qbuf_free: AtomicU64::new(0),
             omem: AtomicU64::new(0),
             obl: AtomicU64::new(0),
+            rbs: AtomicU64::new(crate::settings::reply_buffer::MAX as u64),
+            rbp: AtomicU64::new(crate::settings::reply_buffer::MAX as u64),
             oll: AtomicU64::new(0),
             soft_armed: AtomicBool::new(false),
             no_evict: AtomicBool::new(false),
@@ -202,6 +210,7 @@ impl ClientInfo {
             ssub: AtomicU32::new(0),
             tracking: AtomicU8::new(0),
             monitor: AtomicBool::new(false),
+            unix_socket: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             tracking_redir: AtomicU64::new(0),
             multi_mem: AtomicU64::new(0),
@@ -518,6 +527,15 @@ impl ClientInfo {
 
     /// Owner only: output is over the soft limit and its clock is running (see
     /// [`ClientInfo::check_output_limits`] for when it runs out). One load.
+    /// Whether the client is on this host, as Redis's `connIsLocal` decides: over the Unix
+    /// socket, or from a loopback address (127.0.0.0/8, ::1). What `local` means for
+    /// `enable-debug-command` and `enable-protected-configs`.
+    pub fn is_local(&self) -> bool {
+        self.unix_socket.load(Ordering::Relaxed)
+            || self.addr.starts_with("127.")
+            || self.addr.starts_with("[::1]:")
+    }
+
     pub fn soft_limit_armed(&self) -> bool {
         self.soft_armed.load(Ordering::Relaxed)
     }
@@ -527,8 +545,8 @@ impl ClientInfo {
 /// `lib-name` and `lib-ver`. Output not yet written to the socket is `omem` bytes: `obl` of the
 /// chunk being written and `oll` chunks queued behind it; the read buffer holds `qbuf` bytes and
 /// has `qbuf-free` more room; `multi-mem` is the MULTI queue and WATCHed keys; `tot-mem` all of it
-/// with subscriptions and tracking prefixes ([`ClientInfo::tot_mem`]). The reply buffer fields
-/// Strata does not keep the way Redis does (rbs, rbp) read 0.
+/// with subscriptions and tracking prefixes ([`ClientInfo::tot_mem`]); `rbs` is the reply buffer
+/// the connection keeps between batches and `rbp` its recent peak.
 pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize) -> String {
     let text = |m: &std::sync::Mutex<Option<Bytes>>| {
         m.lock()
@@ -561,6 +579,9 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize) -> String {
     if c.killed.load(Ordering::Relaxed) {
         flags.push('A');
     }
+    if c.unix_socket.load(Ordering::Relaxed) {
+        flags.push('U');
+    }
     if c.no_evict.load(Ordering::Relaxed) {
         flags.push('e');
     }
@@ -580,8 +601,8 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize) -> String {
     let multi_mem = c.multi_mem.load(Ordering::Relaxed);
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} \
-         ssub={} multi={multi} qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={multi_mem} rbs=0 \
-         rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
+         ssub={} multi={multi} qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={multi_mem} rbs={} \
+         rbp={} obl={obl} oll={oll} omem={omem} tot-mem={tot_mem} events={} cmd={cmd} user=default \
          redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
@@ -594,6 +615,8 @@ pub fn client_line(c: &ClientInfo, now: i64, argv_mem: usize) -> String {
         load(&c.sub),
         load(&c.psub),
         load(&c.ssub),
+        c.rbs.load(Ordering::Relaxed),
+        c.rbp.load(Ordering::Relaxed),
         if omem > 0 { "rw" } else { "r" },
         if tracking & FLAG_ON != 0 {
             c.tracking_redir.load(Ordering::Relaxed) as i64

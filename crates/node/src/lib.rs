@@ -5,7 +5,8 @@
 //! 1. **Base** — errors in Redis's words ([`error`]), the typed argument cursor and the argument
 //!    grammar several families share ([`args`]), the value views every family shares ([`value`]),
 //!    shared replies ([`reply`]), key specs ([`keyspec`]), command names by id ([`names`]), the
-//!    settings read on hot paths ([`settings`]) and Redis's log with its crash reports ([`log`]).
+//!    settings read on hot paths ([`settings`]), Redis's log with its crash reports ([`log`]) and
+//!    the process's OOM score ([`oom`]) and title ([`proctitle`]).
 //! 2. **Registries** — process-wide state with no command in it: the configuration store
 //!    ([`config`], applied to the shards by [`access`]), the client registry's entries
 //!    ([`clients`]: output queue, limits, CLIENT LIST line, client memory), the pub/sub registry
@@ -29,6 +30,8 @@ pub mod error;
 pub mod keyspec;
 pub mod log;
 pub mod names;
+pub mod oom;
+pub mod proctitle;
 pub mod reply;
 pub mod settings;
 pub mod value;

@@ -109,6 +109,16 @@ static CRASH_LOG: AtomicBool = AtomicBool::new(true);
 static CRASHING: AtomicBool = AtomicBool::new(false);
 /// A file to remove when the process crashes (Redis removes a daemon's pidfile).
 static REMOVE_ON_CRASH: OnceLock<CString> = OnceLock::new();
+/// The `logfile` path ("" for stdout), for [`reopen_file`].
+static LOG_PATH: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+/// What the server adds to a crash report after the stack trace (see [`set_crash_extras`]).
+static CRASH_EXTRAS: OnceLock<CrashExtras> = OnceLock::new();
+/// The reporter thread's wake-up pipe (write end), -1 until it runs.
+static REPORTER_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// What the crashing thread captured for the reporter ([`CrashExtras::capture`]).
+static CRASH_TOKEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The reporter has written its sections.
+static REPORTED: AtomicBool = AtomicBool::new(false);
 
 /// Sets the lowest level written (`loglevel`).
 pub fn set_level(level: Level) {
@@ -126,8 +136,9 @@ pub fn enabled(level: Level) -> bool {
 }
 
 /// Sends the log to `path`, appended to (created mode 0644 if missing), or to stdout for `""`
-/// (Redis's `logfile`). The file stays open for the life of the process.
+/// (Redis's `logfile`). The file stays open until [`reopen_file`].
 pub fn open_file(path: &str) -> io::Result<()> {
+    *LOG_PATH.lock().unwrap_or_else(|e| e.into_inner()) = path.to_string();
     let fd = if path.is_empty() {
         1
     } else {
@@ -141,6 +152,33 @@ pub fn open_file(path: &str) -> io::Result<()> {
     if old > 2 {
         // SAFETY: `old` came from `into_raw_fd` above and nothing else owns it.
         unsafe { libc::close(old) };
+    }
+    Ok(())
+}
+
+/// Opens the log file again by its name (SIGHUP, after a log rotation moved it away): lines go
+/// to a file of that name from now on. The new file takes the old one's descriptor number
+/// (`dup2`, atomic), so a line being written meanwhile by another thread lands in one file or the
+/// other, never in a descriptor that was closed or reused. Nothing to do for stdout.
+pub fn reopen_file() -> io::Result<()> {
+    let path = LOG_PATH.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let fd = FD.load(Ordering::SeqCst);
+    if path.is_empty() || fd <= 2 {
+        return Ok(());
+    }
+    let new = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)?
+        .into_raw_fd();
+    // SAFETY: both descriptors are open; dup2 replaces `fd` with the new file atomically, and
+    // `new`, ours alone, is closed after.
+    let done = unsafe { libc::dup2(new, fd) };
+    let err = io::Error::last_os_error();
+    // SAFETY: as above.
+    unsafe { libc::close(new) };
+    if done < 0 {
+        return Err(err);
     }
     Ok(())
 }
@@ -435,6 +473,71 @@ pub fn install_crash_handlers() {
     }
 }
 
+/// What a crash report carries after the stack trace: Redis's `------ INFO OUTPUT ------`,
+/// `------ CLIENT LIST OUTPUT ------` and `------ CURRENT CLIENT INFO ------` sections, made by
+/// whoever knows the server (this module does not). `capture` runs on the crashing thread, maybe
+/// in a signal handler, and must only read (a thread-local, say); `report` gets what it returned.
+#[derive(Clone, Copy)]
+pub struct CrashExtras {
+    pub capture: fn() -> usize,
+    pub report: fn(usize) -> String,
+}
+
+/// Registers the crash report's extra sections and starts the thread that makes them. Making
+/// them allocates and takes locks, which the crashing thread must not (it may have been stopped
+/// inside the allocator, or holding a lock): a reporter thread, waiting on a pipe from now on,
+/// makes them in an ordinary context, while the crashing thread waits for it at most 5 seconds.
+pub fn set_crash_extras(extras: CrashExtras) {
+    if CRASH_EXTRAS.set(extras).is_err() {
+        return;
+    }
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    let (read_end, write_end) = (fds[0], fds[1]);
+    let spawned = std::thread::Builder::new()
+        .name("strata-crash".into())
+        .spawn(move || {
+            let mut byte = 0u8;
+            // SAFETY: reads one byte into `byte`.
+            while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
+            write_fd((extras.report)(CRASH_TOKEN.load(Ordering::SeqCst)).as_bytes());
+            REPORTED.store(true, Ordering::SeqCst);
+        });
+    if spawned.is_ok() {
+        REPORTER_PIPE.store(write_end, Ordering::SeqCst);
+    }
+}
+
+/// Has the reporter thread write the extra sections, waiting for it at most 5 seconds
+/// (async-signal-safe: a pipe write and sleeps).
+fn write_crash_extras() {
+    let (Some(extras), pipe) = (CRASH_EXTRAS.get(), REPORTER_PIPE.load(Ordering::SeqCst)) else {
+        return;
+    };
+    if pipe < 0 {
+        return;
+    }
+    CRASH_TOKEN.store((extras.capture)(), Ordering::SeqCst);
+    // SAFETY: writes one byte from a live buffer; write(2) is async-signal-safe.
+    if unsafe { libc::write(pipe, b"x".as_ptr().cast(), 1) } != 1 {
+        return;
+    }
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 10_000_000,
+    };
+    for _ in 0..500 {
+        if REPORTED.load(Ordering::SeqCst) {
+            return;
+        }
+        // SAFETY: nanosleep is async-signal-safe; `pause` is a valid timespec.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
+}
+
 /// Writes a crash report for a failure the caller detected (`msg`, as a panic's message) and ends
 /// the process with SIGABRT. What DEBUG PANIC or an assertion reports through.
 pub fn crash_report(msg: &str) -> ! {
@@ -470,6 +573,7 @@ fn report_panic(msg: &str, place: &str) {
         ));
         let trace = std::backtrace::Backtrace::force_capture();
         write_fd(format!("\n------ STACK TRACE ------\n\nBacktrace:\n{trace}\n").as_bytes());
+        write_crash_extras();
         write_fd(REPORT_END.as_bytes());
     }
     remove_crash_file();
@@ -518,6 +622,7 @@ extern "C" fn on_fatal_signal(sig: c_int, info: *mut libc::siginfo_t, _ctx: *mut
             let n = backtrace(frames.as_mut_ptr(), frames.len() as c_int);
             backtrace_symbols_fd(frames.as_ptr(), n, FD.load(Ordering::Relaxed));
         }
+        write_crash_extras();
         write_fd(REPORT_END.as_bytes());
     }
     remove_crash_file();

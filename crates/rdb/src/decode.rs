@@ -218,17 +218,22 @@ fn elem_score(e: Elem<'_>) -> Option<f64> {
     (!s.is_nan()).then_some(s)
 }
 
-/// Builds a hash from pairs, converting by the current limits as Redis does on load (the hash's
-/// own insert converts when a field or value is too long or there are too many); a repeated field
-/// is corrupt.
-fn hash_from_pairs<I>(src: &Src<impl Read>, pairs: I) -> Result<Loaded, Error>
+/// Builds a hash from pairs, converting by the current limits as Redis does on load: a packed
+/// hash (`by_count`: listpack, ziplist) only when it has too many fields, a zipmap also when a
+/// field or value is too long. A repeated field is corrupt.
+fn hash_from_pairs<I>(src: &Src<impl Read>, pairs: I, by_count: bool) -> Result<Loaded, Error>
 where
     I: IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
 {
     let mut h = Hash::new();
     for (f, v) in pairs {
-        if !h.insert(&f, &v) {
-            return Err(src.corrupt("duplicate hash field"));
+        let new = if by_count {
+            h.insert_loaded(&f, &v)
+        } else {
+            h.insert(&f, &v)
+        };
+        if !new {
+            return Err(src.corrupt("Duplicate hash fields detected"));
         }
     }
     Ok(if h.is_empty() {
@@ -238,14 +243,24 @@ where
     })
 }
 
-fn zset_add(src: &Src<impl Read>, z: &mut ZSet, m: &[u8], score: f64) -> Result<(), Error> {
+fn zset_add(
+    src: &Src<impl Read>,
+    z: &mut ZSet,
+    m: &[u8],
+    score: f64,
+    by_count: bool,
+) -> Result<(), Error> {
     if score.is_nan() {
-        return Err(src.corrupt("zset with a NaN score"));
+        return Err(src.corrupt("Zset with NAN score detected"));
     }
     if z.score(m).is_some() {
-        return Err(src.corrupt("duplicate zset member"));
+        return Err(src.corrupt("Duplicate zset fields detected"));
     }
-    z.insert_new(m, score);
+    if by_count {
+        z.insert_new_loaded(m, score);
+    } else {
+        z.insert_new(m, score);
+    }
     Ok(())
 }
 
@@ -261,7 +276,7 @@ fn zset_from_packed(src: &Src<impl Read>, elems: &[Elem<'_>]) -> Result<Loaded, 
     for p in elems.chunks_exact(2) {
         let m = elem_bytes(p[0]);
         let s = elem_score(p[1]).ok_or_else(|| src.corrupt("invalid zset score"))?;
-        zset_add(src, &mut z, &m, s)?;
+        zset_add(src, &mut z, &m, s, true)?;
     }
     Ok(if z.is_empty() {
         Loaded::Empty
@@ -279,6 +294,7 @@ fn hash_from_packed(src: &Src<impl Read>, elems: &[Elem<'_>]) -> Result<Loaded, 
         elems
             .chunks_exact(2)
             .map(|p| (elem_bytes(p[0]), elem_bytes(p[1]))),
+        true,
     )
 }
 
@@ -299,6 +315,21 @@ fn push_elems(l: &mut List, elems: &[Elem<'_>]) {
     }
 }
 
+/// A structure error of a packed hash or zset (odd count, repeated member, bad score) as the
+/// integrity check of its blob failing, which is how Redis reports it.
+fn relabel(e: Error, what: &str) -> Error {
+    match e.kind {
+        ErrorKind::Corrupt(m) if !m.contains("integrity check failed") => Error {
+            offset: e.offset,
+            kind: ErrorKind::Corrupt(format!("{what} integrity check failed: {m}")),
+        },
+        kind => Error {
+            offset: e.offset,
+            kind,
+        },
+    }
+}
+
 impl From<Value> for Loaded {
     fn from(v: Value) -> Loaded {
         Loaded::Value(v)
@@ -307,8 +338,11 @@ impl From<Value> for Loaded {
 
 /// One value of type `t` (`rdbLoadObject`).
 pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
-    // Structure errors found inside a blob name the offset after the blob.
-    let blob_err = |src: &Src<R>, what: &str, e: String| src.corrupt(format!("{what}: {e}"));
+    // Structure errors found inside a blob name the offset after the blob, and say what Redis's
+    // log line says ("Hash listpack integrity check failed").
+    let blob_err = |src: &Src<R>, what: &str, e: String| {
+        src.corrupt(format!("{what} integrity check failed: {e}"))
+    };
     match t {
         TYPE_STRING => Ok(match src.string_or_int()? {
             Str::Int(i) => Value::Int(i).into(),
@@ -329,7 +363,7 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
             for _ in 0..n {
                 let m = src.string()?;
                 if !s.insert(&m) {
-                    return Err(src.corrupt("duplicate set member"));
+                    return Err(src.corrupt("Duplicate set members detected"));
                 }
             }
             Ok(if s.is_empty() {
@@ -352,7 +386,7 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
                 } else {
                     f64::from_le_bytes(src.array()?)
                 };
-                zset_add(src, &mut z, &m, s)?;
+                zset_add(src, &mut z, &m, s, false)?;
             }
             Ok(if z.is_empty() {
                 Loaded::Empty
@@ -367,7 +401,7 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
                 let f = src.string()?;
                 let v = src.string()?;
                 if !h.insert(&f, &v) {
-                    return Err(src.corrupt("duplicate hash field"));
+                    return Err(src.corrupt("Duplicate hash fields detected"));
                 }
             }
             Ok(if h.is_empty() {
@@ -386,13 +420,16 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
                     QUICKLIST_NODE_PACKED
                 };
                 let blob = src.string()?;
+                if blob.is_empty() {
+                    return Err(src.corrupt("empty quicklist node"));
+                }
                 match container {
                     QUICKLIST_NODE_PLAIN => l.push_back(&blob),
                     QUICKLIST_NODE_PACKED => {
                         let elems = if t == TYPE_LIST_QUICKLIST_2 {
-                            listpack::parse(&blob).map_err(|e| blob_err(src, "list node", e))?
+                            listpack::parse(&blob).map_err(|e| blob_err(src, "Listpack", e))?
                         } else {
-                            ziplist::parse(&blob).map_err(|e| blob_err(src, "list node", e))?
+                            ziplist::parse(&blob).map_err(|e| blob_err(src, "Ziplist", e))?
                         };
                         // Empty nodes are skipped, as Redis does; an empty list fails below.
                         push_elems(&mut l, &elems);
@@ -404,14 +441,14 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
         }
         TYPE_LIST_ZIPLIST => {
             let blob = src.string()?;
-            let elems = ziplist::parse(&blob).map_err(|e| blob_err(src, "list ziplist", e))?;
+            let elems = ziplist::parse(&blob).map_err(|e| blob_err(src, "List ziplist", e))?;
             let mut l = List::new();
             push_elems(&mut l, &elems);
             Ok(list_value(l))
         }
         TYPE_SET_INTSET => {
             let blob = src.string()?;
-            let vals = intset::parse(&blob).map_err(|e| blob_err(src, "intset", e))?;
+            let vals = intset::parse(&blob).map_err(|e| blob_err(src, "Intset", e))?;
             let mut s = Set::new();
             for v in vals {
                 s.insert_member(strata_core::set::Member::Int(v));
@@ -421,27 +458,38 @@ pub fn value<R: Read>(src: &mut Src<R>, t: u8) -> Result<Loaded, Error> {
         TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
             let blob = src.string()?;
             let elems = if t == TYPE_ZSET_LISTPACK {
-                listpack::parse(&blob).map_err(|e| blob_err(src, "zset listpack", e))?
+                listpack::parse(&blob).map_err(|e| blob_err(src, "Zset listpack", e))?
             } else {
-                ziplist::parse(&blob).map_err(|e| blob_err(src, "zset ziplist", e))?
+                ziplist::parse(&blob).map_err(|e| blob_err(src, "Zset ziplist", e))?
             };
-            zset_from_packed(src, &elems)
+            let what = if t == TYPE_ZSET_LISTPACK {
+                "Zset listpack"
+            } else {
+                "Zset ziplist"
+            };
+            zset_from_packed(src, &elems).map_err(|e| relabel(e, what))
         }
         TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
             let blob = src.string()?;
             let elems = if t == TYPE_HASH_LISTPACK {
-                listpack::parse(&blob).map_err(|e| blob_err(src, "hash listpack", e))?
+                listpack::parse(&blob).map_err(|e| blob_err(src, "Hash listpack", e))?
             } else {
-                ziplist::parse(&blob).map_err(|e| blob_err(src, "hash ziplist", e))?
+                ziplist::parse(&blob).map_err(|e| blob_err(src, "Hash ziplist", e))?
             };
-            hash_from_packed(src, &elems)
+            let what = if t == TYPE_HASH_LISTPACK {
+                "Hash listpack"
+            } else {
+                "Hash ziplist"
+            };
+            hash_from_packed(src, &elems).map_err(|e| relabel(e, what))
         }
         TYPE_HASH_ZIPMAP => {
             let blob = src.string()?;
-            let pairs = zipmap::parse(&blob).map_err(|e| blob_err(src, "hash zipmap", e))?;
+            let pairs = zipmap::parse(&blob).map_err(|e| blob_err(src, "Zipmap", e))?;
             hash_from_pairs(
                 src,
                 pairs.into_iter().map(|(f, v)| (f.to_vec(), v.to_vec())),
+                false,
             )
         }
         TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | 20 | 21 => {

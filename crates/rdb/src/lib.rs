@@ -157,7 +157,8 @@ pub fn encode_key(
     encode::key_record(out, key, value, expire_ms, access, opts)
 }
 
-/// Writes a whole RDB file to `W`, computing its CRC64 as it goes.
+/// Writes a whole RDB file to `W`, computing its CRC64 as it goes. Each call is one `write_all`
+/// (a key's whole record at a time): give it a `BufWriter` around a file.
 pub struct Writer<W: Write> {
     inner: W,
     opts: WriteOptions,
@@ -253,17 +254,21 @@ impl<W: Write> Writer<W> {
     }
 }
 
-/// Reads an RDB file item by item.
+/// Reads an RDB file item by item (buffering the input itself: hand it the file as it is).
 pub struct Reader<R: Read> {
-    src: Src<R>,
+    /// Buffered here: the decoder reads a byte or a few at a time.
+    src: Src<io::BufReader<R>>,
     version: u16,
     done: bool,
+    skip_checksum: bool,
+    /// Keys of empty collections skipped since the last [`Reader::take_skipped_empty`].
+    skipped_empty: Vec<Bytes>,
 }
 
 impl<R: Read> Reader<R> {
     /// Reads and checks the header.
     pub fn new(inner: R) -> Result<Reader<R>, Error> {
-        let mut src = Src::new(inner);
+        let mut src = Src::new(io::BufReader::with_capacity(1 << 16, inner));
         let magic: [u8; 9] = src.array().map_err(|e| match e.kind {
             ErrorKind::Truncated => Error {
                 offset: e.offset,
@@ -293,6 +298,8 @@ impl<R: Read> Reader<R> {
             src,
             version,
             done: false,
+            skip_checksum: false,
+            skipped_empty: Vec::new(),
         })
     }
 
@@ -312,7 +319,7 @@ impl<R: Read> Reader<R> {
                     if self.version >= 5 {
                         let computed = src.crc;
                         let expected = u64::from_le_bytes(src.array()?);
-                        if expected != 0 && expected != computed {
+                        if expected != 0 && expected != computed && !self.skip_checksum {
                             return Err(src.err(ErrorKind::Checksum { expected, computed }));
                         }
                     }
@@ -358,6 +365,7 @@ impl<R: Read> Reader<R> {
                         Loaded::Empty => {
                             expire_ms = None;
                             access = Access::None;
+                            self.skipped_empty.push(key);
                         }
                         Loaded::Value(value) => {
                             return Ok(Some(Item::Key(LoadedKey {
@@ -373,6 +381,17 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// The keys of empty collections skipped since the last call (Redis logs each, "rdbLoadObject
+    /// skipping empty key: KEY", and loads the rest).
+    pub fn take_skipped_empty(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.skipped_empty)
+    }
+
+    /// Accepts any footer (DEBUG SET-SKIP-CHECKSUM-VALIDATION 1 applies to loading too).
+    pub fn set_skip_checksum(&mut self, skip: bool) {
+        self.skip_checksum = skip;
+    }
+
     /// The file's RDB version.
     pub fn version(&self) -> u16 {
         self.version
@@ -382,6 +401,21 @@ impl<R: Read> Reader<R> {
     pub fn offset(&self) -> u64 {
         self.src.offset
     }
+}
+
+/// DEBUG SET-SKIP-CHECKSUM-VALIDATION (Redis's `skip_checksum_validation`): process-wide, set by
+/// DEBUG, read by RESTORE (and by whoever loads files, through [`Reader::set_skip_checksum`]).
+static SKIP_CHECKSUM_VALIDATION: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Applies DEBUG SET-SKIP-CHECKSUM-VALIDATION.
+pub fn set_skip_checksum_validation(on: bool) {
+    SKIP_CHECKSUM_VALIDATION.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether payloads' and files' checksums go unchecked (DEBUG SET-SKIP-CHECKSUM-VALIDATION 1).
+pub fn skip_checksum_validation() -> bool {
+    SKIP_CHECKSUM_VALIDATION.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Why RESTORE refuses a payload, with Redis's reply text.
@@ -422,28 +456,39 @@ pub fn dump(value: ValueRef<'_>) -> Vec<u8> {
 /// checked deeply (Redis does that only under `sanitize-dump-payload yes`); an empty collection
 /// is bad data.
 pub fn restore(payload: &[u8], skip_checksum: bool) -> Result<Value, RestoreError> {
+    restore_explained(payload, skip_checksum).map_err(|(e, _)| e)
+}
+
+/// [`restore`], with what is wrong in a payload refused as bad data (the text of the [`Error`],
+/// which RESTORE logs at verbose level as Redis logs its corrupt-payload reason).
+pub fn restore_explained(
+    payload: &[u8],
+    skip_checksum: bool,
+) -> Result<Value, (RestoreError, Option<String>)> {
+    let bad = |e: Error| (RestoreError::BadData, Some(e.to_string()));
     if payload.len() < 10 {
-        return Err(RestoreError::VersionOrChecksum);
+        return Err((RestoreError::VersionOrChecksum, None));
     }
     let footer = &payload[payload.len() - 10..];
     let version = u16::from_le_bytes([footer[0], footer[1]]);
     if version > RDB_VERSION {
-        return Err(RestoreError::VersionOrChecksum);
+        return Err((RestoreError::VersionOrChecksum, None));
     }
     if !skip_checksum {
         let crc = crc64::crc64(0, &payload[..payload.len() - 8]);
         if crc.to_le_bytes() != footer[2..10] {
-            return Err(RestoreError::VersionOrChecksum);
+            return Err((RestoreError::VersionOrChecksum, None));
         }
     }
     let mut src = Src::new(payload);
-    let t = src.byte().map_err(|_| RestoreError::BadData)?;
+    let t = src.byte().map_err(bad)?;
     if !is_object_type(t) {
-        return Err(RestoreError::BadData);
+        return Err((RestoreError::BadData, None));
     }
     match decode::value(&mut src, t) {
         Ok(Loaded::Value(v)) => Ok(v),
-        _ => Err(RestoreError::BadData),
+        Ok(Loaded::Empty) => Err((RestoreError::BadData, Some("empty key".into()))),
+        Err(e) => Err(bad(e)),
     }
 }
 

@@ -460,6 +460,8 @@ fn collections_that_are_corrupt() {
             payload(3, &body)
         }),
         ("empty quicklist", payload(18, &[0])),
+        ("empty zipmap", payload(9, &blob(&[0, 0xFF]))),
+        ("quicklist node of 0 bytes", payload(18, &[1, 1, 0])),
         ("quicklist of an empty node", {
             let mut body = vec![1, 2];
             body.extend_from_slice(&blob(&listpack::Builder::new().finish()));
@@ -553,10 +555,25 @@ fn older_encodings_are_read() {
 
 #[test]
 fn encodings_convert_by_the_limits_on_load() {
-    // A listpack hash with a long value becomes a hashtable; a HASH of small fields a listpack.
+    // A packed hash or zset converts by its count only (a long value stays packed, as in Redis);
+    // a HASH of small fields becomes a listpack, one with a long value a hashtable.
     let mut lp = listpack::Builder::new();
     lp.push(b"f");
     lp.push(&[b'v'; 100]);
+    let h = restore(&payload(16, &blob(&lp.finish())), false).unwrap();
+    assert_eq!(encoding(&h), "listpack");
+    let mut lp = listpack::Builder::new();
+    lp.push(&[b'm'; 100]);
+    lp.push(b"1");
+    let z = restore(&payload(17, &blob(&lp.finish())), false).unwrap();
+    assert_eq!(encoding(&z), "listpack");
+    let h = restore(&payload(4, &pairs(&[b"f", &[b'v'; 100]])), false).unwrap();
+    assert_eq!(encoding(&h), "hashtable");
+    let mut lp = listpack::Builder::new();
+    for i in 0..600 {
+        lp.push(format!("f{i}").as_bytes());
+        lp.push(b"v");
+    }
     let h = restore(&payload(16, &blob(&lp.finish())), false).unwrap();
     assert_eq!(encoding(&h), "hashtable");
     let h = restore(&payload(4, &pairs(&[b"f", b"v"])), false).unwrap();
@@ -601,6 +618,9 @@ fn file_errors() {
         }) => {}
         other => panic!("{other:?}"),
     }
+    let mut r = Reader::new(&bad[..]).unwrap();
+    r.set_skip_checksum(true);
+    while r.next_item().unwrap().is_some() {}
     let mut zero = file.clone();
     zero[n - 8..].fill(0);
     assert!(read_all(&zero).is_ok());
@@ -636,6 +656,10 @@ fn file_errors() {
     skip.extend_from_slice(&crc.to_le_bytes());
     let items = read_all(&skip).unwrap();
     assert_eq!(items.len(), 1);
+    let mut r = Reader::new(&skip[..]).unwrap();
+    assert!(matches!(r.next_item().unwrap(), Some(Item::Key(_))));
+    assert_eq!(r.take_skipped_empty(), vec![Bytes::from_static(b"e")]);
+    assert!(r.take_skipped_empty().is_empty());
     // Streams, modules and functions are reported as unsupported.
     for body in [
         &[15u8, 1, b'k', 0][..],

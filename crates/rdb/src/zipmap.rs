@@ -8,7 +8,8 @@
 /// A (field, value) pair borrowed from the blob.
 pub type Pair<'a> = (&'a [u8], &'a [u8]);
 
-/// The (field, value) pairs of a zipmap, after checking its structure.
+/// The (field, value) pairs of a zipmap, after checking its structure (an empty zipmap is invalid,
+/// as in Redis's check).
 pub fn parse(buf: &[u8]) -> Result<Vec<Pair<'_>>, String> {
     let err = |what: &str| Err(format!("zipmap {what}"));
     if buf.len() < 2 {
@@ -60,6 +61,9 @@ pub fn parse(buf: &[u8]) -> Result<Vec<Pair<'_>>, String> {
     }
     if declared < 254 && usize::from(declared) != out.len() {
         return err("count does not match its entries");
+    }
+    if out.is_empty() {
+        return err("is empty");
     }
     Ok(out)
 }

@@ -1,13 +1,15 @@
-//! TCP listeners and streams on the thread's epoll set.
+//! Listeners (TCP and Unix-domain) and connected stream sockets on the thread's epoll set.
 //!
-//! A stream is used through `&self` (its reader and writer tasks share it in an `Rc`); each
-//! direction has one waiting task at a time.
+//! A [`Stream`] is any connected stream socket, TCP or Unix: reads and writes are the same
+//! `recv`/`send` on its descriptor, so one connection loop serves both. It is used through `&self`
+//! (its reader and writer tasks share it in an `Rc`); each direction has one waiting task at a time.
 
 use std::future::Future;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -35,7 +37,33 @@ fn failed(err: io::Error, io: &IoState, dir: Dir, cx: &mut Context<'_>) -> Faile
     }
 }
 
-/// A listening socket.
+/// A non-blocking TCP socket listening on `addr`, as [`TcpListener::bind`] makes it (an IPv6
+/// address listens for IPv6 only, as Redis's do), without an event loop: what a thread that will
+/// not accept on it uses to learn whether the address can be bound.
+pub fn tcp_listen_socket(
+    addr: SocketAddr,
+    backlog: i32,
+    reuse_port: bool,
+) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking().cloexec(),
+        None,
+    )?;
+    sock.set_reuse_address(true)?;
+    if reuse_port {
+        sock.set_reuse_port(true)?;
+    }
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.bind(&addr.into())?;
+    sock.listen(backlog)?;
+    Ok(sock.into())
+}
+
+/// A listening TCP socket.
 pub struct TcpListener {
     sock: std::net::TcpListener,
     io: Rc<IoState>,
@@ -45,22 +73,14 @@ impl TcpListener {
     /// Binds `addr` with SO_REUSEADDR (and SO_REUSEPORT when `reuse_port`, so that every shard
     /// thread can listen on the same port and the kernel spreads connections over them).
     pub fn bind(addr: SocketAddr, backlog: i32, reuse_port: bool) -> io::Result<TcpListener> {
-        use socket2::{Domain, Socket, Type};
-        let sock = Socket::new(
-            Domain::for_address(addr),
-            Type::STREAM.nonblocking().cloexec(),
-            None,
-        )?;
-        sock.set_reuse_address(true)?;
-        if reuse_port {
-            sock.set_reuse_port(true)?;
-        }
-        if addr.is_ipv6() {
-            sock.set_only_v6(true)?;
-        }
-        sock.bind(&addr.into())?;
-        sock.listen(backlog)?;
-        let sock: std::net::TcpListener = sock.into();
+        let sock = tcp_listen_socket(addr, backlog, reuse_port)?;
+        let io = with_core(|c| c.reactor.register(sock.as_raw_fd()))?;
+        Ok(TcpListener { sock, io })
+    }
+
+    /// Takes over a listening socket made elsewhere ([`tcp_listen_socket`], maybe on another
+    /// thread), registered on the calling thread's loop; it must be non-blocking.
+    pub fn from_std(sock: std::net::TcpListener) -> io::Result<TcpListener> {
         let io = with_core(|c| c.reactor.register(sock.as_raw_fd()))?;
         Ok(TcpListener { sock, io })
     }
@@ -70,47 +90,63 @@ impl TcpListener {
     }
 
     /// The next connection, non-blocking and close-on-exec, with its peer's address.
-    pub fn accept(&self) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + '_ {
+    pub fn accept(&self) -> impl Future<Output = io::Result<(Stream, SocketAddr)>> + '_ {
         std::future::poll_fn(move |cx| loop {
-            if !self.io.ready(Dir::Read) {
-                self.io.register(Dir::Read, cx);
-                return Poll::Pending;
+            let (stream, peer) = match poll_accept(self.sock.as_raw_fd(), &self.io, cx) {
+                Poll::Ready(Ok(got)) => got,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            // Not an IP peer (a TCP listener has none such): drop it, take the next one.
+            if let Some(peer) = peer.as_socket() {
+                return Poll::Ready(Ok((stream, peer)));
             }
-            // SAFETY: `try_init` hands accept4 room for any socket address and its length; a
-            // returned descriptor is owned by the stream below.
-            let accepted = unsafe {
-                socket2::SockAddr::try_init(|addr, len| {
-                    let fd = libc::accept4(
-                        self.sock.as_raw_fd(),
-                        addr.cast(),
-                        len,
-                        libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                    );
-                    if fd < 0 {
-                        Err(io::Error::last_os_error())
-                    } else {
-                        Ok(fd)
-                    }
-                })
-            };
-            let (fd, peer) = match accepted {
-                Ok(got) => got,
-                // A peer gone before it was taken: take the next one.
-                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
-                Err(e) => match failed(e, &self.io, Dir::Read, cx) {
-                    Failed::Wait => return Poll::Pending,
-                    Failed::Retry => continue,
-                    Failed::Error(e) => return Poll::Ready(Err(e)),
-                },
-            };
-            // SAFETY: `fd` was just returned by accept4 and nothing else owns it.
-            let sock = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-            let Some(peer) = peer.as_socket() else {
-                // Not an IP peer (a TCP listener has none such): drop it, take the next one.
-                continue;
-            };
-            return Poll::Ready(TcpStream::registered(sock).map(|s| (s, peer)));
         })
+    }
+}
+
+/// One `accept4` on the listening socket `fd`: the connection, registered, with its peer's
+/// address; Pending (the task registered) when none is waiting.
+fn poll_accept(
+    fd: RawFd,
+    io: &IoState,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<(Stream, socket2::SockAddr)>> {
+    loop {
+        if !io.ready(Dir::Read) {
+            io.register(Dir::Read, cx);
+            return Poll::Pending;
+        }
+        // SAFETY: `try_init` hands accept4 room for any socket address and its length; a
+        // returned descriptor is owned by the stream below.
+        let accepted = unsafe {
+            socket2::SockAddr::try_init(|addr, len| {
+                let fd = libc::accept4(
+                    fd,
+                    addr.cast(),
+                    len,
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                );
+                if fd < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(fd)
+                }
+            })
+        };
+        let (fd, peer) = match accepted {
+            Ok(got) => got,
+            // A peer gone before it was taken: take the next one.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+            Err(e) => match failed(e, io, Dir::Read, cx) {
+                Failed::Wait => return Poll::Pending,
+                Failed::Retry => continue,
+                Failed::Error(e) => return Poll::Ready(Err(e)),
+            },
+        };
+        // SAFETY: `fd` was just returned by accept4 and nothing else owns it.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        return Poll::Ready(Stream::registered(sock).map(|s| (s, peer)));
     }
 }
 
@@ -120,24 +156,88 @@ impl Drop for TcpListener {
     }
 }
 
-/// A connected socket.
-pub struct TcpStream {
-    sock: std::net::TcpStream,
+/// A non-blocking Unix-domain stream socket bound to `path` (which must not exist) and listening;
+/// `perm`, when not 0, is the socket file's mode, set before it listens (Redis's
+/// `unixsocketperm`). Needs no event loop: a thread may make it and hand it to others
+/// ([`UnixListener::from_fd`]).
+pub fn unix_listen_socket(path: &Path, backlog: i32, perm: u32) -> io::Result<OwnedFd> {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let sock = Socket::new(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
+    sock.bind(&SockAddr::unix(path)?)?;
+    if perm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
+    }
+    sock.listen(backlog)?;
+    Ok(sock.into())
+}
+
+/// A listening Unix-domain stream socket. Several threads may each hold one on the same socket
+/// ([`UnixListener::try_clone`]): a connection wakes them all, and the first to accept takes it.
+pub struct UnixListener {
+    sock: OwnedFd,
     io: Rc<IoState>,
 }
 
-impl TcpStream {
-    fn registered(sock: std::net::TcpStream) -> io::Result<TcpStream> {
+impl UnixListener {
+    /// Binds `path` and listens on it, on the calling thread's loop (see [`unix_listen_socket`]).
+    pub fn bind(path: &Path, backlog: i32, perm: u32) -> io::Result<UnixListener> {
+        UnixListener::registered(unix_listen_socket(path, backlog, perm)?)
+    }
+
+    fn registered(sock: OwnedFd) -> io::Result<UnixListener> {
         let io = with_core(|c| c.reactor.register(sock.as_raw_fd()))?;
-        Ok(TcpStream { sock, io })
+        Ok(UnixListener { sock, io })
     }
 
+    /// The same listening socket, registered on the calling thread's loop.
+    pub fn try_clone(&self) -> io::Result<UnixListener> {
+        UnixListener::registered(self.sock.try_clone()?)
+    }
+
+    /// Takes over a listening socket bound elsewhere (on another thread), registered on the
+    /// calling thread's loop; it must be non-blocking.
+    pub fn from_fd(sock: OwnedFd) -> io::Result<UnixListener> {
+        UnixListener::registered(sock)
+    }
+
+    /// The next connection, non-blocking and close-on-exec.
+    pub fn accept(&self) -> impl Future<Output = io::Result<Stream>> + '_ {
+        std::future::poll_fn(move |cx| {
+            poll_accept(self.sock.as_raw_fd(), &self.io, cx).map_ok(|(stream, _)| stream)
+        })
+    }
+}
+
+impl Drop for UnixListener {
+    fn drop(&mut self) {
+        try_with_core(|c| c.reactor.deregister(self.sock.as_raw_fd(), &self.io));
+    }
+}
+
+/// A connected stream socket, TCP or Unix-domain.
+pub struct Stream {
+    sock: OwnedFd,
+    io: Rc<IoState>,
+}
+
+impl Stream {
+    fn registered(sock: OwnedFd) -> io::Result<Stream> {
+        let io = with_core(|c| c.reactor.register(sock.as_raw_fd()))?;
+        Ok(Stream { sock, io })
+    }
+
+    /// TCP_NODELAY (an error on a Unix-domain socket, which has no such option).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        self.sock.set_nodelay(on)
+        socket2::SockRef::from(&self.sock).set_nodelay(on)
     }
 
+    /// The local address of a TCP connection (an error on a Unix-domain one).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.sock.local_addr()
+        socket2::SockRef::from(&self.sock)
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not an IP socket"))
     }
 
     /// Reads what has arrived into `buf` (which must have room for at least one byte); 0 at end
@@ -161,7 +261,7 @@ impl TcpStream {
     }
 
     /// Whether an event has said the peer closed its side (or reset, or the socket failed); see
-    /// [`TcpStream::closed`].
+    /// [`Stream::closed`].
     pub fn is_closed(&self) -> bool {
         self.io.read_closed()
     }
@@ -187,21 +287,21 @@ impl TcpStream {
     }
 }
 
-impl AsRawFd for TcpStream {
+impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
 }
 
-impl Drop for TcpStream {
+impl Drop for Stream {
     fn drop(&mut self) {
         try_with_core(|c| c.reactor.deregister(self.sock.as_raw_fd(), &self.io));
     }
 }
 
-/// See [`TcpStream::read`].
+/// See [`Stream::read`].
 pub struct Read<'a> {
-    stream: &'a TcpStream,
+    stream: &'a Stream,
     buf: &'a mut [MaybeUninit<u8>],
 }
 
@@ -242,9 +342,9 @@ impl Future for Read<'_> {
     }
 }
 
-/// See [`TcpStream::write_all`].
+/// See [`Stream::write_all`].
 pub struct WriteAll<'a> {
-    stream: &'a TcpStream,
+    stream: &'a Stream,
     buf: &'a [u8],
 }
 
@@ -297,7 +397,7 @@ mod tests {
     }
 
     /// A client connected to `l`, the server's side of it, and "PING\r\n" sent by the client.
-    async fn pinged(l: &TcpListener) -> (std::net::TcpStream, TcpStream) {
+    async fn pinged(l: &TcpListener) -> (std::net::TcpStream, Stream) {
         let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().await.unwrap();
         (&client).write_all(b"PING\r\n").unwrap();
@@ -416,5 +516,39 @@ mod tests {
             assert_eq!(reader.join().unwrap(), expect);
         })
         .unwrap();
+    }
+
+    /// A Unix-domain listener: its file gets the mode asked for, a connection is served like a
+    /// TCP one, and a second handle on the same socket (another thread's) takes connections too.
+    #[test]
+    fn unix_listener_accepts_streams_and_sets_the_files_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("strata-rt-unix-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("s.sock");
+        let _ = std::fs::remove_file(&path);
+        block_on(async {
+            let l = UnixListener::bind(&path, 16, 0o700).unwrap();
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+            let other = l.try_clone().unwrap();
+            for listener in [&l, &other] {
+                let mut client = std::os::unix::net::UnixStream::connect(&path).unwrap();
+                let s = listener.accept().await.unwrap();
+                assert!(s.set_nodelay(true).is_err());
+                assert!(s.local_addr().is_err());
+                client.write_all(b"PING\r\n").unwrap();
+                let mut buf = vec![MaybeUninit::new(0u8); 64];
+                assert_eq!(s.read(&mut buf).await.unwrap(), 6);
+                s.write_all(b"+PONG\r\n").await.unwrap();
+                let mut got = [0u8; 7];
+                client.read_exact(&mut got).unwrap();
+                assert_eq!(&got, b"+PONG\r\n");
+                drop(client);
+                assert_eq!(s.read(&mut buf).await.unwrap(), 0);
+            }
+        })
+        .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

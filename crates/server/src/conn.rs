@@ -21,7 +21,6 @@
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::pin;
 use std::rc::Rc;
@@ -36,10 +35,11 @@ use strata_node::args::eq_ci;
 use strata_node::clients::{client_line, Output};
 use strata_node::server_log;
 use strata_node::services::connection::is_authenticated;
+use strata_node::services::server::crash;
 use strata_node::services::{client_evict, monitor};
 use strata_node::{ClientInfo, ServerState, Session};
 use strata_resp::{ParseLimits, Protocol, ReplyBuf, RequestParser};
-use strata_rt::net::TcpStream;
+use strata_rt::net::Stream;
 use strata_shard::{now_ms, round_end, with_shard};
 
 use crate::dispatch::Batch;
@@ -47,11 +47,6 @@ use crate::dispatch::Batch;
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request or reply are released once drained.
 const KEEP_CAPACITY: usize = 1024 * 1024;
-/// A reply buffer larger than this is freed once its replies have gone rather than kept for the
-/// next batch: Redis keeps at most 16 KiB of reply buffer per client between commands, and a
-/// connection keeping the room of its largest reply (up to 1 MiB) made a pool of clients that
-/// now and then read a big value hold that much each.
-const KEEP_REPLY: usize = 16 * 1024;
 /// A read buffer larger than this (Redis's `PROTO_RESIZE_THRESHOLD`) shrinks to its recent peak
 /// when that peak uses less than half of it, weighed at most every [`RESIZE_EVERY_MS`].
 const RESIZE_THRESHOLD: usize = 32 * 1024;
@@ -104,6 +99,10 @@ struct Local {
     /// (or was taken by the sweep, until the reader has freed its buffer).
     input_waker: Cell<Option<Waker>>,
     input_waker_given: Cell<bool>,
+    /// The client, for the cron's visit (its reply buffer's size and peak live there).
+    client: std::cell::OnceCell<Arc<ClientInfo>>,
+    /// When the reply buffer's peak was last forgotten (unix ms).
+    peak_reset_at: Cell<i64>,
 }
 
 thread_local! {
@@ -132,6 +131,9 @@ pub fn sweep_idle_inputs(now: i64) {
                 continue;
             };
             *cursor += 1;
+            if let Some(info) = local.client.get() {
+                resize_reply_buffer(info, &local, now);
+            }
             let since = local.input_idle_since.get();
             if since > 0 && now - since > IDLE_INPUT_MS && !local.free_input.get() {
                 local.free_input.set(true);
@@ -141,6 +143,27 @@ pub fn sweep_idle_inputs(now: i64) {
             }
         }
     });
+}
+
+/// The cron's look at a client's reply buffer, as Redis's `clientsCronResizeOutputBuffer`: the
+/// size kept between batches shrinks to the recent peak or doubles toward 16 KiB
+/// (`settings::reply_buffer::resize`), then the peak is forgotten if it is older than
+/// `peak-reset-time`. The buffer itself follows at the end of the next batch (an idle one's is
+/// freed anyway, see [`IDLE_INPUT_MS`]).
+fn resize_reply_buffer(info: &ClientInfo, local: &Local, now: i64) {
+    use strata_node::settings::reply_buffer as rb;
+    let size = info.rbs.load(Ordering::Relaxed) as usize;
+    let peak = info.rbp.load(Ordering::Relaxed) as usize;
+    if let Some(new) = rb::resize(size, peak) {
+        rb::count(new < size);
+        info.rbs.store(new as u64, Ordering::Relaxed);
+    }
+    let reset = rb::peak_reset_ms();
+    if reset >= 0 && now - local.peak_reset_at.get() >= reset && !local.busy.get() {
+        // What the buffer holds between batches: nothing.
+        info.rbp.store(0, Ordering::Relaxed);
+        local.peak_reset_at.set(now);
+    }
 }
 
 impl Local {
@@ -208,19 +231,51 @@ fn set_keepalive(fd: RawFd, interval: i64) {
     }
 }
 
-/// Serves one client until it disconnects, is killed, or sends something fatal.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, state: Arc<ServerState>) {
-    let _ = stream.set_nodelay(true);
+/// Names the client whose batch runs for a crash report's CURRENT CLIENT INFO, until dropped
+/// (then no client is named: another connection's batch may have run meanwhile and named its own).
+struct RunningClient;
+
+impl RunningClient {
+    fn set(info: &ClientInfo) -> RunningClient {
+        crash::set_current_client(Some(info));
+        RunningClient
+    }
+}
+
+impl Drop for RunningClient {
+    fn drop(&mut self) {
+        crash::set_current_client(None);
+    }
+}
+
+/// Who a connection is with, as CLIENT LIST shows it.
+pub struct Peer {
+    /// The client's address (`ip:port`; `<unixsocket>:0` over the Unix socket).
+    pub addr: String,
+    /// The address it connected to.
+    pub laddr: String,
+    /// Over the Unix socket (CLIENT LIST flag `U`).
+    pub unix: bool,
+}
+
+/// Serves one client until it disconnects, is killed, or sends something fatal. TCP and Unix
+/// socket clients are served alike.
+pub async fn serve(stream: Stream, peer: Peer, state: Arc<ServerState>) {
     let fd = stream.as_raw_fd();
-    set_keepalive(fd, state.config.get_i64("tcp-keepalive"));
-    let laddr = stream
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let info = state.register_client(peer.to_string(), laddr, fd, now_ms());
+    if !peer.unix {
+        set_keepalive(fd, state.config.get_i64("tcp-keepalive"));
+    }
+    let info = state.register_client(peer.addr, peer.laddr, fd, now_ms());
+    if peer.unix {
+        info.unix_socket.store(true, Ordering::Relaxed);
+    }
     // Shared by the two tasks: the reader reads, the writer writes and shuts the socket down.
     let stream = Rc::new(stream);
-    let local = Rc::new(Local::default());
+    let local = Rc::new(Local {
+        peak_reset_at: Cell::new(now_ms()),
+        ..Local::default()
+    });
+    let _ = local.client.set(info.clone());
     CONNECTIONS.with(|c| c.borrow_mut().0.push(Rc::downgrade(&local)));
     let writer = strata_rt::spawn(write_loop(
         stream.clone(),
@@ -251,7 +306,7 @@ fn may_authenticate(args: &[Bytes]) -> bool {
 }
 
 async fn read_loop(
-    stream: &TcpStream,
+    stream: &Stream,
     fd: RawFd,
     info: &Arc<ClientInfo>,
     state: &Arc<ServerState>,
@@ -364,7 +419,7 @@ async fn read_loop(
             // a batch's replies are sent, or handed to the outbox, before the next read.)
             rbuf = BytesMut::new();
             // The reply buffer too: empty between batches, it may have kept some room (up to
-            // KEEP_REPLY).
+            // the client's `rbs`).
             out.buf = Vec::new();
             (size, peak) = (0, 0);
             info.qbuf_free.store(0, Ordering::Relaxed);
@@ -466,6 +521,7 @@ async fn read_loop(
                 if let Some(t) = &session.tracking {
                     t.hold();
                 }
+                let _running = RunningClient::set(info);
                 Batch {
                     state,
                     session: &mut session,
@@ -486,6 +542,7 @@ async fn read_loop(
                     break 'conn;
                 }
                 local.busy.set(true);
+                let _running = RunningClient::set(info);
                 Batch {
                     state,
                     session: &mut session,
@@ -588,12 +645,17 @@ async fn reply(
         return true;
     }
     let len = out.buf.len();
+    // The reply buffer's peak: what this round's replies filled of it.
+    let kept = info.rbs.load(Ordering::Relaxed) as usize;
+    if len.min(kept) as u64 > info.rbp.load(Ordering::Relaxed) {
+        info.rbp.store(len.min(kept) as u64, Ordering::Relaxed);
+    }
     let direct = !info.output_pending();
     let sent = if direct { send_now(fd, &out.buf) } else { 0 };
     with_shard(|s| s.stats.net_output_bytes += sent as u64);
     if sent == len {
         out.buf.clear();
-        if out.buf.capacity() > KEEP_REPLY {
+        if out.buf.capacity() > kept {
             out.buf = Vec::new();
         }
         return true;
@@ -687,7 +749,7 @@ fn idle_check(info: &ClientInfo, local: &Local, timeout_ms: i64, now: i64) -> Op
 /// The writer: drains the outbox in order, one chunk at a time, until the client is closed or the
 /// reader finishes; then shuts the socket down (ending the reader's pending read).
 async fn write_loop(
-    wr: Rc<TcpStream>,
+    wr: Rc<Stream>,
     fd: RawFd,
     info: Arc<ClientInfo>,
     state: Arc<ServerState>,

@@ -7,10 +7,10 @@
 
 pub mod conn;
 pub mod dispatch;
+mod listen;
 mod moving;
 pub mod process;
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +21,6 @@ use strata_node::server_log;
 use strata_node::services::persist;
 use strata_node::state::ServerStats;
 use strata_node::ServerState;
-use strata_rt::net::{TcpListener, TcpStream};
 use strata_shard::{install, now_ms, with_shard, Inbox, Shard, ShardSet};
 
 fn random_run_id() -> String {
@@ -36,43 +35,6 @@ fn random_run_id() -> String {
         .collect()
 }
 
-fn bind_addrs(config: &Config) -> Result<Vec<SocketAddr>, String> {
-    let port = config.get_i64("port") as u16;
-    let bind = config.get("bind").unwrap_or_default();
-    let mut addrs = Vec::new();
-    for host in bind.split_whitespace() {
-        let optional = host.starts_with('-');
-        let host = host.trim_start_matches('-');
-        match (host, port).to_socket_addrs() {
-            Ok(found) => addrs.extend(found),
-            Err(e) if !optional => return Err(format!("can't resolve bind address {host}: {e}")),
-            Err(_) => {}
-        }
-    }
-    if addrs.is_empty() {
-        return Err("no address to bind".into());
-    }
-    Ok(addrs)
-}
-
-/// Fails when something already listens on one of `addrs`, with the address and why. Every shard
-/// thread binds its own listener with SO_REUSEPORT, and the kernel would let a second Strata process
-/// (same user) join that group silently and take part of the connections; a probe bound without
-/// SO_REUSEPORT fails instead, as Redis's own bind does. (Two processes starting in the same
-/// instant can still both pass: the window is between this probe and the threads' binds.)
-fn check_ports_free(addrs: &[SocketAddr]) -> Result<(), (SocketAddr, String)> {
-    for addr in addrs {
-        if let Err(e) = std::net::TcpListener::bind(addr) {
-            let why = match e.kind() {
-                std::io::ErrorKind::AddrInUse => "Address already in use".to_string(),
-                _ => e.to_string(),
-            };
-            return Err((*addr, why));
-        }
-    }
-    Ok(())
-}
-
 /// Runs the server until SHUTDOWN or SIGTERM/SIGINT; returns the process exit code. Call it before
 /// any other thread exists: with `daemonize yes` it forks first.
 pub fn run(config: Config) -> i32 {
@@ -80,12 +42,16 @@ pub fn run(config: Config) -> i32 {
         eprintln!("{e}");
         return 1;
     }
-    if config.get_bool("daemonize") {
+    let supervisor = process::Supervisor::start(&config);
+    if config.get_bool("daemonize") && !supervisor.supervised() {
         if let Err(e) = process::daemonize() {
             server_log!(Warning, "Can't daemonize: {e}");
             return 1;
         }
     }
+    // SAFETY: no other thread exists yet (run's contract), and the arguments were read.
+    unsafe { strata_node::proctitle::init() };
+    config.apply_proc_title();
     process::log_starting(&config);
     strata_node::log::set_server_pid(std::process::id());
     strata_node::log::install_crash_handlers();
@@ -97,32 +63,54 @@ pub fn run(config: Config) -> i32 {
         n => n as usize,
     };
     let port = config.get_i64("port") as u16;
-    if port == 0 {
-        server_log!(Warning, "Configured to not listen anywhere, exiting.");
+    // The clock's one-off calibration (a 2 ms wait) happens here, not in a shard's first command.
+    strata_shard::clock::init();
+    let Ok(tcp) = listen::tcp_addrs(
+        port,
+        &config.get("bind").unwrap_or_default(),
+        config.get_i64("tcp-backlog") as i32,
+        &[],
+    ) else {
+        server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
         return 1;
-    }
-    let addrs = match bind_addrs(&config) {
-        Ok(a) => a,
+    };
+    let unix = match listen::unix_listener(&config) {
+        Ok(u) => u,
         Err(e) => {
-            server_log!(Warning, "Warning: {e}");
-            server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
+            server_log!(Warning, "{e}");
             return 1;
         }
     };
-    // The clock's one-off calibration (a 2 ms wait) happens here, not in a shard's first command.
-    strata_shard::clock::init();
-    if let Err((addr, why)) = check_ports_free(&addrs) {
-        server_log!(
-            Warning,
-            "Warning: Could not create server TCP listening socket {addr}: bind: {why}"
-        );
-        server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
+    if tcp.is_empty() && unix.is_none() {
+        server_log!(Warning, "Configured to not listen anywhere, exiting.");
         return 1;
     }
+    let unix_path = unix.as_ref().map(|(p, _)| p.clone());
+    let listen = listen::Listen {
+        tcp,
+        unix: unix.map(|(p, fd)| (Arc::from(p.as_str()), Arc::new(fd))),
+    };
+    let remove_socket = || {
+        if let Some(path) = &unix_path {
+            server_log!(Notice, "Removing the unix socket file.");
+            if let Err(e) = std::fs::remove_file(path) {
+                server_log!(
+                    Warning,
+                    "Error removing the unix socket file: {}",
+                    listen::os_error_text(&e)
+                );
+            }
+        }
+    };
     let pidfile = process::PidFile::create(&config);
     process::log_banner(&config, port, threads);
     process::log_inert_settings(&config);
     server_log!(Warning, "Server initialized");
+    if let Some(values) = config.get("oom-score-adj-values") {
+        strata_node::oom::warn_if_unordered(&values);
+    }
+    // As Redis, a score the kernel refuses at start-up is logged and start-up goes on.
+    let _ = config.apply_oom_score();
     let databases = config.get_i64("databases") as usize;
     let (shards, inboxes) = ShardSet::new(threads);
     strata_shard::evict::set_shards(threads);
@@ -149,29 +137,39 @@ pub fn run(config: Config) -> i32 {
     if rdb.exists() {
         persist::mark_loading();
     }
+    strata_node::services::server::crash::install(&state);
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
     // SIGTERM that came first used to kill the process outright).
-    let signalled = state.clone();
     let handler = ctrlc::set_handler(move || {
-        // The handler runs on ctrlc's own thread, not in signal context: it may log.
-        server_log!(
-            Warning,
-            "Received SIGTERM or SIGINT, scheduling shutdown..."
-        );
-        signalled.request_shutdown()
+        // The handler runs on ctrlc's own thread, not in signal context: it may log. As Redis,
+        // the shutdown waits for the next cron tick (SHUTDOWN ABORT may call it off); a second
+        // signal before then exits at once.
+        if strata_node::services::server::schedule_shutdown() {
+            server_log!(
+                Warning,
+                "Received SIGTERM or SIGINT, scheduling shutdown..."
+            );
+        } else {
+            server_log!(Warning, "You insist... exiting now.");
+            std::process::exit(1);
+        }
     });
     if let Err(e) = handler {
         server_log!(Warning, "Can't install the SIGTERM/SIGINT handlers: {e}");
     }
+    // After ctrlc's, whose "termination" handlers take SIGHUP for a shutdown too.
+    process::install_sighup();
+    listen::init(threads, &listen.tcp);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     for (id, inbox) in inboxes.into_iter().enumerate() {
-        let (state, ready, addrs) = (state.clone(), ready_tx.clone(), addrs.clone());
+        let (state, ready, listen) = (state.clone(), ready_tx.clone(), listen.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("strata-shard-{id}"))
-            .spawn(move || thread_main(id, databases, inbox, state, addrs, ready));
+            .spawn(move || thread_main(id, databases, inbox, state, listen, ready));
         if let Err(e) = spawned {
             server_log!(Warning, "Can't start shard thread {id}: {e}");
             pidfile.remove();
+            remove_socket();
             return 1;
         }
     }
@@ -185,27 +183,46 @@ pub fn run(config: Config) -> i32 {
         server_log!(Warning, "{failure}");
         server_log!(Warning, "Failed listening on port {port} (TCP), aborting.");
         pidfile.remove();
+        remove_socket();
         return 1;
     }
     if !persist::load_at_startup(&state) {
         pidfile.remove();
+        remove_socket();
         return 1;
     }
-    server_log!(Notice, "Ready to accept connections");
+    if !listen.tcp.is_empty() {
+        server_log!(Notice, "Ready to accept connections");
+    }
+    if let Some(path) = &unix_path {
+        server_log!(
+            Notice,
+            "The server is now ready to accept connections at {path}"
+        );
+    }
+    supervisor.ready();
 
     loop {
         while !state.shutting_down.load(Ordering::SeqCst) {
+            if strata_node::services::server::due_shutdown() {
+                state.request_shutdown();
+                break;
+            }
+            process::reopen_log_if_asked();
             std::thread::sleep(Duration::from_millis(20));
         }
+        // SHUTDOWN did its own log line and save; a signal's shutdown saves here (with save
+        // points), and a failed save keeps the server running, as Redis.
         if persist::is_shutdown_prepared() || final_save(&state) {
             break;
         }
-        // The save failed: Redis keeps running.
         state.shutting_down.store(false, Ordering::SeqCst);
     }
+    supervisor.stopping();
     // Connections were shut down by request_shutdown; give in-flight replies a moment to flush.
     std::thread::sleep(Duration::from_millis(50));
     pidfile.remove();
+    remove_socket();
     server_log!(Warning, "Strata is now ready to exit, bye bye...");
     state.exit_code.load(Ordering::SeqCst) as i32
 }
@@ -255,10 +272,10 @@ fn thread_main(
     databases: usize,
     inbox: Inbox,
     state: Arc<ServerState>,
-    addrs: Vec<SocketAddr>,
+    listen: listen::Listen,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
-    let fut = thread_loop(id, databases, inbox, state, addrs, ready.clone());
+    let fut = thread_loop(id, databases, inbox, state, listen, ready.clone());
     if let Err(e) = strata_rt::block_on(fut) {
         let _ = ready.send(Err(format!("can't start the event loop: {e}")));
     }
@@ -269,7 +286,7 @@ async fn thread_loop(
     databases: usize,
     inbox: Inbox,
     state: Arc<ServerState>,
-    addrs: Vec<SocketAddr>,
+    listen: listen::Listen,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
     let mut shard = Shard::new(id, databases);
@@ -288,55 +305,13 @@ async fn thread_loop(
     if id == 0 {
         strata_rt::spawn(persist_cron(state.clone()));
     }
-    let backlog = state.config.get_i64("tcp-backlog") as i32;
-    let mut listeners = Vec::new();
-    for addr in &addrs {
-        match TcpListener::bind(*addr, backlog, true) {
-            Ok(l) => listeners.push(l),
-            Err(e) => {
-                let _ = ready.send(Err(format!("could not bind {addr}: {e}")));
-                return;
-            }
-        }
+    if let Err(e) = listen::start_thread(id, &listen, &state) {
+        let _ = ready.send(Err(e));
+        return;
     }
     let _ = ready.send(Ok(()));
-    let last = listeners.pop();
-    for l in listeners {
-        strata_rt::spawn(accept_loop(l, state.clone()));
-    }
-    if let Some(l) = last {
-        accept_loop(l, state).await;
-    }
-}
-
-async fn accept_loop(listener: TcpListener, state: Arc<ServerState>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                if state.shutting_down.load(Ordering::Relaxed) {
-                    continue;
-                }
-                server_log!(Verbose, "Accepted {peer}");
-                let max = state.config.get_i64("maxclients").max(1) as u64;
-                if state.stats.connected_clients.load(Ordering::Relaxed) >= max {
-                    with_shard(|s| s.stats.rejected_connections += 1);
-                    strata_rt::spawn(reject(stream));
-                    continue;
-                }
-                strata_rt::spawn(conn::serve(stream, peer, state.clone()));
-            }
-            Err(e) => {
-                server_log!(Warning, "Accepting client connection: {e}");
-                strata_rt::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-}
-
-async fn reject(stream: TcpStream) {
-    let _ = stream
-        .write_all(b"-ERR max number of clients reached\r\n")
-        .await;
+    // The loop runs while the spawned tasks do; this one only keeps it going.
+    std::future::pending::<()>().await;
 }
 
 /// Background work per shard: active expiry and incremental rehashing, every 1000/hz ms (sooner

@@ -61,6 +61,129 @@ pub fn daemonize() -> io::Result<()> {
     Ok(())
 }
 
+/// `supervised`: how the server tells a supervisor it is ready, settled at start-up as Redis's
+/// `redisIsSupervised` settles it. `auto` picks upstart when `UPSTART_JOB` is set, else systemd
+/// when `NOTIFY_SOCKET` is. Under systemd the server sends sd_notify's datagrams to
+/// `$NOTIFY_SOCKET` (a path, or `@name` in the abstract namespace) itself: a loading status now,
+/// then the ready status and `READY=1` once it listens, `STOPPING=1` at shutdown. Under upstart it
+/// stops itself (SIGSTOP), which is how upstart's `expect stop` learns it is up. A supervised
+/// server does not daemonize.
+pub struct Supervisor {
+    systemd: Option<String>,
+}
+
+impl Supervisor {
+    /// Reads the mode and the environment; logs as Redis does when a mode asked for cannot be
+    /// used (the server then runs unsupervised).
+    pub fn start(config: &Config) -> Supervisor {
+        let mut mode = config.get("supervised").unwrap_or_default();
+        if mode == "auto" {
+            if std::env::var_os("UPSTART_JOB").is_some() {
+                server_log!(Verbose, "Upstart supervision detected.");
+                mode = "upstart".into();
+            } else if std::env::var_os("NOTIFY_SOCKET").is_some() {
+                server_log!(Verbose, "Systemd supervision detected.");
+                mode = "systemd".into();
+            }
+        }
+        match mode.as_str() {
+            "upstart" => {
+                if std::env::var_os("UPSTART_JOB").is_none() {
+                    server_log!(
+                        Warning,
+                        "upstart supervision requested, but UPSTART_JOB not found!"
+                    );
+                    return Supervisor { systemd: None };
+                }
+                server_log!(
+                    Notice,
+                    "supervised by upstart, will stop to signal readiness."
+                );
+                // SAFETY: raise has no preconditions; upstart resumes the process.
+                unsafe { libc::raise(libc::SIGSTOP) };
+                // SAFETY: no other thread exists yet (run's contract), so none reads the
+                // environment meanwhile.
+                unsafe { std::env::remove_var("UPSTART_JOB") };
+                Supervisor { systemd: None }
+            }
+            "systemd" => {
+                let Some(socket) = std::env::var("NOTIFY_SOCKET")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+                else {
+                    server_log!(
+                        Warning,
+                        "systemd supervision error: NOTIFY_SOCKET not found!"
+                    );
+                    return Supervisor { systemd: None };
+                };
+                let supervisor = Supervisor {
+                    systemd: Some(socket),
+                };
+                if !supervisor.notify("STATUS=Strata is loading...\n") {
+                    return Supervisor { systemd: None };
+                }
+                server_log!(
+                    Notice,
+                    "Supervised by systemd. Please make sure you set appropriate values for TimeoutStartSec and TimeoutStopSec in your service unit."
+                );
+                supervisor
+            }
+            _ => Supervisor { systemd: None },
+        }
+    }
+
+    /// Whether a supervisor was found (then `daemonize` is ignored, as Redis ignores it).
+    pub fn supervised(&self) -> bool {
+        self.systemd.is_some()
+    }
+
+    /// Sends one sd_notify message to systemd, if supervised by it; false (logged) on failure.
+    pub fn notify(&self, message: &str) -> bool {
+        let Some(socket) = &self.systemd else {
+            return true;
+        };
+        match sd_notify(socket, message) {
+            Ok(()) => true,
+            Err(e) => {
+                server_log!(
+                    Warning,
+                    "systemd supervision error: sd_notify: -{}",
+                    e.raw_os_error().unwrap_or(libc::EIO)
+                );
+                false
+            }
+        }
+    }
+
+    /// The server listens: systemd hears it.
+    pub fn ready(&self) {
+        self.notify("STATUS=Ready to accept connections\n");
+        self.notify("READY=1\n");
+    }
+
+    /// The server is shutting down.
+    pub fn stopping(&self) {
+        self.notify("STOPPING=1\n");
+    }
+}
+
+/// One datagram of sd_notify's protocol to `socket` (`NOTIFY_SOCKET`: a path, or `@name` for
+/// Linux's abstract namespace).
+fn sd_notify(socket: &str, message: &str) -> io::Result<()> {
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let sock = UnixDatagram::unbound()?;
+    let addr = match socket.strip_prefix('@') {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            SocketAddr::from_abstract_name(name.as_bytes())?
+        }
+        None => SocketAddr::from_pathname(socket)?,
+    };
+    sock.send_to_addr(message.as_bytes(), &addr)?;
+    Ok(())
+}
+
 /// The first lines, written before the server is up (role `C`, as Redis's are).
 pub fn log_starting(config: &Config) {
     let pid = std::process::id();
@@ -145,6 +268,40 @@ pub fn log_inert_settings(config: &Config) {
             s.feature
         );
     }
+}
+
+static HANGUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sighup(_: libc::c_int) {
+    HANGUP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// SIGHUP asks for the log file to be opened again (after a log rotation moved it): the handler
+/// only raises a flag, which [`reopen_log_if_asked`] reads. (Redis 7.0 ignores SIGHUP; it opens
+/// its log file anew for every line, so a rotated file is left at once. Strata keeps the file
+/// open, and takes SIGHUP as the signal to let go of it, as most daemons do.)
+pub fn install_sighup() {
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_sighup as *const () as usize;
+        act.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(libc::SIGHUP, &act, std::ptr::null_mut());
+    }
+}
+
+/// Reopens the log file if SIGHUP came since the last call, logging it in the new file.
+pub fn reopen_log_if_asked() {
+    if !HANGUP.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    server_log!(Warning, "Received SIGHUP, reopening logfile");
+    if let Err(e) = log::reopen_file() {
+        server_log!(Warning, "Failed to reopen the log file: {e}");
+        return;
+    }
+    server_log!(Notice, "Log file reopened.");
 }
 
 /// The pidfile: `pidfile`, or Redis's default path for a daemon without one. Written at start-up,

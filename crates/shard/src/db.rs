@@ -1070,6 +1070,11 @@ impl Db {
         self.share_ints = share;
     }
 
+    /// Whether integers written now are Redis's shared objects (see [`Db::set_share_ints`]).
+    pub fn share_ints(&self) -> bool {
+        self.share_ints
+    }
+
     /// Approximate heap bytes of this database's table and hints (not counting entries).
     pub fn overhead_bytes(&self) -> usize {
         self.dict.table_size() + self.ttl.capacity_bytes()

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use strata_core::glob::glob_match;
 use strata_shard::notify;
@@ -292,6 +292,10 @@ fn normalize(spec: &ConfigSpec, value: &str, current: &str) -> Result<String, St
     if spec.name == "oom-score-adj-values" {
         check_oom_score_adj_values(&v)?;
     }
+    // Redis's enum names `relative` by its first spelling, `yes`.
+    if spec.name == "oom-score-adj" && v == "relative" {
+        return Ok("yes".into());
+    }
     Ok(v)
 }
 
@@ -370,6 +374,14 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
                 v
             };
             v.to_string()
+        }
+        Kind::Octal { max } => {
+            let v = i64::from_str_radix(value, 8)
+                .map_err(|_| "argument couldn't be parsed as an octal number".to_string())?;
+            if !(0..=max).contains(&v) {
+                return Err(format!("argument must be between 0 and {max:o} inclusive"));
+            }
+            format!("{v:o}")
         }
         Kind::Percentiles => normalize_percentiles(value)?,
         Kind::MemoryOrPercent => format_memory_or_percent(parse_memory_or_percent(value)?),
@@ -527,6 +539,70 @@ fn apply_live(spec: &ConfigSpec, value: &str) {
         "crash-log-enabled" => crate::log::set_crash_log(value == "yes"),
         _ => {}
     }
+}
+
+/// Rebinds the server's TCP listeners to `port` and `bind` (CONFIG SET): installed by the
+/// server, which owns them. Arguments: port, bind, tcp-backlog.
+pub type ListenHook = fn(u16, &str, i32) -> Result<(), BindFailed>;
+
+/// An address could not be bound (the reason has been logged); nothing changed.
+#[derive(Debug)]
+pub struct BindFailed;
+
+static LISTEN_HOOK: std::sync::OnceLock<ListenHook> = std::sync::OnceLock::new();
+
+/// Installs the rebinding CONFIG SET `port`/`bind` runs (the server does, at start-up).
+pub fn set_listen_hook(hook: ListenHook) {
+    let _ = LISTEN_HOOK.set(hook);
+}
+
+/// CONFIG SET `port`/`bind` as the table holds them; Ok without a server (tests).
+fn apply_listen(table: &HashMap<&'static str, String>) -> Result<(), BindFailed> {
+    let Some(hook) = LISTEN_HOOK.get() else {
+        return Ok(());
+    };
+    let get = |name| table.get(name).map(String::as_str).unwrap_or("");
+    hook(
+        get("port").parse().unwrap_or(0),
+        get("bind"),
+        get("tcp-backlog").parse().unwrap_or(511),
+    )
+}
+
+/// The process title from the template and the settings it names (`crate::proctitle`).
+fn set_proc_title(table: &HashMap<&'static str, String>) {
+    let get = |name| table.get(name).map(String::as_str).unwrap_or("");
+    let file = PROCESS_CONFIG_FILE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    crate::proctitle::set(
+        get("proc-title-template"),
+        &crate::proctitle::Vars {
+            port: get("port").parse().unwrap_or(0),
+            tls_port: get("tls-port").parse().unwrap_or(0),
+            bind: get("bind"),
+            unixsocket: get("unixsocket"),
+            config_file: &file,
+            cluster: get("cluster-enabled") == "yes",
+        },
+    );
+}
+
+/// The server's config file as `{config-file}` names it (set by [`Config::apply_proc_title`]'s
+/// caller at start-up through [`Config::config_file`]).
+static PROCESS_CONFIG_FILE: Mutex<String> = Mutex::new(String::new());
+
+/// `oom-score-adj` as the table holds it, for the process's class (a replica when `replicaof` is
+/// set, as Redis decides by its master host).
+fn apply_oom_score(table: &HashMap<&'static str, String>) -> Result<(), crate::oom::Refused> {
+    let get = |name| table.get(name).map(String::as_str).unwrap_or("");
+    let class = if get("replicaof").is_empty() {
+        crate::oom::Class::Master
+    } else {
+        crate::oom::Class::Replica
+    };
+    crate::oom::apply(get("oom-score-adj"), get("oom-score-adj-values"), class)
 }
 
 fn find(name: &str) -> Option<&'static ConfigSpec> {
@@ -710,12 +786,76 @@ impl Config {
                 .map_err(|why| (i, ConfigSetError::Invalid(asked, why)))?;
             values.push(v);
         }
+        let before: Vec<Option<String>> =
+            specs.iter().map(|s| table.get(s.name).cloned()).collect();
         for ((spec, v), (_, raw)) in specs.iter().zip(values).zip(pairs) {
             self.apply(&mut table, spec, v);
             apply_raw(spec, raw);
         }
+        // Settings whose effect can fail once stored (the kernel refusing an OOM score, an
+        // address that cannot be bound): on failure every setting of this CONFIG SET goes back
+        // and is applied again, as Redis rolls back.
+        let mut failed = None;
+        let oom = specs
+            .iter()
+            .position(|s| s.name.starts_with("oom-score-adj"));
+        if let Some(i) = oom {
+            if specs.iter().any(|s| s.name == "oom-score-adj-values") {
+                if let Some(values) = table.get("oom-score-adj-values") {
+                    crate::oom::warn_if_unordered(values);
+                }
+            }
+            if apply_oom_score(&table).is_err() {
+                failed = Some((i, "Failed to set current oom_score_adj. Check server logs."));
+            }
+        }
+        let listen = specs.iter().position(|s| matches!(s.name, "port" | "bind"));
+        if let (None, Some(i)) = (failed, listen) {
+            if apply_listen(&table).is_err() {
+                failed = Some(match specs[i].name {
+                    "port" => (i, "Unable to listen on this port. Check server logs."),
+                    _ => (i, "Failed to bind to specified addresses."),
+                });
+            }
+        }
+        if failed.is_none() && specs.iter().any(|s| s.name == "proc-title-template") {
+            set_proc_title(&table);
+        }
+        if let Some((i, why)) = failed {
+            for (spec, old) in specs.iter().zip(before) {
+                let raw = old.unwrap_or_default();
+                self.apply(&mut table, spec, raw.clone());
+                apply_raw(spec, &raw);
+            }
+            if oom.is_some() {
+                let _ = apply_oom_score(&table);
+            }
+            self.epoch.fetch_add(1, Ordering::Release);
+            return Err((i, ConfigSetError::Invalid(specs[i].name, why.into())));
+        }
         self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Sets the process title from `proc-title-template` if `set-proc-title` says so (start-up;
+    /// CONFIG SET of the template sets it always, as Redis does).
+    pub fn apply_proc_title(&self) {
+        if let Some(file) = self.config_file() {
+            *PROCESS_CONFIG_FILE
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = file.display().to_string();
+        }
+        let table = self.values.read().unwrap_or_else(|e| e.into_inner());
+        if table.get("set-proc-title").map(String::as_str) == Some("yes") {
+            set_proc_title(&table);
+        }
+    }
+
+    /// Sets the process's OOM score from `oom-score-adj` and its values (start-up; CONFIG SET
+    /// does it itself). A failure has been logged.
+    pub fn apply_oom_score(&self) -> Result<(), crate::oom::Refused> {
+        let table = self.values.read().unwrap_or_else(|e| e.into_inner());
+        apply_oom_score(&table)
     }
 
     /// A value the server itself settles at start-up, immutable settings included (the pidfile
@@ -759,7 +899,9 @@ impl Config {
             .iter()
             .map(|s| (s.name, s.name))
             .chain(ALIASES.iter().copied());
+        let is_pattern = pattern.iter().any(|c| matches!(c, b'*' | b'?' | b'['));
         let mut out: Vec<_> = named
+            .filter(|(name, _)| !(is_pattern && specs::HIDDEN.contains(name)))
             .filter(|(name, _)| glob_match(pattern, name.as_bytes(), true))
             .map(|(name, canonical)| (name, values.get(canonical).cloned().unwrap_or_default()))
             .collect();
@@ -898,7 +1040,10 @@ mod tests {
         assert!(Config::default()
             .load_text("appendonly no\nsave \"\"\nmaxmemory 0\nlogfile \"\"\n")
             .is_ok());
-        assert_eq!(c.set("port", "1"), Err(ConfigSetError::Immutable("port")));
+        assert_eq!(
+            c.set("databases", "1"),
+            Err(ConfigSetError::Immutable("databases"))
+        );
         assert!(matches!(
             c.set("maxmemory-policy", "bogus"),
             Err(ConfigSetError::Invalid(..))
@@ -911,12 +1056,12 @@ mod tests {
         let c = Config::default();
         // The first bad name is reported, whatever is wrong with it.
         assert_eq!(
-            c.set_many(&[("timeout", "1"), ("nope", "1"), ("port", "1")]),
+            c.set_many(&[("timeout", "1"), ("nope", "1"), ("databases", "1")]),
             Err((1, ConfigSetError::Unknown))
         );
         assert_eq!(
-            c.set_many(&[("port", "1"), ("nope", "1")]),
-            Err((0, ConfigSetError::Immutable("port")))
+            c.set_many(&[("databases", "1"), ("nope", "1")]),
+            Err((0, ConfigSetError::Immutable("databases")))
         );
         assert_eq!(
             c.set_many(&[("maxmemory", "0"), ("MAXMEMORY", "0")]),
@@ -978,7 +1123,7 @@ mod tests {
         c.set("timeout", "7").unwrap();
         let old =
             "# my settings\nport 6379\ntimeout 0\nsave 60 1\nsave 300 10\n\nunknown-line stays\n";
-        let new = c.rewritten(old);
+        let new = c.rewritten(old, false);
         assert_eq!(
             new,
             "# my settings\nport 6379\ntimeout 7\nsave \"\"\n\n# ??? unknown-line stays\n\
@@ -988,14 +1133,14 @@ mod tests {
         c.set("proto-max-bulk-len", "512mb").unwrap();
         c.set("timeout", "0").unwrap();
         assert_eq!(
-            c.rewritten(&new),
+            c.rewritten(&new, false),
             "# my settings\nport 6379\ntimeout 0\nsave \"\"\n\n# ??? unknown-line stays\n\
              # Generated by CONFIG REWRITE\ndir \"./data\"\n"
         );
         // Several save pairs take one line each, reusing the old lines in order.
         c.set("save", "900 1 300 10").unwrap();
         assert_eq!(
-            c.rewritten("save 1 1\n#x\n"),
+            c.rewritten("save 1 1\n#x\n", false),
             "save 900 1\n#x\n# Generated by CONFIG REWRITE\ndir \"./data\"\nsave 300 10\n"
         );
         // The rewritten text loads back to the same settings.
@@ -1005,6 +1150,31 @@ mod tests {
         assert_eq!(back.get_i64("proto-max-bulk-len"), 2 << 20);
         assert_eq!(back.get_i64("timeout"), 7);
         assert!(Config::default().rewrite().is_err());
+    }
+
+    /// DEBUG CONFIG-REWRITE-FORCE-ALL's text: every setting, and it loads back to the same values.
+    #[test]
+    fn a_forced_rewrite_writes_every_setting_and_loads_back() {
+        let c = Config::default();
+        c.set("timeout", "7").unwrap();
+        let text = c.rewritten("", true);
+        for spec in SPECS {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{} ", spec.name))),
+                "{} not written",
+                spec.name
+            );
+        }
+        let mut back = Config::default();
+        back.load_text(&text).unwrap();
+        for spec in SPECS {
+            assert_eq!(back.get(spec.name), c.get(spec.name), "{}", spec.name);
+        }
+        assert_eq!(
+            Config::default().rewrite_force_all(),
+            Err("Bad address".into())
+        );
     }
 
     #[test]

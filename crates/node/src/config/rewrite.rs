@@ -200,18 +200,32 @@ impl Config {
             .file
             .as_deref()
             .ok_or_else(|| "The server is running without a config file".to_string())?;
-        let failed = |e: std::io::Error| format!("Rewriting config file: {}", strerror(&e));
+        self.rewrite_file(path, false)
+            .map_err(|e| format!("Rewriting config file: {}", strerror(&e)))
+    }
+
+    /// DEBUG CONFIG-REWRITE-FORCE-ALL: CONFIG REWRITE writing every setting, defaults included
+    /// (Redis's `REWRITE_CONFIG_FORCE_ALL`). The error is the system's reason (`Bad address`
+    /// without a config file, as Redis's open of a NULL path says).
+    pub fn rewrite_force_all(&self) -> Result<(), String> {
+        let Some(path) = self.file.as_deref() else {
+            return Err("Bad address".into());
+        };
+        self.rewrite_file(path, true).map_err(|e| strerror(&e))
+    }
+
+    fn rewrite_file(&self, path: &Path, force_all: bool) -> std::io::Result<()> {
         let old = match std::fs::read(path) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             // As Redis: a config file removed since start-up is written anew.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(failed(e)),
+            Err(e) => return Err(e),
         };
-        write_atomically(path, self.rewritten(&old).as_bytes()).map_err(failed)
+        write_atomically(path, self.rewritten(&old, force_all).as_bytes())
     }
 
     /// The text [`Config::rewrite`] writes, given the file's current text.
-    pub(super) fn rewritten(&self, old: &str) -> String {
+    pub(super) fn rewritten(&self, old: &str, force_all: bool) -> String {
         let mut file = OldFile::read(old);
         let values = self.values.read().unwrap_or_else(|e| e.into_inner());
         let mut processed = HashSet::new();
@@ -219,7 +233,7 @@ impl Config {
             let value = values.get(spec.name).map(String::as_str).unwrap_or("");
             processed.insert(spec.name);
             for (line, force) in lines_for(spec, value) {
-                file.rewrite_line(spec.name, line, force);
+                file.rewrite_line(spec.name, line, force || force_all);
             }
         }
         file.text(&processed)

@@ -8,6 +8,10 @@ pub enum Kind {
         min: i64,
         max: i64,
     },
+    /// An integer written in octal (`unixsocketperm 700`), kept and shown in octal.
+    Octal {
+        max: i64,
+    },
     /// A byte size accepting redis.conf units (1k, 5mb, 2gb...).
     Memory,
     Bool,
@@ -98,21 +102,25 @@ const fn inert(
     }
 }
 
+/// Redis's hidden settings: CONFIG GET names them only when asked for by their exact name, never
+/// through a pattern.
+pub static HIDDEN: &[&str] = &["use-exit-on-panic"];
+
 /// Every setting Strata knows.
 pub static SPECS: &[ConfigSpec] = &[
     spec(
         "port",
         "6379",
         Kind::Int { min: 0, max: 65535 },
-        false,
-        "TCP port to listen on",
+        true,
+        "TCP port to listen on (0: no TCP); CONFIG SET rebinds at once",
     ),
     spec(
         "bind",
-        "127.0.0.1",
+        "* -::*",
         Kind::Str,
-        false,
-        "addresses to listen on (space separated)",
+        true,
+        "addresses to listen on (space separated; '-addr': skipped if not on this host; '*' all IPv4, '::*' all IPv6; \"\": no TCP); CONFIG SET rebinds at once",
     ),
     spec(
         "databases",
@@ -490,59 +498,62 @@ pub static SPECS: &[ConfigSpec] = &[
         true,
         "run a memory test after a crash (stored only: Strata has no memory test)",
     ),
+    inert(
+        "use-exit-on-panic",
+        "no",
+        Kind::Bool,
+        false,
+        "crash handling",
+        "exit(1) instead of abort() after a crash report, for leak checkers (hidden in Redis: CONFIG GET with a pattern skips it)",
+    ),
     spec(
         "set-proc-title",
         "yes",
         Kind::Bool,
         false,
-        "set the process title from proc-title-template (stored only: Strata keeps its command line)",
+        "set the process title (ps, /proc/PID/cmdline) from proc-title-template at start-up",
     ),
     spec(
         "proc-title-template",
         "{title} {listen-addr} {server-mode}",
         Kind::Str,
         true,
-        "process title template: {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file} (stored only)",
+        "process title template: {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file}; CONFIG SET sets the title at once",
     ),
-    inert(
+    spec(
         "unixsocket",
         "",
         Kind::Str,
         false,
-        "Unix socket listeners",
-        "path of a Unix socket to listen on besides TCP",
+        "path of a Unix socket to listen on besides TCP (\"\": none); its clients show as <path>:0",
     ),
-    inert(
+    spec(
         "unixsocketperm",
         "0",
-        Kind::Int { min: 0, max: 0o777 },
+        Kind::Octal { max: 0o777 },
         false,
-        "Unix socket listeners",
-        "permissions of the Unix socket (octal in redis.conf; Strata reads the number as written)",
+        "permissions of the Unix socket file, in octal (0: as the umask leaves them)",
     ),
-    inert(
+    spec(
         "supervised",
         "no",
         Kind::Enum(&["upstart", "systemd", "auto", "no"]),
         false,
-        "supervision notices (systemd/upstart)",
-        "tell a supervisor when the server is ready",
+        "tell a supervisor when the server is ready: systemd (sd_notify to $NOTIFY_SOCKET), upstart (SIGSTOP), auto (by the environment); a supervised server does not daemonize",
     ),
-    inert(
+    spec(
         "oom-score-adj",
         "no",
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         true,
-        "OOM score adjustment",
-        "adjust the process's Linux OOM score by oom-score-adj-values",
+        "set the process's Linux OOM score (/proc/self/oom_score_adj) from oom-score-adj-values: relative (yes) to the score it had, or absolute; no restores it",
     ),
-    inert(
+    spec(
         "oom-score-adj-values",
         "0 200 800",
         Kind::Str,
         true,
-        "OOM score adjustment",
-        "OOM score adjustments for master, replica and background child",
+        "OOM scores for a master, a replica (replicaof set) and a background child (Strata forks none)",
     ),
     spec(
         "daemonize",
@@ -989,13 +1000,12 @@ pub static SPECS: &[ConfigSpec] = &[
         "modules",
         "allow MODULE",
     ),
-    inert(
+    spec(
         "enable-protected-configs",
         "no",
         Kind::Enum(&["no", "yes", "local"]),
         false,
-        "protected configs",
-        "allow CONFIG SET of dir and dbfilename",
+        "allow CONFIG SET of dir and dbfilename (local: from loopback and Unix-socket clients only)",
     ),
     inert(
         "ignore-warnings",
@@ -1283,13 +1293,12 @@ pub static SPECS: &[ConfigSpec] = &[
         "replication",
         "<host> <port> of the master",
     ),
-    inert(
+    spec(
         "sanitize-dump-payload",
         "no",
         Kind::Enum(&["no", "yes", "clients"]),
         true,
-        "RESTORE and persistence",
-        "deep checks of RDB/RESTORE payloads",
+        "deep checks of RDB/RESTORE payloads (Strata checks every payload and file deeply whatever the value: it never builds a value from a structure it has not checked)",
     ),
     inert(
         "server_cpulist",

@@ -304,7 +304,7 @@ async fn wait_woken(
     parked: &Parked,
     deadline: Option<i64>,
     info: &ClientInfo,
-    conn: &strata_rt::net::TcpStream,
+    conn: &strata_rt::net::Stream,
 ) -> Woke {
     use std::future::Future;
     use std::pin::pin;

@@ -141,7 +141,7 @@ pub struct Batch<'a> {
     /// The client's socket: while a command of the batch waits (a blocking pop), its end (an
     /// event saying the client closed or reset it) ends the wait at once, as Redis frees a client
     /// at the read that finds its end.
-    pub conn: &'a strata_rt::net::TcpStream,
+    pub conn: &'a strata_rt::net::Stream,
 }
 
 impl Batch<'_> {

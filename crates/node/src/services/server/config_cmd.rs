@@ -72,6 +72,32 @@ pub(super) fn config_set_values(cx: &mut ConnCtx<'_>) -> CmdResult {
             format!("ERR CONFIG SET failed (possibly related to argument '{arg}') - {why}").into(),
         )
     };
+    // Protected settings (Redis's PROTECTED_CONFIG), refused unless `enable-protected-configs`
+    // allows this client; a bad name or an immutable one before them is reported instead.
+    let protected_ok = match cx
+        .server
+        .config
+        .get("enable-protected-configs")
+        .unwrap_or_default()
+        .as_str()
+    {
+        "yes" => true,
+        "local" => cx.session.info.is_local(),
+        _ => false,
+    };
+    for (name, _) in &pairs {
+        let Some(spec) = Config::canonical_name(name)
+            .and_then(|c| crate::config::SPECS.iter().find(|s| s.name == c))
+        else {
+            break;
+        };
+        if !spec.mutable {
+            break;
+        }
+        if matches!(spec.name, "dir" | "dbfilename") && !protected_ok {
+            return Err(failed(name, "can't set protected config"));
+        }
+    }
     match cx.server.config.set_many(&pairs) {
         Ok(()) => Ok(()),
         Err((i, ConfigSetError::Unknown)) => Err(CmdError::Msg(
@@ -105,6 +131,7 @@ pub(super) fn config_resetstat<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a
                 st.latency.clear();
                 st.errors.clear();
                 st.errors_untracked = 0;
+                crate::settings::reply_buffer::reset_counts();
                 for db in s.dbs_mut() {
                     db.reset_stats();
                 }

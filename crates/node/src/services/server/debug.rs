@@ -22,7 +22,8 @@ use super::*;
 /// Keys DEBUG POPULATE creates per round (see [`debug_populate`]).
 const POPULATE_SLICE: u64 = 4096;
 
-/// Whether `enable-debug-command` lets this connection run DEBUG (`local`: loopback only).
+/// Whether `enable-debug-command` lets this connection run DEBUG (`local`: loopback and Unix
+/// socket only).
 pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
     match cx
         .server
@@ -32,10 +33,7 @@ pub(super) fn debug_allowed(cx: &ConnCtx<'_>) -> bool {
         .as_str()
     {
         "yes" => true,
-        "local" => {
-            let addr = &cx.session.info.addr;
-            addr.starts_with("127.0.0.1:") || addr.starts_with("[::1]:")
-        }
+        "local" => cx.session.info.is_local(),
         _ => false,
     }
 }
@@ -173,15 +171,34 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
                 change_replid();
                 cx.out.ok();
             }
+            ("set-skip-checksum-validation", 3) => {
+                strata_rdb::set_skip_checksum_validation(
+                    crate::args::c_strtol(&cx.args[2]) as i32 != 0,
+                );
+                cx.out.ok();
+            }
             ("set-disable-deny-scripts", 3) => {
                 crate::settings::set_disable_deny_scripts(
                     crate::args::c_strtol(&cx.args[2]) as i32 != 0,
                 );
                 cx.out.ok();
             }
+            ("replybuffer", 4) => debug_replybuffer(cx)?,
+            ("config-rewrite-force-all", 2) => {
+                cx.server.config.rewrite_force_all().map_err(|e| {
+                    CmdError::Msg(format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}").into())
+                })?;
+                cx.out.ok();
+            }
             // Like Redis, both take any number of arguments.
-            ("segfault", _) => crash_with_sigsegv(),
-            ("panic", _) => crash_with_panic(),
+            ("segfault", _) => {
+                super::crash::set_current_args(&cx.session.info, cx.args);
+                crash_with_sigsegv()
+            }
+            ("panic", _) => {
+                super::crash::set_current_args(&cx.session.info, cx.args);
+                crash_with_panic()
+            }
             _ => return Err(subcommand_syntax_error(cx.args)),
         }
         Ok(())
@@ -189,6 +206,29 @@ pub(super) fn debug<'a>(cx: &'a mut ConnCtx<'_>) -> LocalBoxFuture<'a, CmdResult
 }
 
 /// DEBUG PROTOCOL <type>: one reply of each RESP type, as Redis sends them (for client tests).
+/// DEBUG REPLYBUFFER PEAK-RESET-TIME <NEVER|RESET|ms> | RESIZING <0|1>: how the clients' reply
+/// buffers are sized (`crate::settings::reply_buffer`), as Redis 7.0's debug.c sets them.
+fn debug_replybuffer(cx: &mut ConnCtx<'_>) -> CmdResult {
+    use crate::settings::reply_buffer as rb;
+    let (what, value) = (&cx.args[2], &cx.args[3]);
+    if eq_ci(what, "peak-reset-time") {
+        if eq_ci(value, "never") {
+            rb::set_peak_reset_ms(-1);
+        } else if eq_ci(value, "reset") {
+            rb::set_peak_reset_ms(rb::DEFAULT_PEAK_RESET_MS);
+        } else {
+            let ms = strata_core::num::parse_i64(value).ok_or(CmdError::NotInteger)?;
+            rb::set_peak_reset_ms(ms);
+        }
+    } else if eq_ci(what, "resizing") {
+        rb::set_resizing(crate::args::c_strtol(value) as i32 != 0);
+    } else {
+        return Err(subcommand_syntax_error(cx.args));
+    }
+    cx.out.ok();
+    Ok(())
+}
+
 pub(super) fn debug_protocol(cx: &mut ConnCtx<'_>) -> CmdResult {
     let resp3 = cx.out.proto == strata_resp::Protocol::Resp3;
     let out = &mut *cx.out;
@@ -265,6 +305,9 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "CHANGE-REPL-ID",
             "    Change the replication IDs of the instance.",
             "    Dangerous: should be used only for testing the replication subsystem.",
+            "CONFIG-REWRITE-FORCE-ALL",
+            "    Like CONFIG REWRITE but writes all configuration options, including",
+            "    keywords not listed in original configuration file or default values.",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
@@ -300,6 +343,8 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "QUICKLIST-PACKED-THRESHOLD <size>",
             "    Sets the threshold for elements to be inserted as plain vs packed nodes",
             "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+            "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+            "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
             "SLEEP <seconds>",
             "    Stop the server for <seconds>. Decimals allowed.",
             "LISTPACK <key>",
@@ -309,6 +354,12 @@ pub(super) fn debug_help(cx: &mut ConnCtx<'_>) {
             "    The optional argument (0 by default) sets the level of detail",
             "PAUSE-CRON <0|1>",
             "    Stop periodic cron job processing.",
+            "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+            "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
+            "    In case NEVER is provided the last observed peak will never be reset",
+            "    In case RESET is provided the peak reset time will be restored to the default value",
+            "REPLYBUFFER RESIZING <0|1>",
+            "    Enable or disable the reply buffer resize cron job",
             "SET-DISABLE-DENY-SCRIPTS <0|1>",
             "    Allow scripts to run commands flagged noscript (for testing).",
         ],

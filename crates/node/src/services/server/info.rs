@@ -116,6 +116,8 @@ pub struct InfoData {
     /// Reads across shards run without locks, and those of them run again the locked way.
     pub unlocked_reads: (u64, u64),
     pub io_engine: String,
+    /// Reply buffers shrunk and expanded by the clients' cron (`settings::reply_buffer`).
+    pub reply_buffer_resizes: (u64, u64),
 }
 
 /// INFO persistence's fields beyond the change count and the last save time.
@@ -394,6 +396,8 @@ pub fn render_info(sections: &[&str], d: &InfoData) -> String {
                 // Errors in what a master sends or an AOF replays: Strata has neither yet.
                 field!(out, "unexpected_error_replies", "0");
                 field!(out, "total_error_replies", "{}", d.error_replies);
+                field!(out, "reply_buffer_shrinks", "{}", d.reply_buffer_resizes.0);
+                field!(out, "reply_buffer_expands", "{}", d.reply_buffer_resizes.1);
             }
             "replication" => {
                 section(&mut out, "Replication");
@@ -677,6 +681,7 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         })
         .await;
     let mut d = InfoData {
+        used_memory,
         threads: shards.len(),
         hops: cx.shards().hop_counters(),
         ..InfoData::default()
@@ -744,6 +749,18 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         sample_rates(d.commands_processed, d.net_input_bytes, d.net_output_bytes);
 
     let clients = server.client_list();
+    process_info(server, &clients, cx.now, &mut d);
+    d
+}
+
+/// INFO's fields that need no shard: clients, pub/sub, the server's identity and settings,
+/// memory and CPU. Synchronous, so a crash report can fill them too.
+pub(super) fn process_info(
+    server: &ServerState,
+    clients: &[std::sync::Arc<crate::ClientInfo>],
+    now: i64,
+    d: &mut InfoData,
+) {
     let live = clients.iter().filter(|c| !c.killed.load(Ordering::Relaxed));
     for c in live {
         d.connected_clients += 1;
@@ -759,7 +776,6 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
     d.pubsubshard_channels = server.pubsub.count(crate::pubsub::Kind::Shard);
 
     let config = &server.config;
-    let now = cx.now;
     d.os = os_name();
     d.multiplexing_api = server.io_engine.to_string();
     d.io_engine = server.io_engine.to_string();
@@ -780,7 +796,9 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     d.maxclients = config.get_i64("maxclients");
-    d.used_memory = used_memory;
+    if d.used_memory == 0 {
+        d.used_memory = crate::memory::used_memory();
+    }
     d.used_memory_peak = PEAK_MEMORY
         .fetch_max(d.used_memory, Ordering::Relaxed)
         .max(d.used_memory);
@@ -836,7 +854,7 @@ pub(super) async fn gather_info(cx: &ConnCtx<'_>) -> InfoData {
     }
     d.replid = replid();
     d.cpu = cpu_times();
-    d
+    d.reply_buffer_resizes = crate::settings::reply_buffer::counts();
 }
 
 /// INFO [section ...] → the report as text (a verbatim string in RESP3).

@@ -346,6 +346,7 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
 
 mod command;
 mod config_cmd;
+pub mod crash;
 mod databases;
 mod debug;
 mod info;
@@ -378,6 +379,20 @@ fn time(cx: &mut ConnCtx<'_>) -> CmdResult {
 fn lastsave(cx: &mut ConnCtx<'_>) -> CmdResult {
     cx.out.int(persist::status().last_save);
     Ok(())
+}
+
+/// A shutdown asked for by SIGTERM or SIGINT, carried out by the next cron tick (Redis's
+/// `shutdown_asap`): SHUTDOWN ABORT may call it off meanwhile, and DEBUG PAUSE-CRON holds it.
+static SHUTDOWN_ASAP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// SIGTERM/SIGINT: schedules the shutdown; false if one was already scheduled.
+pub fn schedule_shutdown() -> bool {
+    !SHUTDOWN_ASAP.swap(true, Ordering::SeqCst)
+}
+
+/// The cron's look at a scheduled shutdown: true (and the schedule taken) if one is due now.
+pub fn due_shutdown() -> bool {
+    !strata_shard::cron_paused() && SHUTDOWN_ASAP.swap(false, Ordering::SeqCst)
 }
 
 /// SAVE → OK once the dataset is on disk (a snapshot as BGSAVE's, which this caller waits for;
@@ -455,8 +470,14 @@ async fn shutdown_cmd(cx: &mut ConnCtx<'_>) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     if abort {
-        // A shutdown here is immediate, so none is ever in progress.
-        return Err(CmdError::msg("ERR No shutdown in progress."));
+        // A SHUTDOWN command's shutdown is immediate; only a signal's, waiting for the cron,
+        // can be called off.
+        if !SHUTDOWN_ASAP.swap(false, Ordering::SeqCst) {
+            return Err(CmdError::msg("ERR No shutdown in progress."));
+        }
+        crate::server_log!(Warning, "Shutdown manually aborted.");
+        cx.out.ok();
+        return Ok(());
     }
     let _ = now;
     let scheduled = !cx.server.config.get("save").unwrap_or_default().is_empty();
