@@ -2005,7 +2005,7 @@ fn shutdown_options_and_exit() {
 fn shutdown_save_that_fails_keeps_the_server_running() {
     // As Redis: a failed final save refuses the shutdown ("Check logs."), FORCE exits anyway.
     let gone = TempDir::new("shutdown-gone");
-    let mut server = Server::strata(&[]);
+    let mut server = Server::strata(&["--enable-protected-configs", "yes"]);
     let mut c = server.conn();
     c.call(&["CONFIG", "SET", "dir", gone.path().to_str().unwrap()]);
     std::fs::remove_dir_all(gone.path()).unwrap();

@@ -132,7 +132,6 @@ pub fn run(config: Config) -> i32 {
         io_engine: "epoll",
     });
 
-    strata_node::services::server::crash::install(&state);
     persist::init(state.started_ms);
     // A dataset to load: clients are answered -LOADING from the first moment they can connect.
     let rdb = persist::rdb_path(&state.config);
@@ -140,6 +139,7 @@ pub fn run(config: Config) -> i32 {
     if rdb.exists() || appendonly {
         persist::mark_loading();
     }
+    strata_node::services::server::crash::install(&state);
     // Before any thread listens: a client may be served, and signal us, as soon as one does (a
     // SIGTERM that came first used to kill the process outright).
     let handler = ctrlc::set_handler(move || {
@@ -232,10 +232,11 @@ pub fn run(config: Config) -> i32 {
             process::reopen_log_if_asked();
             std::thread::sleep(Duration::from_millis(20));
         }
+        // SHUTDOWN did its own log line and save; a signal's shutdown saves here (with save
+        // points), and a failed save keeps the server running, as Redis.
         if persist::is_shutdown_prepared() || final_save(&state) {
             break;
         }
-        // The save failed: Redis keeps running.
         state.shutting_down.store(false, Ordering::SeqCst);
     }
     supervisor.stopping();
