@@ -123,6 +123,10 @@ pub fn configuration_markdown() -> String {
          its value is validated as Redis validates it, stored, shown by `CONFIG GET` and kept by\n\
          `CONFIG REWRITE`, and start-up warns about each such setting given a value other than its\n\
          default.\n\n\
+         `CONFIG GET` with a pattern (`CONFIG GET *`) skips the hidden settings, as Redis does for its\n\
+         own (`use-exit-on-panic`), and the Strata-only start-up settings (`threads`, `io-engine`), so\n\
+         a Redis client walking the list sees nothing Redis would not show that CONFIG SET refuses;\n\
+         `CONFIG GET` by exact name shows them.\n\n\
          Besides settings, the file may hold `include <file>`, `rename-command <command> <new-name>`\n\
          (validated and stored; inert until command renaming) and `user <name> <rules...>` (stored;\n\
          inert until ACL), each repeatable; `list-max-ziplist-entries`, `list-max-ziplist-value` and\n\

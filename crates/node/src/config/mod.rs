@@ -901,7 +901,7 @@ impl Config {
             .chain(ALIASES.iter().copied());
         let is_pattern = pattern.iter().any(|c| matches!(c, b'*' | b'?' | b'['));
         let mut out: Vec<_> = named
-            .filter(|(name, _)| !(is_pattern && specs::HIDDEN.contains(name)))
+            .filter(|(_, canonical)| !(is_pattern && find(canonical).is_some_and(|s| s.hidden())))
             .filter(|(name, _)| glob_match(pattern, name.as_bytes(), true))
             .map(|(name, canonical)| (name, values.get(canonical).cloned().unwrap_or_default()))
             .collect();
