@@ -381,3 +381,78 @@ fn config_get_patterns_skip_hidden_and_strata_startup_settings() {
         assert!(config_pairs(&mut d.strata, &format!("{name}*")).is_empty());
     }
 }
+
+/// `rename-command` as Redis applies it: the command answers only to its new name (also inside
+/// MULTI), `""` removes it, and COMMAND, COMMAND INFO/DOCS/LIST/COUNT and error texts name it by
+/// its own name, found through the new one.
+#[test]
+fn rename_command_from_the_config_applies_as_redis() {
+    let mut d = Diff::with_config(&[
+        "--rename-command",
+        "flushdb",
+        "badger",
+        "--rename-command",
+        "keys",
+        "",
+        "--rename-command",
+        "client",
+        "cli",
+    ]);
+    d.run_all(&[
+        &["SET", "k", "v"][..],
+        &["FLUSHDB"],
+        &["KEYS", "*"],
+        &["BADGER", "x", "y"],
+        &["BADGER"],
+        &["DBSIZE"],
+        &["CLIENT", "GETNAME"],
+        &["CLI", "SETNAME", "n"],
+        &["CLI", "GETNAME"],
+        &["CLI", "NOSUCH"],
+        &["COMMAND", "INFO", "flushdb", "keys", "client|getname"],
+        &["COMMAND", "DOCS", "keys", "flushdb"],
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "badg*"],
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "keys"],
+        &["COMMAND", "GETKEYS", "keys", "*"],
+        &["SET", "k", "v"],
+        &["MULTI"],
+        &["FLUSHDB"],
+        &["BADGER"],
+        &["EXEC"],
+        &["MULTI"],
+        &["BADGER"],
+        &["EXEC"],
+        &["DBSIZE"],
+    ]);
+    d.run(&["COMMAND", "INFO", "badger"]);
+    d.run(&["COMMAND", "INFO", "cli|getname"]);
+    // (Strata's docs of FLUSHDB lack its history and arguments: only the name is compared.)
+    let pair = &mut *d;
+    for c in [&mut pair.redis, &mut pair.strata] {
+        let docs = c.call(&["COMMAND", "DOCS", "badger"]);
+        assert!(
+            docs.starts_with(b"*2\r\n$7\r\nflushdb\r\n"),
+            "{}",
+            c.label()
+        );
+    }
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "flush*"]);
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "client|l*"]);
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "cli|*"]);
+    // The whole list: what is left out and what is renamed (Strata's table is not Redis's).
+    let list = d.strata.call(&["COMMAND", "LIST"]);
+    let has = |name: &str| {
+        list.windows(name.len() + 4)
+            .any(|w| w == format!("\r\n{name}\r\n").as_bytes())
+    };
+    assert!(has("flushdb") && has("client|list") && !has("keys") && !has("badger"));
+    // COMMAND COUNT counts the callable top-level commands, as COMMAND lists them.
+    use crate::harness::Reply;
+    let Reply::Array(Some(all)) = d.strata.call_decoded(&["COMMAND"]) else {
+        panic!("COMMAND");
+    };
+    assert_eq!(
+        d.strata.call(&["COMMAND", "COUNT"]),
+        format!(":{}\r\n", all.len()).into_bytes()
+    );
+}

@@ -128,7 +128,8 @@ pub fn configuration_markdown() -> String {
          a Redis client walking the list sees nothing Redis would not show that CONFIG SET refuses;\n\
          `CONFIG GET` by exact name shows them.\n\n\
          Besides settings, the file may hold `include <file>`, `rename-command <command> <new-name>`\n\
-         (validated and stored; inert until command renaming) and `user <name> <rules...>` (stored;\n\
+         (applied at start-up as Redis does: the command answers only to its new name, `\"\"` removes it,\n\
+         COMMAND and errors still name it by its own name) and `user <name> <rules...>` (stored;\n\
          inert until ACL), each repeatable; `list-max-ziplist-entries`, `list-max-ziplist-value` and\n\
          `lua-replicate-commands` are read and ignored, as Redis 7.0 does. Old names Redis still\n\
          accepts: {}.\n\n\

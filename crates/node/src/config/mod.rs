@@ -664,9 +664,13 @@ impl Config {
         .load_text(text)
     }
 
+    /// The `rename-command` lines read at start-up, in order: (command, new name; "" removes it).
+    pub fn renames(&self) -> &[(String, String)] {
+        &self.renames
+    }
+
     /// The settings Strata stores without acting on them yet that are set to a value other than
-    /// their default, plus the `rename-command` and `user` lines (commands cannot be renamed, and
-    /// there is no ACL, yet): what start-up warns about.
+    /// their default, plus the `user` lines (there is no ACL yet): what start-up warns about.
     pub fn inert_settings(&self) -> Vec<InertSetting> {
         let values = self.values.read().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<InertSetting> = SPECS
@@ -682,11 +686,6 @@ impl Config {
                 })
             })
             .collect();
-        out.extend(self.renames.iter().map(|(from, to)| InertSetting {
-            name: "rename-command",
-            value: format!("{from} {to}"),
-            feature: "command renaming",
-        }));
         out.extend(self.users.iter().map(|user| InertSetting {
             name: "user",
             value: user.clone(),
@@ -1247,10 +1246,10 @@ mod tests {
             [
                 "save 900 1 300 10",
                 "replicaof 127.0.0.1 6390",
-                "rename-command flushall ",
                 "user default on nopass ~* +@all"
             ]
         );
+        assert_eq!(c.renames(), [("flushall".to_string(), String::new())]);
         let report = |text: &str| {
             Config::default()
                 .load_text(text)
