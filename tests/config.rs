@@ -456,3 +456,49 @@ fn rename_command_from_the_config_applies_as_redis() {
         format!(":{}\r\n", all.len()).into_bytes()
     );
 }
+
+/// Byte sizes and integers parse as Redis parses them (memtoull: units, no sign, saturating
+/// digits; string2ll: no '+', no leading zero or blank) and keep Redis's bounds and error texts.
+#[test]
+fn size_and_integer_settings_validate_as_redis() {
+    let mut d = Diff::new();
+    for name in [
+        "maxmemory",
+        "proto-max-bulk-len",
+        "client-query-buffer-limit",
+        "active-defrag-ignore-bytes",
+        "hll-sparse-max-bytes",
+        "stream-node-max-bytes",
+    ] {
+        for value in [
+            "0",
+            "1",
+            "1048575",
+            "1mb",
+            "+1mb",
+            "-1",
+            "1.5mb",
+            " 1",
+            "1MB",
+            "9223372036854775808",
+            "99999999999999999999",
+            "20000000000gb",
+            "",
+            "2mb",
+        ] {
+            d.run(&["CONFIG", "SET", name, value]);
+            d.run(&["CONFIG", "GET", name]);
+        }
+    }
+    // (Redis raises a repl-backlog-size below 16kb to 16kb, a replication matter: only the
+    // validation is compared.)
+    for value in ["0", "1", "+1", "9223372036854775808", "2mb"] {
+        d.run(&["CONFIG", "SET", "repl-backlog-size", value]);
+    }
+    for value in ["+5", "05", "-0", " 5", "5 ", "0x10", "7"] {
+        d.run(&["CONFIG", "SET", "hz", value]);
+        d.run(&["CONFIG", "SET", "timeout", value]);
+    }
+    d.run(&["CONFIG", "GET", "hz"]);
+    d.run(&["CONFIG", "GET", "timeout"]);
+}

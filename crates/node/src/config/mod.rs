@@ -98,6 +98,18 @@ pub(crate) fn memtoull(v: &str) -> Option<u64> {
     Some(n.wrapping_mul(mul))
 }
 
+/// The range Redis allows a byte-size setting: `maxmemory` is unsigned, the others are signed
+/// 64-bit with the lower bounds Redis's config table gives them.
+fn memory_bounds(name: &str) -> (u64, u64) {
+    let max = i64::MAX as u64;
+    match name {
+        "maxmemory" => (0, u64::MAX),
+        "proto-max-bulk-len" | "client-query-buffer-limit" => (1 << 20, max),
+        "repl-backlog-size" | "active-defrag-ignore-bytes" => (1, max),
+        _ => (0, max),
+    }
+}
+
 /// C's `(int) strtoll(v)` with the whole string consumed: an optional sign, digits that saturate,
 /// then truncation to 32 bits; the empty string is 0.
 fn strtoll_int(v: &str) -> Option<i32> {
@@ -359,9 +371,9 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
             })?)
         }
         Kind::Int { min, max } => {
-            let v: i64 = value
-                .parse()
-                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            // Redis's string2ll: no '+', no leading zeros or blanks.
+            let v = strata_core::num::parse_i64(value.as_bytes())
+                .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
             if v < min || v > max {
                 return Err(format!(
                     "argument must be between {min} and {max} inclusive"
@@ -385,9 +397,16 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
         }
         Kind::Percentiles => normalize_percentiles(value)?,
         Kind::MemoryOrPercent => format_memory_or_percent(parse_memory_or_percent(value)?),
-        Kind::Memory => parse_memory(value)
-            .ok_or_else(|| "argument must be a memory value".to_string())?
-            .to_string(),
+        Kind::Memory => {
+            let v = memtoull(value).ok_or_else(|| "argument must be a memory value".to_string())?;
+            let (min, max) = memory_bounds(spec.name);
+            if v < min || v > max {
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
+            }
+            v.to_string()
+        }
         Kind::Bool => match value.to_ascii_lowercase().as_str() {
             "yes" => "yes".into(),
             "no" => "no".into(),
