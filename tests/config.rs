@@ -502,3 +502,43 @@ fn size_and_integer_settings_validate_as_redis() {
     d.run(&["CONFIG", "GET", "hz"]);
     d.run(&["CONFIG", "GET", "timeout"]);
 }
+
+/// `dir` is the process's working directory, as Redis chdir()s into it: a relative `logfile` is
+/// inside it, CONFIG GET dir is absolute, CONFIG SET dir takes a path relative to the old one
+/// and refuses a missing one with the system's text.
+#[test]
+fn dir_is_the_working_directory_as_redis() {
+    use crate::harness::{Kind, Server};
+    for kind in [Kind::Redis, Kind::Strata] {
+        let s = Server::start(
+            kind,
+            &["--logfile", "rel.log", "--enable-protected-configs", "yes"],
+        );
+        let mut c = s.conn();
+        let base = std::fs::canonicalize(s.dir()).unwrap();
+        let get_dir = |c: &mut Conn| config_pairs(c, "dir")[0].1.clone();
+        assert_eq!(get_dir(&mut c), base.to_str().unwrap(), "{kind:?}");
+        assert!(base.join("rel.log").exists(), "{kind:?}: logfile in dir");
+        std::fs::create_dir(base.join("sub")).unwrap();
+        assert_eq!(c.call(&["CONFIG", "SET", "dir", "sub"]), b"+OK\r\n");
+        assert_eq!(
+            get_dir(&mut c),
+            base.join("sub").to_str().unwrap(),
+            "{kind:?}"
+        );
+        assert_eq!(
+            c.call(&["CONFIG", "SET", "dir", "nonexistent"]),
+            &b"-ERR CONFIG SET failed (possibly related to argument 'dir') - No such file or directory\r\n"[..],
+            "{kind:?}"
+        );
+        // A failed CONFIG SET of several settings leaves the directory as it was.
+        assert!(c
+            .call(&["CONFIG", "SET", "dir", "..", "hz", "x"])
+            .starts_with(b"-ERR"));
+        assert_eq!(
+            get_dir(&mut c),
+            base.join("sub").to_str().unwrap(),
+            "{kind:?}"
+        );
+    }
+}

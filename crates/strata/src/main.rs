@@ -171,12 +171,11 @@ fn main() {
             eprintln!("strata: can't create data directory {dir}: {e}");
             std::process::exit(1);
         }
-        // Like Redis (which chdir()s there), report the directory as an absolute path.
-        if let Some(abs) = std::fs::canonicalize(&dir)
-            .ok()
-            .and_then(|p| p.to_str().map(String::from))
-        {
-            let _ = config.set("dir", &abs);
+        // As Redis, the process works in `dir` (relative file names, as `logfile`, are inside
+        // it) and CONFIG GET shows it as an absolute path.
+        if let Err(e) = config.set("dir", &dir) {
+            eprintln!("strata: can't chdir to {dir}: {e:?}");
+            std::process::exit(1);
         }
     }
     std::process::exit(strata_server::run(config));

@@ -98,6 +98,22 @@ pub(crate) fn memtoull(v: &str) -> Option<u64> {
     Some(n.wrapping_mul(mul))
 }
 
+/// Makes `dir` the process's working directory, as Redis's CONFIG SET dir does (so relative file
+/// names, as a `logfile` given later, are inside it); returns the absolute path CONFIG GET shows,
+/// or Redis's reason (the system's error text).
+fn change_dir(dir: &str) -> Result<String, String> {
+    let strerror = |e: std::io::Error| {
+        let text = e.to_string();
+        match text.find(" (os error") {
+            Some(at) => text[..at].to_string(),
+            None => text,
+        }
+    };
+    std::env::set_current_dir(dir).map_err(strerror)?;
+    let cwd = std::env::current_dir().map_err(strerror)?;
+    Ok(cwd.to_string_lossy().into_owned())
+}
+
 /// The range Redis allows a byte-size setting: `maxmemory` is unsigned, the others are signed
 /// 64-bit with the lower bounds Redis's config table gives them.
 fn memory_bounds(name: &str) -> (u64, u64) {
@@ -793,6 +809,9 @@ impl Config {
         // (client-output-buffer-limit changes only the classes it names).
         let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
         let mut values = Vec::with_capacity(pairs.len());
+        // `dir` is where the process works, as in Redis (which chdir()s to it): the old one, to
+        // go back to if this CONFIG SET fails.
+        let mut old_dir: Option<String> = None;
         for (i, (spec, (_, value))) in specs.iter().zip(pairs).enumerate() {
             let current = table.get(spec.name).map(String::as_str).unwrap_or("");
             // Redis names the setting as it was asked for: an old name stays the old name.
@@ -800,9 +819,22 @@ impl Config {
                 .iter()
                 .find(|(alias, _)| alias.eq_ignore_ascii_case(pairs[i].0))
                 .map_or(spec.name, |(alias, _)| *alias);
-            let v = normalize(spec, value, current)
-                .map_err(|why| (i, ConfigSetError::Invalid(asked, why)))?;
-            values.push(v);
+            let mut v = normalize(spec, value, current);
+            if let (Ok(dir), "dir") = (&v, spec.name) {
+                v = change_dir(dir);
+                if v.is_ok() {
+                    old_dir = Some(current.to_string());
+                }
+            }
+            match v {
+                Ok(v) => values.push(v),
+                Err(why) => {
+                    if let Some(old) = &old_dir {
+                        let _ = std::env::set_current_dir(old);
+                    }
+                    return Err((i, ConfigSetError::Invalid(asked, why)));
+                }
+            }
         }
         let before: Vec<Option<String>> =
             specs.iter().map(|s| table.get(s.name).cloned()).collect();
@@ -847,6 +879,9 @@ impl Config {
             }
             if oom.is_some() {
                 let _ = apply_oom_score(&table);
+            }
+            if let Some(old) = &old_dir {
+                let _ = std::env::set_current_dir(old);
             }
             self.epoch.fetch_add(1, Ordering::Release);
             return Err((i, ConfigSetError::Invalid(specs[i].name, why.into())));
