@@ -344,3 +344,211 @@ fn protected_configs_are_refused_unless_enabled_as_redis() {
         ]);
     }
 }
+
+/// The names and values of a `CONFIG GET` reply.
+fn config_pairs(c: &mut Conn, pattern: &str) -> Vec<(String, String)> {
+    use crate::harness::Reply;
+    let Reply::Array(Some(items)) = c.call_decoded(&["CONFIG", "GET", pattern]) else {
+        panic!("CONFIG GET {pattern}: not an array");
+    };
+    let text = |r: &Reply| match r {
+        Reply::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("CONFIG GET item {other:?}"),
+    };
+    items
+        .chunks(2)
+        .map(|kv| (text(&kv[0]), text(&kv[1])))
+        .collect()
+}
+
+/// Redis's HIDDEN_CONFIG behaviour, which Strata also gives its own start-up settings: a pattern
+/// skips them, their exact name still shows them. So every setting `CONFIG GET *` lists that Redis
+/// does not is one CONFIG SET accepts (what a Redis client walking the list, as Redis's own
+/// "CONFIG sanity" test, relies on).
+#[test]
+fn config_get_patterns_skip_hidden_and_strata_startup_settings() {
+    let mut d = Diff::new();
+    d.run(&["CONFIG", "GET", "use-exit-on-panic"]);
+    d.run(&["CONFIG", "GET", "use-exit-on-pani?"]);
+    d.run(&["CONFIG", "GET", "use-exit-on-panic*"]);
+    let redis: Vec<String> = config_pairs(&mut d.redis, "*")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    for (name, value) in config_pairs(&mut d.strata, "*") {
+        assert_ne!(name, "threads");
+        assert_ne!(name, "io-engine");
+        if !redis.contains(&name) {
+            assert_eq!(
+                d.strata.call(&["CONFIG", "SET", &name, &value]),
+                b"+OK\r\n",
+                "{name} is listed by CONFIG GET * but cannot be set"
+            );
+        }
+    }
+    for name in ["threads", "io-engine"] {
+        assert_eq!(config_pairs(&mut d.strata, name).len(), 1, "{name}");
+        assert!(config_pairs(&mut d.strata, &format!("{name}*")).is_empty());
+    }
+}
+
+/// `rename-command` as Redis applies it: the command answers only to its new name (also inside
+/// MULTI), `""` removes it, and COMMAND, COMMAND INFO/DOCS/LIST/COUNT and error texts name it by
+/// its own name, found through the new one.
+#[test]
+fn rename_command_from_the_config_applies_as_redis() {
+    let mut d = Diff::with_config(&[
+        "--rename-command",
+        "flushdb",
+        "badger",
+        "--rename-command",
+        "keys",
+        "",
+        "--rename-command",
+        "client",
+        "cli",
+    ]);
+    d.run_all(&[
+        &["SET", "k", "v"][..],
+        &["FLUSHDB"],
+        &["KEYS", "*"],
+        &["BADGER", "x", "y"],
+        &["BADGER"],
+        &["DBSIZE"],
+        &["CLIENT", "GETNAME"],
+        &["CLI", "SETNAME", "n"],
+        &["CLI", "GETNAME"],
+        &["CLI", "NOSUCH"],
+        &["COMMAND", "INFO", "flushdb", "keys", "client|getname"],
+        &["COMMAND", "DOCS", "keys", "flushdb"],
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "badg*"],
+        &["COMMAND", "LIST", "FILTERBY", "PATTERN", "keys"],
+        &["COMMAND", "GETKEYS", "keys", "*"],
+        &["SET", "k", "v"],
+        &["MULTI"],
+        &["FLUSHDB"],
+        &["BADGER"],
+        &["EXEC"],
+        &["MULTI"],
+        &["BADGER"],
+        &["EXEC"],
+        &["DBSIZE"],
+    ]);
+    d.run(&["COMMAND", "INFO", "badger"]);
+    d.run(&["COMMAND", "INFO", "cli|getname"]);
+    // (Strata's docs of FLUSHDB lack its history and arguments: only the name is compared.)
+    let pair = &mut *d;
+    for c in [&mut pair.redis, &mut pair.strata] {
+        let docs = c.call(&["COMMAND", "DOCS", "badger"]);
+        assert!(
+            docs.starts_with(b"*2\r\n$7\r\nflushdb\r\n"),
+            "{}",
+            c.label()
+        );
+    }
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "flush*"]);
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "client|l*"]);
+    d.run_unordered(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "cli|*"]);
+    // The whole list: what is left out and what is renamed (Strata's table is not Redis's).
+    let list = d.strata.call(&["COMMAND", "LIST"]);
+    let has = |name: &str| {
+        list.windows(name.len() + 4)
+            .any(|w| w == format!("\r\n{name}\r\n").as_bytes())
+    };
+    assert!(has("flushdb") && has("client|list") && !has("keys") && !has("badger"));
+    // COMMAND COUNT counts the callable top-level commands, as COMMAND lists them.
+    use crate::harness::Reply;
+    let Reply::Array(Some(all)) = d.strata.call_decoded(&["COMMAND"]) else {
+        panic!("COMMAND");
+    };
+    assert_eq!(
+        d.strata.call(&["COMMAND", "COUNT"]),
+        format!(":{}\r\n", all.len()).into_bytes()
+    );
+}
+
+/// Byte sizes and integers parse as Redis parses them (memtoull: units, no sign, saturating
+/// digits; string2ll: no '+', no leading zero or blank) and keep Redis's bounds and error texts.
+#[test]
+fn size_and_integer_settings_validate_as_redis() {
+    let mut d = Diff::new();
+    for name in [
+        "maxmemory",
+        "proto-max-bulk-len",
+        "client-query-buffer-limit",
+        "active-defrag-ignore-bytes",
+        "hll-sparse-max-bytes",
+        "stream-node-max-bytes",
+    ] {
+        for value in [
+            "0",
+            "1",
+            "1048575",
+            "1mb",
+            "+1mb",
+            "-1",
+            "1.5mb",
+            " 1",
+            "1MB",
+            "9223372036854775808",
+            "99999999999999999999",
+            "20000000000gb",
+            "",
+            "2mb",
+        ] {
+            d.run(&["CONFIG", "SET", name, value]);
+            d.run(&["CONFIG", "GET", name]);
+        }
+    }
+    // (Redis raises a repl-backlog-size below 16kb to 16kb, a replication matter: only the
+    // validation is compared.)
+    for value in ["0", "1", "+1", "9223372036854775808", "2mb"] {
+        d.run(&["CONFIG", "SET", "repl-backlog-size", value]);
+    }
+    for value in ["+5", "05", "-0", " 5", "5 ", "0x10", "7"] {
+        d.run(&["CONFIG", "SET", "hz", value]);
+        d.run(&["CONFIG", "SET", "timeout", value]);
+    }
+    d.run(&["CONFIG", "GET", "hz"]);
+    d.run(&["CONFIG", "GET", "timeout"]);
+}
+
+/// `dir` is the process's working directory, as Redis chdir()s into it: a relative `logfile` is
+/// inside it, CONFIG GET dir is absolute, CONFIG SET dir takes a path relative to the old one
+/// and refuses a missing one with the system's text.
+#[test]
+fn dir_is_the_working_directory_as_redis() {
+    use crate::harness::{Kind, Server};
+    for kind in [Kind::Redis, Kind::Strata] {
+        let s = Server::start(
+            kind,
+            &["--logfile", "rel.log", "--enable-protected-configs", "yes"],
+        );
+        let mut c = s.conn();
+        let base = std::fs::canonicalize(s.dir()).unwrap();
+        let get_dir = |c: &mut Conn| config_pairs(c, "dir")[0].1.clone();
+        assert_eq!(get_dir(&mut c), base.to_str().unwrap(), "{kind:?}");
+        assert!(base.join("rel.log").exists(), "{kind:?}: logfile in dir");
+        std::fs::create_dir(base.join("sub")).unwrap();
+        assert_eq!(c.call(&["CONFIG", "SET", "dir", "sub"]), b"+OK\r\n");
+        assert_eq!(
+            get_dir(&mut c),
+            base.join("sub").to_str().unwrap(),
+            "{kind:?}"
+        );
+        assert_eq!(
+            c.call(&["CONFIG", "SET", "dir", "nonexistent"]),
+            &b"-ERR CONFIG SET failed (possibly related to argument 'dir') - No such file or directory\r\n"[..],
+            "{kind:?}"
+        );
+        // A failed CONFIG SET of several settings leaves the directory as it was.
+        assert!(c
+            .call(&["CONFIG", "SET", "dir", "..", "hz", "x"])
+            .starts_with(b"-ERR"));
+        assert_eq!(
+            get_dir(&mut c),
+            base.join("sub").to_str().unwrap(),
+            "{kind:?}"
+        );
+    }
+}

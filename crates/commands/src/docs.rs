@@ -123,8 +123,17 @@ pub fn configuration_markdown() -> String {
          its value is validated as Redis validates it, stored, shown by `CONFIG GET` and kept by\n\
          `CONFIG REWRITE`, and start-up warns about each such setting given a value other than its\n\
          default.\n\n\
+         `CONFIG GET` with a pattern (`CONFIG GET *`) skips the hidden settings, as Redis does for its\n\
+         own (`use-exit-on-panic`), and the Strata-only start-up settings (`threads`, `io-engine`), so\n\
+         a Redis client walking the list sees nothing Redis would not show that CONFIG SET refuses;\n\
+         `CONFIG GET` by exact name shows them. Numbers parse as Redis parses them: integers with\n\
+         `string2ll` (no `+`, no leading zero), byte sizes with `memtoull` within Redis's bounds.\n\
+         `dir` is the process's working directory, as in Redis: start-up and `CONFIG SET dir`\n\
+         chdir() into it (relative file names such as `logfile` are inside it; CONFIG GET shows it\n\
+         absolute); unlike Redis, start-up creates it when it does not exist.\n\n\
          Besides settings, the file may hold `include <file>`, `rename-command <command> <new-name>`\n\
-         (validated and stored; inert until command renaming) and `user <name> <rules...>` (stored;\n\
+         (applied at start-up as Redis does: the command answers only to its new name, `\"\"` removes it,\n\
+         COMMAND and errors still name it by its own name) and `user <name> <rules...>` (stored;\n\
          inert until ACL), each repeatable; `list-max-ziplist-entries`, `list-max-ziplist-value` and\n\
          `lua-replicate-commands` are read and ignored, as Redis 7.0 does. Old names Redis still\n\
          accepts: {}.\n\n\

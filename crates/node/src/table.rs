@@ -632,6 +632,18 @@ pub struct Table {
     by_name: HashMap<&'static str, usize, foldhash::fast::RandomState>,
     entries: Vec<Resolved>,
     top: Vec<&'static CommandSpec>,
+    /// The config file's `rename-command` lines, applied once at start-up before serving.
+    renamed: std::sync::OnceLock<Renamed>,
+}
+
+/// The top-level names clients may call after `rename-command`, as Redis's `server.commands`
+/// after it: a renamed command answers only to its new name, a removed one to none, yet keeps
+/// its own name everywhere the server names it (COMMAND, errors, CLIENT LIST, INFO), and
+/// internal lookups by full name ([`Table::get`], Redis's `orig_commands`) still find it.
+struct Renamed {
+    callable: HashMap<String, usize, foldhash::fast::RandomState>,
+    /// The top-level commands still callable, in table order (COMMAND, COMMAND COUNT).
+    top: Vec<&'static CommandSpec>,
 }
 
 /// A command of the server group (also SLOWLOG's and LATENCY's subcommands).
@@ -701,6 +713,7 @@ impl Table {
             by_name: HashMap::default(),
             entries: Vec::new(),
             top: Vec::new(),
+            renamed: std::sync::OnceLock::new(),
         };
         for fam in families {
             for spec in fam.iter() {
@@ -733,9 +746,77 @@ impl Table {
         }
     }
 
-    /// Top-level commands.
+    /// Top-level commands clients may call (all of them unless `rename-command` removed some).
     pub fn commands(&self) -> &[&'static CommandSpec] {
-        &self.top
+        match self.renamed.get() {
+            Some(r) => &r.top,
+            None => &self.top,
+        }
+    }
+
+    /// Applies `rename-command` lines in order (lower-cased names; an empty new name removes the
+    /// command), as Redis does while reading its config file. Call once, before serving: the
+    /// names cached by [`Table::resolve`] are not revisited.
+    pub fn rename_commands(&self, renames: &[(String, String)]) -> Result<(), String> {
+        if renames.is_empty() {
+            return Ok(());
+        }
+        let mut callable: HashMap<String, usize, foldhash::fast::RandomState> = self
+            .entries
+            .iter()
+            .filter(|e| !e.name.contains('|'))
+            .map(|e| (e.name.to_string(), e.id))
+            .collect();
+        for (from, to) in renames {
+            let Some(id) = callable.remove(&from.to_ascii_lowercase()) else {
+                return Err("No such command in rename-command".into());
+            };
+            if !to.is_empty() && callable.insert(to.to_ascii_lowercase(), id).is_some() {
+                return Err("Target command name already exists".into());
+            }
+        }
+        let ids: std::collections::HashSet<usize> = callable.values().copied().collect();
+        let top = self
+            .entries
+            .iter()
+            .filter(|e| ids.contains(&e.id))
+            .map(|e| e.spec)
+            .collect();
+        self.renamed
+            .set(Renamed { callable, top })
+            .map_err(|_| "commands were already renamed".to_string())
+    }
+
+    /// The top-level command a client's (lower-case) name calls, after `rename-command`.
+    fn callable(&self, lower: &str) -> Option<Resolved> {
+        match self.renamed.get() {
+            Some(r) => r.callable.get(lower).map(|&i| self.entries[i]),
+            None => self.get(lower).filter(|_| !lower.contains('|')),
+        }
+    }
+
+    /// Whether `entry` (or, for a subcommand, its container) can still be called: `rename-command
+    /// X ""` hides X and its subcommands from COMMAND LIST as Redis does.
+    pub fn is_callable(&self, entry: &Resolved) -> bool {
+        let Some(r) = self.renamed.get() else {
+            return true;
+        };
+        let top = entry.name.split('|').next().unwrap_or(entry.name);
+        self.get(top)
+            .is_some_and(|t| r.callable.values().any(|&i| i == t.id))
+    }
+
+    /// The entry a client's name designates in COMMAND INFO/DOCS/GETKEYS ("get",
+    /// "client|list"): the container by the name clients call it, then its subcommand.
+    pub fn lookup_client_name(&self, name: &str) -> Option<Resolved> {
+        let lower = name.to_ascii_lowercase();
+        match lower.split_once('|') {
+            None => self.callable(&lower),
+            Some((top, sub)) => {
+                let top = self.callable(top)?;
+                self.get(&format!("{}|{sub}", top.name))
+            }
+        }
     }
 
     /// Every entry including subcommands, indexed by id.
@@ -767,15 +848,21 @@ impl Table {
         }
         let mut lower = [0u8; 32];
         // A subcommand's full name ("config|get") is not a command a client may send (Redis
-        // #10070): only top-level names are looked up.
-        let found = (first.len() <= lower.len() && !first.contains(&b'|'))
-            .then(|| {
-                lower[..first.len()].copy_from_slice(first);
-                lower[..first.len()].make_ascii_lowercase();
-                std::str::from_utf8(&lower[..first.len()]).ok()
-            })
-            .flatten()
-            .and_then(|n| self.get(n));
+        // #10070): only top-level names are looked up. A name renamed by the config file may be
+        // longer than the table's, so it is looked up whole.
+        let found = if first.len() <= lower.len() {
+            lower[..first.len()].copy_from_slice(first);
+            lower[..first.len()].make_ascii_lowercase();
+            std::str::from_utf8(&lower[..first.len()])
+                .ok()
+                .and_then(|n| self.callable(n))
+        } else if self.renamed.get().is_some() {
+            std::str::from_utf8(first)
+                .ok()
+                .and_then(|n| self.callable(&n.to_ascii_lowercase()))
+        } else {
+            None
+        };
         let Some(cmd) = found else {
             return Lookup::Unknown(unknown_command_text(args));
         };
@@ -794,7 +881,8 @@ impl Table {
                 return Lookup::Unknown(format!(
                     "ERR unknown subcommand '{}'. Try {} HELP.",
                     truncate_arg(&args[1]),
-                    cmd.name.to_ascii_uppercase()
+                    // The name as the client called it (renamed or not), as Redis does.
+                    String::from_utf8_lossy(first).to_ascii_uppercase()
                 ));
             };
             if !sub.spec.arity_ok(args.len()) {

@@ -151,7 +151,8 @@ fn main() {
         return;
     }
     let table = strata_commands::table();
-    let command_exists = |name: &str| table.get(&name.to_ascii_lowercase()).is_some();
+    let command_exists =
+        |name: &str| table.lookup_client_name(name).is_some() && !name.contains('|');
     let config = match Config::from_args(&args, &command_exists) {
         Ok(c) => c,
         Err(e) => {
@@ -160,17 +161,21 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // `rename-command` lines take effect before anything is served (the parser checked them).
+    if let Err(e) = table.rename_commands(config.renames()) {
+        eprintln!("strata: rename-command: {e}");
+        std::process::exit(1);
+    }
     if let Some(dir) = config.get("dir").filter(|d| !d.is_empty()) {
         if let Err(e) = std::fs::create_dir_all(&dir) {
             eprintln!("strata: can't create data directory {dir}: {e}");
             std::process::exit(1);
         }
-        // Like Redis (which chdir()s there), report the directory as an absolute path.
-        if let Some(abs) = std::fs::canonicalize(&dir)
-            .ok()
-            .and_then(|p| p.to_str().map(String::from))
-        {
-            let _ = config.set("dir", &abs);
+        // As Redis, the process works in `dir` (relative file names, as `logfile`, are inside
+        // it) and CONFIG GET shows it as an absolute path.
+        if let Err(e) = config.set("dir", &dir) {
+            eprintln!("strata: can't chdir to {dir}: {e:?}");
+            std::process::exit(1);
         }
     }
     std::process::exit(strata_server::run(config));

@@ -98,6 +98,34 @@ pub(crate) fn memtoull(v: &str) -> Option<u64> {
     Some(n.wrapping_mul(mul))
 }
 
+/// Makes `dir` the process's working directory, as Redis's CONFIG SET dir does (so relative file
+/// names, as a `logfile` given later, are inside it); returns the absolute path CONFIG GET shows,
+/// or Redis's reason (the system's error text).
+fn change_dir(dir: &str) -> Result<String, String> {
+    let strerror = |e: std::io::Error| {
+        let text = e.to_string();
+        match text.find(" (os error") {
+            Some(at) => text[..at].to_string(),
+            None => text,
+        }
+    };
+    std::env::set_current_dir(dir).map_err(strerror)?;
+    let cwd = std::env::current_dir().map_err(strerror)?;
+    Ok(cwd.to_string_lossy().into_owned())
+}
+
+/// The range Redis allows a byte-size setting: `maxmemory` is unsigned, the others are signed
+/// 64-bit with the lower bounds Redis's config table gives them.
+fn memory_bounds(name: &str) -> (u64, u64) {
+    let max = i64::MAX as u64;
+    match name {
+        "maxmemory" => (0, u64::MAX),
+        "proto-max-bulk-len" | "client-query-buffer-limit" => (1 << 20, max),
+        "repl-backlog-size" | "active-defrag-ignore-bytes" => (1, max),
+        _ => (0, max),
+    }
+}
+
 /// C's `(int) strtoll(v)` with the whole string consumed: an optional sign, digits that saturate,
 /// then truncation to 32 bits; the empty string is 0.
 fn strtoll_int(v: &str) -> Option<i32> {
@@ -359,9 +387,9 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
             })?)
         }
         Kind::Int { min, max } => {
-            let v: i64 = value
-                .parse()
-                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            // Redis's string2ll: no '+', no leading zeros or blanks.
+            let v = strata_core::num::parse_i64(value.as_bytes())
+                .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
             if v < min || v > max {
                 return Err(format!(
                     "argument must be between {min} and {max} inclusive"
@@ -385,9 +413,16 @@ fn normalize_kind(spec: &ConfigSpec, value: &str, current: &str) -> Result<Strin
         }
         Kind::Percentiles => normalize_percentiles(value)?,
         Kind::MemoryOrPercent => format_memory_or_percent(parse_memory_or_percent(value)?),
-        Kind::Memory => parse_memory(value)
-            .ok_or_else(|| "argument must be a memory value".to_string())?
-            .to_string(),
+        Kind::Memory => {
+            let v = memtoull(value).ok_or_else(|| "argument must be a memory value".to_string())?;
+            let (min, max) = memory_bounds(spec.name);
+            if v < min || v > max {
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
+            }
+            v.to_string()
+        }
         Kind::Bool => match value.to_ascii_lowercase().as_str() {
             "yes" => "yes".into(),
             "no" => "no".into(),
@@ -669,9 +704,13 @@ impl Config {
         .load_text(text)
     }
 
+    /// The `rename-command` lines read at start-up, in order: (command, new name; "" removes it).
+    pub fn renames(&self) -> &[(String, String)] {
+        &self.renames
+    }
+
     /// The settings Strata stores without acting on them yet that are set to a value other than
-    /// their default, plus the `rename-command` and `user` lines (commands cannot be renamed, and
-    /// there is no ACL, yet): what start-up warns about.
+    /// their default, plus the `user` lines (there is no ACL yet): what start-up warns about.
     pub fn inert_settings(&self) -> Vec<InertSetting> {
         let values = self.values.read().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<InertSetting> = SPECS
@@ -687,11 +726,6 @@ impl Config {
                 })
             })
             .collect();
-        out.extend(self.renames.iter().map(|(from, to)| InertSetting {
-            name: "rename-command",
-            value: format!("{from} {to}"),
-            feature: "command renaming",
-        }));
         out.extend(self.users.iter().map(|user| InertSetting {
             name: "user",
             value: user.clone(),
@@ -780,6 +814,9 @@ impl Config {
         // (client-output-buffer-limit changes only the classes it names).
         let mut table = self.values.write().unwrap_or_else(|e| e.into_inner());
         let mut values = Vec::with_capacity(pairs.len());
+        // `dir` is where the process works, as in Redis (which chdir()s to it): the old one, to
+        // go back to if this CONFIG SET fails.
+        let mut old_dir: Option<String> = None;
         for (i, (spec, (_, value))) in specs.iter().zip(pairs).enumerate() {
             let current = table.get(spec.name).map(String::as_str).unwrap_or("");
             // Redis names the setting as it was asked for: an old name stays the old name.
@@ -787,9 +824,22 @@ impl Config {
                 .iter()
                 .find(|(alias, _)| alias.eq_ignore_ascii_case(pairs[i].0))
                 .map_or(spec.name, |(alias, _)| *alias);
-            let v = normalize(spec, value, current)
-                .map_err(|why| (i, ConfigSetError::Invalid(asked, why)))?;
-            values.push(v);
+            let mut v = normalize(spec, value, current);
+            if let (Ok(dir), "dir") = (&v, spec.name) {
+                v = change_dir(dir);
+                if v.is_ok() {
+                    old_dir = Some(current.to_string());
+                }
+            }
+            match v {
+                Ok(v) => values.push(v),
+                Err(why) => {
+                    if let Some(old) = &old_dir {
+                        let _ = std::env::set_current_dir(old);
+                    }
+                    return Err((i, ConfigSetError::Invalid(asked, why)));
+                }
+            }
         }
         let before: Vec<Option<String>> =
             specs.iter().map(|s| table.get(s.name).cloned()).collect();
@@ -834,6 +884,9 @@ impl Config {
             }
             if oom.is_some() {
                 let _ = apply_oom_score(&table);
+            }
+            if let Some(old) = &old_dir {
+                let _ = std::env::set_current_dir(old);
             }
             self.epoch.fetch_add(1, Ordering::Release);
             return Err((i, ConfigSetError::Invalid(specs[i].name, why.into())));
@@ -906,7 +959,7 @@ impl Config {
             .chain(ALIASES.iter().copied());
         let is_pattern = pattern.iter().any(|c| matches!(c, b'*' | b'?' | b'['));
         let mut out: Vec<_> = named
-            .filter(|(name, _)| !(is_pattern && specs::HIDDEN.contains(name)))
+            .filter(|(_, canonical)| !(is_pattern && find(canonical).is_some_and(|s| s.hidden())))
             .filter(|(name, _)| glob_match(pattern, name.as_bytes(), true))
             .map(|(name, canonical)| (name, values.get(canonical).cloned().unwrap_or_default()))
             .collect();
@@ -1250,10 +1303,10 @@ mod tests {
             inert,
             [
                 "replicaof 127.0.0.1 6390",
-                "rename-command flushall ",
                 "user default on nopass ~* +@all"
             ]
         );
+        assert_eq!(c.renames(), [("flushall".to_string(), String::new())]);
         let report = |text: &str| {
             Config::default()
                 .load_text(text)

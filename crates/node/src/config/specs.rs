@@ -47,6 +47,14 @@ impl ConfigSpec {
                 | Kind::ShutdownFlags
         ) || matches!(self.name, "bind" | "oom-score-adj-values")
     }
+
+    /// Whether CONFIG GET with a pattern skips this setting (it is shown only when asked for by
+    /// its exact name), as Redis's HIDDEN_CONFIG flag: Redis's own hidden settings, and the
+    /// Strata-only start-up settings, so that a Redis client walking `CONFIG GET *` sees Redis's
+    /// settings and nothing it cannot CONFIG SET that Redis would not list.
+    pub fn hidden(&self) -> bool {
+        HIDDEN.contains(&self.name) || (self.strata_only && !self.mutable)
+    }
 }
 
 /// One setting.

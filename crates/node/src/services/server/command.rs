@@ -231,11 +231,12 @@ pub(super) fn write_args(out: &mut ReplyBuf, args: &[Arg]) {
     }
 }
 
-/// The table entry a `COMMAND INFO/DOCS` name designates ("get", "CLIENT|LIST").
+/// The table entry a `COMMAND INFO/DOCS` name designates ("get", "CLIENT|LIST"), by the names
+/// clients call (a command renamed by `rename-command` is found by its new name only).
 pub(super) fn lookup(name: &[u8]) -> Option<crate::table::Resolved> {
     std::str::from_utf8(name)
         .ok()
-        .and_then(|n| crate::table::process().get(&n.to_ascii_lowercase()))
+        .and_then(|n| crate::table::process().lookup_client_name(n))
 }
 
 /// COMMAND → COMMAND INFO of every command.
@@ -314,9 +315,11 @@ pub(super) fn command_list(cx: &mut ConnCtx<'_>) -> CmdResult {
             return Err(CmdError::Syntax);
         });
     }
-    let names: Vec<&str> = crate::table::process()
+    let table = crate::table::process();
+    let names: Vec<&str> = table
         .entries()
         .iter()
+        .filter(|e| table.is_callable(e))
         .filter(|e| match &filter {
             None => true,
             // Strata has no modules.
