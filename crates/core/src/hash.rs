@@ -518,20 +518,7 @@ impl Hash {
     /// `hash-max-listpack-entries`.
     pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
         self.convert_for_len(field.len().max(value.len()));
-        if let Rep::Pack(p) = self.repr.get() {
-            // Redis's listpack safety size: a pack never grows past it.
-            if p.0.len() + pair_len(field, value) > MAX_PACK {
-                self.convert_to_table();
-            }
-        }
-        let new = match self.repr.get_mut() {
-            Rep::Pack(p) => p.insert(field, value),
-            Rep::Big(t) => t.insert(field, value),
-        };
-        if self.is_listpack() && self.len() > HASH_MAX_LISTPACK_ENTRIES.count() {
-            self.convert_to_table();
-        }
-        new
+        self.insert_loaded(field, value)
     }
 
     /// [`Hash::insert`] as Redis loads a packed hash (HASH_LISTPACK/HASH_ZIPLIST in an RDB file or
@@ -540,6 +527,7 @@ impl Hash {
     /// value — the listpack keeps what it was written with.
     pub fn insert_loaded(&mut self, field: &[u8], value: &[u8]) -> bool {
         if let Rep::Pack(p) = self.repr.get() {
+            // Redis's listpack safety size: a pack never grows past it.
             if p.0.len() + pair_len(field, value) > MAX_PACK {
                 self.convert_to_table();
             }
